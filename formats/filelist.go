@@ -1,0 +1,151 @@
+package formats
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// A file list (SPEC §1) is a text file whose first line is the count N > 0,
+// followed by N paths, one per line; lines after the N-th are ignored.
+//
+//	2
+//	train/gen_0.data
+//	train/gen_1.data
+
+// maxFileListBytes bounds how much of a file list is read.
+const maxFileListBytes = 64 << 20
+
+// ReadFileList reads a file list and resolves its paths: a relative path is
+// tried relative to the working directory first, then relative to the list's
+// directory. A missing file is an *Error naming both candidates.
+func ReadFileList(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{Format: "filelist", Path: path, Offset: -1, Record: -1, Op: "open", Err: err}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileListBytes+1))
+	if err != nil {
+		return nil, &Error{Format: "filelist", Path: path, Offset: -1, Record: -1, Op: "read", Err: err}
+	}
+	if len(data) > maxFileListBytes {
+		return nil, Errorf("filelist", path, -1, -1, ErrMetadata, "file list larger than %d bytes", maxFileListBytes)
+	}
+	names, err := ParseFileList(data)
+	if err != nil {
+		var fe *Error
+		if errors.As(err, &fe) {
+			fe.Path = path
+		}
+		return nil, err
+	}
+	dir := filepath.Dir(path)
+	out := make([]string, len(names))
+	for i, n := range names {
+		p, err := resolve(n, dir)
+		if err != nil {
+			return nil, &Error{Format: "filelist", Path: path, Offset: -1, Record: int64(i + 2), Op: "data file", Err: err}
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func resolve(name, dir string) (string, error) {
+	if filepath.IsAbs(name) {
+		if _, err := os.Stat(name); err != nil {
+			return "", err
+		}
+		return name, nil
+	}
+	if _, err := os.Stat(name); err == nil {
+		return name, nil
+	}
+	alt := filepath.Join(dir, name)
+	if _, err := os.Stat(alt); err == nil {
+		return alt, nil
+	}
+	return "", fmt.Errorf("%w: %q (tried %q and %q)", fs.ErrNotExist, name, name, alt)
+}
+
+// ParseFileList parses the text of a file list without touching the file
+// system. Errors are *Error values with Format "filelist" and the 1-based
+// line in Record (Path is empty).
+func ParseFileList(data []byte) ([]string, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	line := 0
+	next := func() (string, bool) {
+		for sc.Scan() {
+			line++
+			return strings.TrimSpace(strings.TrimSuffix(sc.Text(), "\r")), true
+		}
+		return "", false
+	}
+	first, ok := next()
+	if !ok {
+		if err := sc.Err(); err != nil {
+			return nil, Errorf("filelist", "", -1, int64(line+1), ErrMetadata, "%v", err)
+		}
+		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "empty file list: want a count on the first line")
+	}
+	n, err := strconv.ParseInt(first, 10, 64)
+	if err != nil {
+		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "first line %q is not a file count", clip(first))
+	}
+	if n <= 0 {
+		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "file count %d must be > 0", n)
+	}
+	if n > int64(len(data)) {
+		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "file count %d larger than the list can hold", n)
+	}
+	names := make([]string, 0, n)
+	for int64(len(names)) < n {
+		s, ok := next()
+		if !ok {
+			if err := sc.Err(); err != nil {
+				return nil, Errorf("filelist", "", -1, int64(line+1), ErrMetadata, "%v", err)
+			}
+			return nil, Errorf("filelist", "", -1, int64(line+1), ErrMetadata, "count says %d files, list has %d", n, len(names))
+		}
+		if s == "" {
+			return nil, Errorf("filelist", "", -1, int64(line), ErrMetadata, "empty path (count says %d files)", n)
+		}
+		names = append(names, s)
+	}
+	return names, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// WriteFileList writes a file list atomically, with paths relative to the
+// list's directory where possible.
+func WriteFileList(path string, files []string) error {
+	if len(files) == 0 {
+		return fmt.Errorf("ctrkit/formats: writing %s: empty file list", path)
+	}
+	dir := filepath.Dir(path)
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "%d\n", len(files))
+	for _, f := range files {
+		if rel, err := filepath.Rel(dir, f); err == nil && !strings.HasPrefix(rel, "..") {
+			f = rel
+		}
+		buf.WriteString(f)
+		buf.WriteByte('\n')
+	}
+	return WriteFileAtomic(path, buf.Bytes())
+}
