@@ -1,0 +1,34 @@
+# ctrkit developer targets. `make` alone lists them.
+GO      ?= go
+PKG     ?= ./...
+FUZZTIME ?= 5m
+
+.PHONY: help build test ci bench fuzz gpu clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+build: ## build the ctrkit binary into ./ctrkit (static, no cgo)
+	CGO_ENABLED=0 $(GO) build -o ctrkit ./cmd/ctrkit
+
+test: ## run the tests (the README's command)
+	$(GO) test $(PKG)
+
+ci: ## run what CI runs: gofmt, vet, tests, every benchmark once
+	bash .ci/run
+
+bench: ## run the benchmarks (PKG=./formats/raw to pick one package)
+	$(GO) test -run '^$$' -bench . -benchmem $(PKG)
+
+fuzz: ## fuzz every decoder for FUZZTIME each (default 5m)
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFileList$$' -fuzztime $(FUZZTIME) ./formats
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/norm
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/raw
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime $(FUZZTIME) ./formats/parquet
+
+gpu: ## build ctrkit and the GPU test binaries into .gpu/ for the GPU machine
+	mkdir -p .gpu
+	CGO_ENABLED=0 $(GO) build -o .gpu/ctrkit ./cmd/ctrkit
+
+clean: ## remove build outputs
+	rm -rf ctrkit .gpu
