@@ -1,0 +1,44 @@
+// Package asyncio reads byte ranges of a file with O_DIRECT, many requests
+// in flight, into aligned buffers, and hands them back in order. It is the
+// I/O engine of ctrkit's RawAsync reader (HugeCTR's AsyncReader) and knows
+// nothing about samples.
+//
+// # What one range becomes
+//
+// A range [Off, Off+Len) is rounded out to the alignment A =
+// max(IOAlignment, the device's logical block size), read into an A-aligned
+// buffer in blocks of IOBlockSize bytes, and returned as a Buffer whose Data
+// is the requested bytes with the partial head and tail trimmed:
+//
+//	file   ... | A | A | A | A | A | ...
+//	             ^ Off&^(A-1)        ^ roundup(Off+Len, A) (or EOF)
+//	buffer     [ head |      Data       | tail ]
+//	                   ^ Off            ^ Off+Len
+//
+// # Concurrency
+//
+// NumThreads × IODepth goroutines issue pread calls (one block each), so at
+// most that many requests are in flight; NumThreads × NumBatchesPerThread
+// buffers exist, which bounds the ranges read ahead. A dispatcher goroutine
+// takes ranges from the caller's Source in order; Next returns completed
+// buffers in that same order whatever order their blocks finished in.
+// Release gives a buffer back for reuse. Close stops every goroutine and
+// waits for them; no goroutine outlives it. A Reader's Next, Release and
+// Close must be called from one goroutine at a time.
+//
+// # Errors
+//
+// A pread error (EIO, …) or a file that ends before a range does is
+// returned by Next as a *formats.Error with Format "asyncio", the path and
+// the byte offset of the failing block; the error is sticky. A short read
+// that returns some bytes is legal (signals, network file systems) and the
+// rest is read again; a read that returns no byte before the range's end is
+// an io.ErrUnexpectedEOF.
+//
+// # Files
+//
+// The File seam (OpenFile, or any File, such as a fault-injecting one in
+// tests) lets tests inject short reads and I/O errors. OpenFile uses
+// O_DIRECT where the file system allows it and falls back to buffered reads
+// with a Notice where it refuses (tmpfs, some overlay file systems).
+package asyncio

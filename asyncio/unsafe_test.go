@@ -1,0 +1,5 @@
+package asyncio
+
+import "unsafe"
+
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
