@@ -1,0 +1,18 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"time"
+)
+
+func cpuTime() time.Duration { return 0 }
+
+// CachedFraction is unknown (-1) on this system.
+func CachedFraction(paths []string) float64 { return -1 }
+
+// DropCache is not supported on this system.
+func DropCache(paths []string) error {
+	return errors.New("ctrkit/bench: dropping the page cache is not supported on this system")
+}

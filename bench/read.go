@@ -1,0 +1,134 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// ReadOptions say how long to read.
+type ReadOptions struct {
+	// Epochs is the number of passes over the data (used when Duration is
+	// 0; default 1). The opener is called once per epoch.
+	Epochs int
+	// Duration reads until this much time has passed; the opener should
+	// then return a reader in repeat mode.
+	Duration time.Duration
+	// BatchSize is the capacity of the batch read into (default 65536).
+	BatchSize int
+	// Alloc supplies the batch buffers (nil: Go heap).
+	Alloc formats.Allocator
+	// Progress, when set, is called after every batch with its size.
+	Progress func(samples int)
+}
+
+// ReadResult is what a read workload measured.
+type ReadResult struct {
+	Samples            int64   `json:"samples"`
+	Batches            int64   `json:"batches"`
+	Epochs             int     `json:"epochs"`
+	Seconds            float64 `json:"seconds"`
+	SamplesPerSecond   float64 `json:"samples_per_second"`
+	FileBytes          int64   `json:"file_bytes"`
+	FileBytesPerSecond float64 `json:"file_bytes_per_second"`
+	BatchP50Millis     float64 `json:"batch_latency_p50_ms"`
+	BatchP99Millis     float64 `json:"batch_latency_p99_ms"`
+	// CPUPercent is user+system CPU time over wall time, ×100 (200 = two
+	// cores busy).
+	CPUPercent float64 `json:"cpu_percent"`
+}
+
+// Opener opens a fresh reader (one per epoch).
+type Opener func() (formats.Reader, error)
+
+// Read runs the workload. bytesPerSample converts samples to file bytes
+// (the dataset's size divided by its sample count).
+func Read(open Opener, bytesPerSample float64, o ReadOptions) (ReadResult, error) {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 65536
+	}
+	if o.Epochs <= 0 {
+		o.Epochs = 1
+	}
+	var res ReadResult
+	lat := make([]time.Duration, 0, 1024)
+	cpu0 := cpuTime()
+	start := time.Now()
+	var b *formats.Batch
+	defer func() {
+		if b != nil {
+			b.Free()
+		}
+	}()
+	deadline := time.Time{}
+	if o.Duration > 0 {
+		deadline = start.Add(o.Duration)
+	}
+epochs:
+	for e := 0; o.Duration > 0 || e < o.Epochs; e++ {
+		r, err := open()
+		if err != nil {
+			return res, err
+		}
+		if b == nil {
+			if b, err = formats.NewBatch(r.Schema(), o.BatchSize, o.Alloc); err != nil {
+				r.Close()
+				return res, err
+			}
+		}
+		for {
+			t := time.Now()
+			n, err := r.Read(b)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return res, err
+			}
+			lat = append(lat, time.Since(t))
+			res.Samples += int64(n)
+			res.Batches++
+			if o.Progress != nil {
+				o.Progress(n)
+			}
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				r.Close()
+				res.Epochs = e
+				break epochs
+			}
+		}
+		if err := r.Close(); err != nil {
+			return res, err
+		}
+		res.Epochs = e + 1
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		if res.Samples == 0 {
+			return res, fmt.Errorf("ctrkit/bench: the dataset holds no samples")
+		}
+	}
+	wall := time.Since(start)
+	res.Seconds = wall.Seconds()
+	res.SamplesPerSecond = float64(res.Samples) / res.Seconds
+	res.FileBytes = int64(float64(res.Samples) * bytesPerSample)
+	res.FileBytesPerSecond = float64(res.FileBytes) / res.Seconds
+	res.BatchP50Millis, res.BatchP99Millis = percentileMillis(lat, 0.50), percentileMillis(lat, 0.99)
+	res.CPUPercent = 100 * (cpuTime() - cpu0).Seconds() / res.Seconds
+	return res, nil
+}
+
+func percentileMillis(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(q*float64(len(s)-1) + 0.5)
+	return float64(s[i]) / 1e6
+}
