@@ -1,0 +1,253 @@
+package layers
+
+import (
+	"math"
+
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// InnerProduct is y = x·W + b (W [in, out], b [out]); with Act set it is
+// HugeCTR's FusedInnerProduct (y = act(x·W + b)).
+type InnerProduct struct {
+	c    *Ctx
+	in   *Blob
+	out  *Blob
+	W, B Param
+	Act  tensor.Activation
+}
+
+// NewInnerProduct builds an InnerProduct with SPEC §8 initialization.
+func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation) (*InnerProduct, error) {
+	if err := needBatch("InnerProduct", in); err != nil {
+		return nil, err
+	}
+	if out <= 0 {
+		return nil, shapeErr("InnerProduct", "num_output %d", out)
+	}
+	n := in.Value.Cols()
+	l := &InnerProduct{c: c, in: in, out: c.Blob(in.Value.Rows(), out), Act: act,
+		W: Param{Name: "weight", Value: c.alloc(n, out), Grad: c.alloc(n, out), Regularize: true},
+		B: Param{Name: "bias", Value: c.alloc(out), Grad: c.alloc(out)}}
+	c.Normal(l.W.Value, InnerProductSigma(n, out))
+	c.Normal(l.B.Value, math.Sqrt(1/float64(out))) // N(0, 1/out): variance 1/out, SPEC §8
+	return l, nil
+}
+
+// Forward computes y.
+func (l *InnerProduct) Forward(Pass) {
+	be := l.c.BE
+	be.Gemm(false, false, 1, l.in.Value, l.W.Value, 0, l.out.Value)
+	be.BiasAct(l.Act, 1, l.out.Value, l.out.Value, l.B.Value)
+}
+
+// Backward computes dW, db, dx.
+func (l *InnerProduct) Backward(Pass) {
+	be := l.c.BE
+	dz := l.out.Grad
+	if l.Act != tensor.Identity {
+		be.ActGrad(l.Act, 1, dz, dz, tensor.Tensor{}, l.out.Value)
+	}
+	be.Gemm(true, false, 1, l.in.Value, dz, 0, l.W.Grad)
+	be.ColSum(l.B.Grad, 0, dz)
+	if !l.in.Grad.IsZero() {
+		be.Gemm(false, true, 1, dz, l.W.Value, 0, l.in.Grad)
+	}
+}
+
+// Params returns W and b.
+func (l *InnerProduct) Params() []Param { return []Param{l.W, l.B} }
+
+// Outputs returns y.
+func (l *InnerProduct) Outputs() []*Blob { return []*Blob{l.out} }
+
+// Activation is ReLU, Sigmoid or ELU (Alpha).
+type Activation struct {
+	c       *Ctx
+	in, out *Blob
+	Kind    tensor.Activation
+	Alpha   float64
+}
+
+// NewActivation builds an elementwise activation layer.
+func NewActivation(c *Ctx, in *Blob, kind tensor.Activation, alpha float64) (*Activation, error) {
+	if err := needBatch("Activation", in); err != nil {
+		return nil, err
+	}
+	return &Activation{c: c, in: in, out: c.Blob(in.Value.Shape...), Kind: kind, Alpha: alpha}, nil
+}
+
+// Forward computes act(x).
+func (l *Activation) Forward(Pass) { l.c.BE.Act(l.Kind, l.Alpha, l.out.Value, l.in.Value) }
+
+// Backward computes dx.
+func (l *Activation) Backward(Pass) {
+	if !l.in.Grad.IsZero() {
+		l.c.BE.ActGrad(l.Kind, l.Alpha, l.in.Grad, l.out.Grad, l.in.Value, l.out.Value)
+	}
+}
+
+// Params returns nothing.
+func (l *Activation) Params() []Param { return nil }
+
+// Outputs returns y.
+func (l *Activation) Outputs() []*Blob { return []*Blob{l.out} }
+
+// Concat joins inputs along the feature axis (HugeCTR axis 1 on [B, …]).
+type Concat struct {
+	c   *Ctx
+	ins []*Blob
+	out *Blob
+}
+
+// NewConcat builds a Concat.
+func NewConcat(c *Ctx, ins ...*Blob) (*Concat, error) {
+	if err := needBatch("Concat", ins...); err != nil || len(ins) == 0 {
+		return nil, shapeErr("Concat", "need ≥1 inputs of one batch size")
+	}
+	w := 0
+	for _, b := range ins {
+		w += b.Value.Cols()
+	}
+	return &Concat{c: c, ins: ins, out: c.Blob(ins[0].Value.Rows(), w)}, nil
+}
+
+// Forward copies each input into its columns.
+func (l *Concat) Forward(Pass) {
+	off := 0
+	for _, b := range l.ins {
+		l.c.BE.CopyCols(l.out.Value, off, b.Value, 0, b.Value.Cols(), 0)
+		off += b.Value.Cols()
+	}
+}
+
+// Backward slices the gradient back.
+func (l *Concat) Backward(Pass) {
+	off := 0
+	for _, b := range l.ins {
+		if !b.Grad.IsZero() {
+			l.c.BE.CopyCols(b.Grad, 0, l.out.Grad, off, b.Value.Cols(), 0)
+		}
+		off += b.Value.Cols()
+	}
+}
+
+// Params returns nothing.
+func (l *Concat) Params() []Param { return nil }
+
+// Outputs returns the joined blob.
+func (l *Concat) Outputs() []*Blob { return []*Blob{l.out} }
+
+// Slice cuts column ranges [start, end) of its input into outputs; ranges
+// may overlap (fan-out), and Backward sums them.
+type Slice struct {
+	c      *Ctx
+	in     *Blob
+	outs   []*Blob
+	ranges [][2]int
+}
+
+// NewSlice builds a Slice.
+func NewSlice(c *Ctx, in *Blob, ranges [][2]int) (*Slice, error) {
+	if err := needBatch("Slice", in); err != nil {
+		return nil, err
+	}
+	l := &Slice{c: c, in: in, ranges: ranges}
+	for _, r := range ranges {
+		if r[0] < 0 || r[1] <= r[0] || r[1] > in.Value.Cols() {
+			return nil, shapeErr("Slice", "range %v of %d columns", r, in.Value.Cols())
+		}
+		l.outs = append(l.outs, c.Blob(in.Value.Rows(), r[1]-r[0]))
+	}
+	return l, nil
+}
+
+// Forward copies the ranges.
+func (l *Slice) Forward(Pass) {
+	for i, r := range l.ranges {
+		l.c.BE.CopyCols(l.outs[i].Value, 0, l.in.Value, r[0], r[1]-r[0], 0)
+	}
+}
+
+// Backward sums the outputs' gradients into dx.
+func (l *Slice) Backward(Pass) {
+	if l.in.Grad.IsZero() {
+		return
+	}
+	l.c.BE.Fill(l.in.Grad, 0)
+	for i, r := range l.ranges {
+		l.c.BE.CopyCols(l.in.Grad, r[0], l.outs[i].Grad, 0, r[1]-r[0], 1)
+	}
+}
+
+// Params returns nothing.
+func (l *Slice) Params() []Param { return nil }
+
+// Outputs returns one blob per range.
+func (l *Slice) Outputs() []*Blob { return l.outs }
+
+// Reshape views [B, S, V] as [B, S·V] (free), or with Selected picks
+// slots: out = [B, len(Selected)·V], slots in the given order.
+type Reshape struct {
+	c        *Ctx
+	in, out  *Blob
+	vec      int
+	Selected []int
+}
+
+// NewReshape builds a Reshape to [B·Cols/leading, leading] when selected is
+// empty (leading = 0 keeps [B, Cols]), or a slot selection of vec-wide
+// slots.
+func NewReshape(c *Ctx, in *Blob, leading int, selected []int, vec int) (*Reshape, error) {
+	if err := needBatch("Reshape", in); err != nil {
+		return nil, err
+	}
+	l := &Reshape{c: c, in: in, vec: vec, Selected: selected}
+	if len(selected) > 0 {
+		if vec <= 0 || in.Value.Cols()%vec != 0 {
+			return nil, shapeErr("Reshape", "vec %d for %v", vec, in.Value)
+		}
+		for _, s := range selected {
+			if s < 0 || s >= in.Value.Cols()/vec {
+				return nil, shapeErr("Reshape", "slot %d of %d", s, in.Value.Cols()/vec)
+			}
+		}
+		l.out = c.Blob(in.Value.Rows(), len(selected)*vec)
+		return l, nil
+	}
+	n := in.Value.Len()
+	if leading == 0 {
+		leading = in.Value.Cols()
+	}
+	if leading <= 0 || n%leading != 0 {
+		return nil, shapeErr("Reshape", "leading_dim %d for %v", leading, in.Value)
+	}
+	l.out = &Blob{Value: in.Value.Reshape(n/leading, leading)}
+	if !in.Grad.IsZero() {
+		l.out.Grad = in.Grad.Reshape(n/leading, leading)
+	}
+	return l, nil
+}
+
+// Forward copies the selected slots (a plain reshape shares storage).
+func (l *Reshape) Forward(Pass) {
+	for i, s := range l.Selected {
+		l.c.BE.CopyCols(l.out.Value, i*l.vec, l.in.Value, s*l.vec, l.vec, 0)
+	}
+}
+
+// Backward scatters the selected slots' gradients (zeros elsewhere).
+func (l *Reshape) Backward(Pass) {
+	if len(l.Selected) == 0 || l.in.Grad.IsZero() {
+		return
+	}
+	l.c.BE.Fill(l.in.Grad, 0)
+	for i, s := range l.Selected {
+		l.c.BE.CopyCols(l.in.Grad, s*l.vec, l.out.Grad, i*l.vec, l.vec, 1)
+	}
+}
+
+// Params returns nothing.
+func (l *Reshape) Params() []Param { return nil }
+
+// Outputs returns the reshaped blob.
+func (l *Reshape) Outputs() []*Blob { return []*Blob{l.out} }

@@ -1,0 +1,148 @@
+// Package layers implements the trainer's layers (HugeCTR's dense layers,
+// losses and sparse embeddings) as forward/backward passes over a
+// tensor.Backend, so the same code trains on the CPU and on a GPU.
+//
+// Data flow: a layer reads input Blobs and owns its output Blobs. Forward
+// fills the outputs' Value; Backward reads the outputs' Grad and overwrites
+// the inputs' Grad (not accumulates: HugeCTR's graph gives every tensor one
+// consumer and inserts Slice layers for fan-out, SPEC HUGECTR_GRAPH §1.5)
+// and the layer's parameter gradients. Inputs whose Grad is the zero Tensor
+// (data, labels) get no gradient. Losses produce a [1] loss Blob and compute
+// their input gradient directly, scaled by 1/global batch (SPEC §8).
+//
+// HugeCTR layer → constructor:
+//
+//	InnerProduct, FusedInnerProduct   NewInnerProduct (act Identity / ReLU)
+//	ReLU, Sigmoid, ELU                NewActivation
+//	Concat, Slice, Reshape            NewConcat, NewSlice, NewReshape (selected slots)
+//	Interaction                       NewInteraction (SPEC §8 layout and pad)
+//	MultiCross                        NewMultiCross (projection_dim 0 = DCN v1)
+//	Dropout, BatchNorm                NewDropout, NewBatchNorm
+//	Add, Sub, ElementwiseMultiply     NewElementwise
+//	WeightMultiply, FmOrder2          NewWeightMultiply, NewFmOrder2
+//	ReduceSum, ReduceMean, Scale      NewReduce, NewScale
+//	Softmax                           NewSoftmax
+//	BinaryCrossEntropyLoss,
+//	CrossEntropyLoss,
+//	MultiCrossEntropyLoss             NewLoss (+ NewRegularizer for L1/L2)
+//	DistributedSlotSparseEmbeddingHash,
+//	LocalizedSlotSparseEmbeddingHash,
+//	LocalizedSlotSparseEmbeddingOneHot NewSparseEmbedding
+//
+// Precision: a Ctx fixes the dtype; Float32 trains, Float64 runs the same
+// layers as the reference for the finite-difference gradient checks in this
+// package's tests.
+package layers
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// Blob is an activation and its gradient (same shape; Grad may be zero for
+// inputs that need none).
+type Blob struct {
+	Value, Grad tensor.Tensor
+}
+
+// Param is a trainable dense tensor and its gradient.
+type Param struct {
+	Name        string
+	Value, Grad tensor.Tensor
+	// Regularize marks weights the L1/L2 regularizer applies to
+	// (InnerProduct W; not biases).
+	Regularize bool
+}
+
+// Pass describes one forward/backward: Training selects batch statistics
+// (BatchNorm) and dropout; Iter keys the dropout mask (same Iter, same mask).
+type Pass struct {
+	Training bool
+	Iter     uint64
+}
+
+// Layer is one node of the network.
+type Layer interface {
+	Forward(p Pass)
+	Backward(p Pass)
+	Params() []Param
+	Outputs() []*Blob
+}
+
+// Ctx carries what construction needs: the backend, the dtype and the
+// initializer's random source.
+type Ctx struct {
+	BE   tensor.Backend
+	DT   tensor.DType
+	Rand *rand.Rand
+	// nextID numbers layers for dropout seeds.
+	nextID uint64
+}
+
+// NewCtx returns a construction context.
+func NewCtx(be tensor.Backend, dt tensor.DType, seed uint64) *Ctx {
+	return &Ctx{BE: be, DT: dt, Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Blob allocates a blob with a gradient.
+func (c *Ctx) Blob(shape ...int) *Blob {
+	return &Blob{Value: c.BE.Alloc(c.DT, shape...), Grad: c.BE.Alloc(c.DT, shape...)}
+}
+
+func (c *Ctx) alloc(shape ...int) tensor.Tensor { return c.BE.Alloc(c.DT, shape...) }
+
+// upload writes float64 host values into a tensor of the context's dtype.
+func (c *Ctx) upload(t tensor.Tensor, v []float64) {
+	if c.DT == tensor.Float64 {
+		c.BE.Upload(t, v)
+		return
+	}
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	c.BE.Upload(t, f)
+}
+
+// Normal fills t with N(0, σ²).
+func (c *Ctx) Normal(t tensor.Tensor, sigma float64) {
+	v := make([]float64, t.Len())
+	for i := range v {
+		v[i] = c.Rand.NormFloat64() * sigma
+	}
+	c.upload(t, v)
+}
+
+// Uniform fills t with U(lo, hi).
+func (c *Ctx) Uniform(t tensor.Tensor, lo, hi float64) {
+	v := make([]float64, t.Len())
+	for i := range v {
+		v[i] = lo + (hi-lo)*c.Rand.Float64()
+	}
+	c.upload(t, v)
+}
+
+// InnerProductSigma is the σ of SPEC §8's InnerProduct weight initializer:
+// √(1/max(1,(in+out)/2))/0.8796.
+func InnerProductSigma(in, out int) float64 {
+	return math.Sqrt(1/math.Max(1, float64(in+out)/2)) / 0.8796
+}
+
+func shapeErr(layer string, format string, args ...any) error {
+	return fmt.Errorf("layers: %s: %w: %s", layer, tensor.ErrShape, fmt.Sprintf(format, args...))
+}
+
+func needBatch(layer string, bs ...*Blob) error {
+	for _, b := range bs {
+		if b == nil || b.Value.IsZero() {
+			return shapeErr(layer, "missing input")
+		}
+		if b.Value.Rows() != bs[0].Value.Rows() {
+			return shapeErr(layer, "batch sizes %v and %v differ", bs[0].Value, b.Value)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package layers
+
+import (
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// LossKind selects the loss.
+type LossKind uint8
+
+// Losses.
+const (
+	// BinaryCrossEntropy: fused sigmoid BCE on [B,1] (SPEC §8).
+	BinaryCrossEntropy LossKind = iota
+	// MultiCrossEntropy: per-column fused sigmoid BCE on [B,T] weighted by
+	// TargetWeights (default all 1): loss = (1/B)·Σ_b Σ_t w_t·bce.
+	MultiCrossEntropy
+	// CrossEntropy: softmax cross-entropy on [B,C] with class-index labels
+	// [B,1].
+	CrossEntropy
+)
+
+// Loss is a loss layer: its output is the [1] batch loss; Backward writes
+// the prediction's gradient scaled by GradScale (1/global batch × loss
+// scale; default 1/B).
+type Loss struct {
+	c           *Ctx
+	pred, label *Blob
+	out         *Blob
+	Kind        LossKind
+	weights     tensor.Tensor
+	GradScale   float64
+	Reg         *Regularizer
+}
+
+// NewLoss builds a loss over pred and label (label.Grad is not used).
+func NewLoss(c *Ctx, kind LossKind, pred, label *Blob, targetWeights []float64) (*Loss, error) {
+	if err := needBatch("Loss", pred, label); err != nil {
+		return nil, err
+	}
+	switch kind {
+	case BinaryCrossEntropy, MultiCrossEntropy:
+		if pred.Value.Len() != label.Value.Len() || (kind == BinaryCrossEntropy && pred.Value.Cols() != 1) {
+			return nil, shapeErr("Loss", "prediction %v, label %v", pred.Value, label.Value)
+		}
+	case CrossEntropy:
+		if label.Value.Cols() != 1 || pred.Value.Cols() < 2 {
+			return nil, shapeErr("Loss", "prediction %v, label %v", pred.Value, label.Value)
+		}
+	}
+	l := &Loss{c: c, pred: pred, label: label, Kind: kind, GradScale: 1 / float64(pred.Value.Rows()),
+		out: &Blob{Value: c.alloc(1)}}
+	if kind == MultiCrossEntropy && len(targetWeights) > 0 {
+		if len(targetWeights) != pred.Value.Cols() {
+			return nil, shapeErr("Loss", "%d target weights for %d columns", len(targetWeights), pred.Value.Cols())
+		}
+		l.weights = c.alloc(len(targetWeights))
+		c.upload(l.weights, targetWeights)
+	}
+	return l, nil
+}
+
+// Forward computes the loss (and, in training, the prediction gradient: the
+// loss kernels are fused).
+func (l *Loss) Forward(p Pass) {
+	dx := tensor.Tensor{}
+	if p.Training {
+		dx = l.pred.Grad
+	}
+	if l.Kind == CrossEntropy {
+		l.c.BE.SoftmaxCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.GradScale)
+	} else {
+		l.c.BE.BCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.weights, l.GradScale)
+	}
+	if l.Reg != nil {
+		l.Reg.addLoss(l.out.Value)
+	}
+}
+
+// Backward does nothing: Forward in training already wrote the gradient.
+func (l *Loss) Backward(Pass) {}
+
+// Params returns nothing.
+func (l *Loss) Params() []Param { return nil }
+
+// Outputs returns the [1] loss.
+func (l *Loss) Outputs() []*Blob { return []*Blob{l.out} }
+
+// Regularizer is HugeCTR's L1 or L2 weight regularizer over the weights
+// marked Regularize: L1 adds (λ/B)·Σ|w| to the loss and (λ/B)·sign(w) to the
+// gradient; L2 adds (λ/2B)·Σw² and (λ/B)·w. B is the global batch size.
+type Regularizer struct {
+	c      *Ctx
+	L1     bool
+	Lambda float64
+	Batch  int
+	params []Param
+}
+
+// NewRegularizer builds a regularizer over the marked params of layers.
+func NewRegularizer(c *Ctx, l1 bool, lambda float64, batch int, ls ...Layer) *Regularizer {
+	r := &Regularizer{c: c, L1: l1, Lambda: lambda, Batch: batch}
+	for _, l := range ls {
+		for _, p := range l.Params() {
+			if p.Regularize {
+				r.params = append(r.params, p)
+			}
+		}
+	}
+	return r
+}
+
+func (r *Regularizer) addLoss(loss tensor.Tensor) {
+	for _, p := range r.params {
+		if r.L1 {
+			r.c.BE.SumAbs(loss, p.Value, r.Lambda/float64(r.Batch))
+		} else {
+			r.c.BE.SumSquares(loss, p.Value, r.Lambda/(2*float64(r.Batch)))
+		}
+	}
+}
+
+// AddGrad adds the regularizer's gradient to the weights' gradients; call
+// it after the layers' Backward.
+func (r *Regularizer) AddGrad() {
+	k := r.Lambda / float64(r.Batch)
+	for _, p := range r.params {
+		if r.L1 {
+			r.c.BE.SignAxpy(p.Grad, k, p.Value)
+		} else {
+			r.c.BE.Axpby(p.Grad, 1, p.Grad, k, p.Value)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+// Package tensor is the device-agnostic core of ctrkit's trainer: a tensor
+// handle (dtype, shape, backend-owned storage) and the Backend interface of
+// batched operations every layer, optimizer and metric is written against.
+//
+// # Layout
+//
+// Every tensor is dense and row-major. Layers see activations as a matrix
+// [rows, cols] = [batch, features]; a 3-D activation [B, S, V] (an
+// embedding output: B samples, S slots, V-wide vectors) is the same bytes as
+// the matrix [B, S·V], so Reshape is free (it shares storage):
+//
+//	row b:  | slot 0: v0 … v(V-1) | slot 1: v0 … v(V-1) | … | slot S-1 |
+//
+// Weights of an InnerProduct are W [in, out] row-major and bias [out], the
+// layout SPEC §7 writes to the dense model file, so y = x·W + b is
+// Gemm(false, false, 1, x, W, 0, y) followed by AddBias.
+//
+// Sparse inputs travel as CSR over (sample, slot) bags: Offsets int32
+// [B·S+1] with Offsets[b·S+s] the first key of sample b, slot s, and Keys
+// int64 [nnz]. The embedding turns keys into table rows (int32 [nnz]) with a
+// hash table (HashLookup) or slot offsets (SlotRows), then pools rows per bag
+// (EmbeddingBag).
+//
+// # Execution model
+//
+// A Backend is a stream: operations are issued in order from one goroutine
+// and may run asynchronously; the first failure (a shape mismatch, a full
+// hash table, an out-of-range row) is sticky, turns every later operation
+// into a no-op, and is returned by Err, Sync and Download. This is how CUDA
+// reports errors (launches are asynchronous, errors surface at
+// synchronization), so layer code needs no error plumbing per operation and a
+// GPU backend never waits for the host between kernels. Download is the only
+// operation that moves data to the host; nothing in a training step needs it
+// (the loss and the count of unique embedding rows stay in device tensors).
+//
+// # Backends
+//
+// The CPU backend (package cpu) stores tensors in Go slices and runs every
+// operation on all cores; it supports Float64 storage as well, which the
+// trainer's tests use as the float64 reference (the same layer code runs
+// with Float64 tensors for finite-difference gradient checks). The CUDA
+// backend maps each operation onto one cuBLAS call (Gemm: row-major C = A·B
+// is column-major Cᵀ = Bᵀ·Aᵀ, so it calls cublasSgemm with the operands
+// swapped) or one or two NVRTC kernels over the whole batch; the
+// data-dependent operations (HashLookup, EmbeddingBagGrad) are specified as
+// sort / scan / segmented reduction so they have deterministic GPU
+// implementations, and Dropout draws its mask from Philox-4x32-10 keyed by a
+// seed and counter so both backends produce the same mask.
+//
+// How each operation maps onto CUDA (one launch per call unless stated):
+//
+//	Alloc/Free/Fill/Copy     cuMemAlloc, cuMemFree, cuMemsetD32Async / fill kernel, cuMemcpyDtoDAsync
+//	Upload/Download          cuMemcpyHtoDAsync from pinned memory / cuMemcpyDtoH + stream sync
+//	Gemm                     cublasSgemm(opB, opA, N, M, K, α, B, ldb, A, lda, β, C, N)
+//	AddBias, BiasAct         elementwise kernel (the fused InnerProduct epilogue)
+//	ColSum, Reduce, RowDot   block reduction kernel (or cublasSgemv with a ones vector)
+//	Act/ActGrad/Axpby/Mul    elementwise kernels
+//	RowScale, Broadcast      elementwise kernels with index arithmetic
+//	CopyCols                 2-D strided copy kernel (cuMemcpy2DAsync when beta = 0)
+//	SumSquares/SumAbs        reduction into a device scalar; SignAxpy elementwise
+//	HashLookup               probe kernel; compaction + cub radix sort + unique of
+//	                         misses; insert kernel (atomicCAS on Keys, row = Count+rank)
+//	SlotRows                 one thread per bag
+//	EmbeddingBag             one warp per bag, lanes over the vector
+//	EmbeddingBagGrad         radix sort of (row, position) pairs, run-length encode,
+//	                         one warp per distinct row summing its occurrences in order
+//	Interaction(+Grad)       batched GEMM F·Fᵀ (cublasSgemmStridedBatched) + gather
+//	                         of the upper triangle, or one fused kernel per sample
+//	FmOrder2(+Grad)          one thread per (sample, column)
+//	BatchNorm(+Grad)         cudnnBatchNormalizationForwardTraining / Backward, or
+//	                         column-reduction kernels
+//	Dropout(+Grad)           elementwise Philox kernel (mask recomputed, not stored)
+//	Softmax, BCE, SoftmaxCE  row kernels; loss reduced into a device scalar
+//	DenseUpdate              elementwise kernel, scalars (lr, bias correction) as args
+//	SparseUpdate             one warp per unique row (Local, LazyGlobal) or a
+//	                         row-map + elementwise kernel over the table (Global);
+//	                         numUniq is read on the device, never by the host
+//	AUC                      device sort by score + scan, or host after Download
+package tensor
