@@ -183,13 +183,14 @@ func ReadAll(r formats.Reader, batchSize, limit int) (*Dataset, error) {
 			return d, err
 		}
 		for i := 0; i < n; i++ {
-			d.append(b, i)
+			d.AppendFrom(b, i)
 		}
 	}
 	return d, nil
 }
 
-func (d *Dataset) append(b *formats.Batch, i int) {
+// AppendFrom appends a copy of sample i of b.
+func (d *Dataset) AppendFrom(b *formats.Batch, i int) {
 	s := b.Schema
 	d.Labels = append(d.Labels, append([]float32(nil), b.Labels[i*s.LabelDim:(i+1)*s.LabelDim]...))
 	d.Dense = append(d.Dense, append([]float32(nil), b.Dense[i*s.DenseDim:(i+1)*s.DenseDim]...))
