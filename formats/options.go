@@ -104,3 +104,11 @@ type Writer interface {
 	Close() error
 	Abort() error
 }
+
+// RangeWriter is a Writer that can write part of a batch; dataset writers
+// that roll over to a new file every N samples use it.
+type RangeWriter interface {
+	Writer
+	// WriteRange writes samples [lo, hi) of b.
+	WriteRange(b *Batch, lo, hi int) error
+}

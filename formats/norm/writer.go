@@ -65,7 +65,10 @@ func (w *Writer) header() Header {
 }
 
 // Write appends the samples of b.
-func (w *Writer) Write(b *formats.Batch) error {
+func (w *Writer) Write(b *formats.Batch) error { return w.WriteRange(b, 0, b.N) }
+
+// WriteRange writes samples [lo, hi) of b (formats.RangeWriter).
+func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -74,7 +77,10 @@ func (w *Writer) Write(b *formats.Batch) error {
 		return fmt.Errorf("ctrkit/formats/norm: batch schema %d/%d/%d %s, writer %d/%d/%d %s", s.LabelDim, s.DenseDim, len(s.Slots), s.KeyType,
 			w.schema.LabelDim, w.schema.DenseDim, len(w.schema.Slots), w.schema.KeyType)
 	}
-	for i := 0; i < b.N; i++ {
+	if lo < 0 || hi > b.N || lo > hi {
+		return fmt.Errorf("ctrkit/formats/norm: WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
+	}
+	for i := lo; i < hi; i++ {
 		for si, sl := range w.schema.Slots {
 			if lo, hi := b.Row(i, si); sl.MaxNNZ > 0 && hi-lo > sl.MaxNNZ {
 				return fmt.Errorf("ctrkit/formats/norm: writing %s: sample %d slot %d has %d keys, max %d: %w", w.f.Final(), i, si, hi-lo, sl.MaxNNZ, formats.ErrNNZ)
