@@ -1,0 +1,379 @@
+package raw
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// maxSampleSize bounds the sample size a schema may ask for (a hostile or
+// mistaken hotness must not overflow the size arithmetic).
+const maxSampleSize = 1 << 30
+
+// chunk is the number of samples decoded per pass, so the label, dense and
+// key passes over a chunk find its bytes in cache.
+const chunk = 128
+
+// Decoder turns whole Raw samples into a formats.Batch. It does no I/O and
+// never allocates, so every reader (this package's Reader, the async
+// O_DIRECT reader) decodes the same bytes to the same values.
+//
+// A Decoder is not safe for concurrent use (it counts clamped values); give
+// each goroutine its own Clone.
+type Decoder struct {
+	schema  *formats.Schema
+	layout  Layout
+	size    int // bytes per sample
+	ldim    int
+	ddim    int
+	nslot   int
+	nkeys   int // keys per sample
+	keyOff  int // byte offset of the first key in a sample
+	fileKey int // bytes per key on disk
+
+	labelInt bool
+	denseInt bool
+	keyI64   bool // in memory
+
+	hot   []int32 // hotness per slot
+	cum   []int32 // cum[s] = Σ_{j<s} hot[j]; len nslot+1
+	sizes []int64 // slot sizes (nil: no offsets, no range check)
+	offs  []int64 // slot offsets (nil with sizes)
+
+	clamped int64 // negative int32 dense values clamped to 0
+}
+
+// NewDecoder returns a decoder for samples of schema s in layout l. A
+// non-empty slotSizeArray (one entry per slot) enables slot offsets and key
+// range checks (SPEC §3.3). The decoder keeps s; it must not change.
+func NewDecoder(s *formats.Schema, l Layout, slotSizeArray []int64) (*Decoder, error) {
+	size, err := SampleSize(s, l)
+	if err != nil {
+		return nil, err
+	}
+	o := formats.Options{SlotSizeArray: slotSizeArray}
+	if err := o.Validate(s); err != nil {
+		return nil, err
+	}
+	d := &Decoder{
+		schema:   s,
+		layout:   l,
+		size:     size,
+		ldim:     s.LabelDim,
+		ddim:     s.DenseDim,
+		nslot:    len(s.Slots),
+		nkeys:    keysPerSample(s, l),
+		keyOff:   4 * (s.LabelDim + s.DenseDim),
+		fileKey:  4,
+		labelInt: s.LabelType == formats.Int32,
+		denseInt: s.DenseType == formats.Int32,
+		keyI64:   s.KeyType == formats.KeyI64,
+		hot:      make([]int32, len(s.Slots)),
+		cum:      make([]int32, len(s.Slots)+1),
+	}
+	if l == MultiHot {
+		d.fileKey = s.KeyType.Size()
+	}
+	for i, sl := range s.Slots {
+		h := int32(1)
+		if l == MultiHot {
+			h = int32(sl.Hotness)
+		}
+		d.hot[i] = h
+		d.cum[i+1] = d.cum[i] + h
+	}
+	if len(slotSizeArray) > 0 {
+		d.sizes = append([]int64(nil), slotSizeArray...)
+		d.offs = formats.SlotOffsets(d.sizes)
+	}
+	return d, nil
+}
+
+// Clone returns a decoder with the same configuration and its own clamp
+// counter (starting at 0).
+func (d *Decoder) Clone() *Decoder {
+	c := *d
+	c.clamped = 0
+	return &c
+}
+
+// SampleSize returns the bytes per sample.
+func (d *Decoder) SampleSize() int { return d.size }
+
+// Schema returns the decoder's schema.
+func (d *Decoder) Schema() *formats.Schema { return d.schema }
+
+// Layout returns the decoder's layout.
+func (d *Decoder) Layout() Layout { return d.layout }
+
+// Clamped returns how many negative int32 dense values this decoder has
+// clamped to 0 so far.
+func (d *Decoder) Clamped() int64 { return d.clamped }
+
+// compatible reports whether b was made for a schema of d's shape.
+func (d *Decoder) compatible(b *formats.Batch) error {
+	s := b.Schema
+	if s == nil || s.LabelDim != d.ldim || s.DenseDim != d.ddim || len(s.Slots) != d.nslot || s.KeyType != d.schema.KeyType {
+		return fmt.Errorf("ctrkit/formats/raw: batch schema does not match the decoder's (%d label, %d dense, %d slots, %s keys)",
+			d.ldim, d.ddim, d.nslot, d.schema.KeyType)
+	}
+	return nil
+}
+
+// Decode appends the len(src)/SampleSize samples of src to b, starting at
+// sample b.N, and sets b.N accordingly. src must hold whole samples; its
+// first sample is record firstRecord of the file path and starts at byte
+// fileOffset there (both only name the place in errors). b must have room for
+// the samples (Cap − N); its key buffer is grown only if it was made too small
+// for the schema, so decoding into a batch from formats.NewBatch never
+// allocates.
+//
+// On error (a key out of range, a trailing partial sample) b.N is left
+// unchanged; the buffers beyond it may have been written.
+func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord, fileOffset int64) error {
+	n := len(src) / d.size
+	if n*d.size != len(src) {
+		return formats.Truncated("raw", path, fileOffset+int64(n*d.size), firstRecord+int64(n), "sample")
+	}
+	if err := d.compatible(b); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	if b.N+n > b.Cap() {
+		return fmt.Errorf("ctrkit/formats/raw: %d samples do not fit a batch holding %d of %d", n, b.N, b.Cap())
+	}
+	S := d.nslot
+	start := b.N
+	base := int64(b.Offsets[:cap(b.Offsets)][start*S])
+	total := base + int64(n)*int64(d.nkeys)
+	if total > math.MaxInt32 {
+		return fmt.Errorf("ctrkit/formats/raw: %d keys overflow a batch's int32 offsets", total)
+	}
+	if err := b.ReserveKeys(int(total)); err != nil {
+		return err
+	}
+	labels, dense, offsets, k32, k64 := b.Full()
+	// The batch is at least as large as its schema and capacity say; these
+	// checks let the loops below index without bounds checks.
+	if len(labels) < (start+n)*d.ldim || len(dense) < (start+n)*d.ddim || len(offsets) < (start+n)*S+1 ||
+		len(k32)+len(k64) < int(total) {
+		return fmt.Errorf("ctrkit/formats/raw: batch buffers smaller than their capacity")
+	}
+	for lo := 0; lo < n; lo += chunk {
+		m := min(chunk, n-lo)
+		rec := src[lo*d.size : (lo+m)*d.size]
+		i0 := start + lo
+		if d.ldim > 0 {
+			d.values(rec, m, 0, d.ldim, labels[i0*d.ldim:(i0+m)*d.ldim], d.labelInt, false)
+		}
+		if d.ddim > 0 {
+			d.values(rec, m, 4*d.ldim, d.ddim, dense[i0*d.ddim:(i0+m)*d.ddim], d.denseInt, true)
+		}
+		if S > 0 {
+			kb := base + int64(lo)*int64(d.nkeys)
+			var err error
+			if d.keyI64 {
+				err = d.keys64(rec, m, k64[kb:kb+int64(m*d.nkeys)], path, firstRecord+int64(lo), fileOffset+int64(lo*d.size))
+			} else {
+				err = d.keys32(rec, m, k32[kb:kb+int64(m*d.nkeys)], path, firstRecord+int64(lo), fileOffset+int64(lo*d.size))
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if S > 0 {
+		d.rowOffsets(offsets[start*S+1:(start+n)*S+1], n, base)
+	}
+	b.SetLen(start + n)
+	return nil
+}
+
+// values decodes w columns at byte offset off of each of the m samples in
+// rec into out (m·w floats).
+func (d *Decoder) values(rec []byte, m, off, w int, out []float32, isInt, isDense bool) {
+	size := d.size
+	p := unsafe.Pointer(unsafe.SliceData(rec))
+	o := unsafe.Pointer(unsafe.SliceData(out))
+	_ = out[m*w-1]
+	_ = rec[(m-1)*size+off+4*w-1]
+	switch {
+	case !isInt:
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+off)
+			dst := unsafe.Add(o, 4*i*w)
+			if nativeLE {
+				copy(unsafe.Slice((*byte)(dst), 4*w), unsafe.Slice((*byte)(q), 4*w))
+				continue
+			}
+			for j := 0; j < w; j++ {
+				*(*uint32)(unsafe.Add(dst, 4*j)) = ld32(unsafe.Add(q, 4*j))
+			}
+		}
+	case !isDense:
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+off)
+			dst := unsafe.Add(o, 4*i*w)
+			for j := 0; j < w; j++ {
+				*(*float32)(unsafe.Add(dst, 4*j)) = float32(int32(ld32(unsafe.Add(q, 4*j))))
+			}
+		}
+	default:
+		tab := formats.DenseTable()
+		var clamped int64
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+off)
+			dst := unsafe.Slice((*float32)(unsafe.Add(o, 4*i*w)), w)
+			for j := 0; j < w; j++ {
+				x := int32(ld32(unsafe.Add(q, 4*j)))
+				var v float32
+				if uint32(x) < uint32(len(tab)) {
+					v = tab[uint32(x)&(uint32(len(tab))-1)]
+				} else if x < 0 {
+					clamped++
+				} else {
+					v = formats.DenseFromInt32(x)
+				}
+				dst[j] = v
+			}
+		}
+		d.clamped += clamped
+	}
+}
+
+// keys32 decodes the keys of m samples into out (m·nkeys uint32 keys),
+// applying slot offsets and range checks.
+func (d *Decoder) keys32(rec []byte, m int, out []uint32, path string, rec0, off0 int64) error {
+	size, K := d.size, d.nkeys
+	p := unsafe.Pointer(unsafe.SliceData(rec))
+	_ = out[m*K-1]
+	_ = rec[(m-1)*size+d.keyOff+4*K-1]
+	if d.sizes == nil {
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+d.keyOff)
+			dst := out[i*K : i*K+K]
+			if nativeLE {
+				copy(dst, unsafe.Slice((*uint32)(q), K))
+				continue
+			}
+			for j := range dst {
+				dst[j] = ld32(unsafe.Add(q, 4*j))
+			}
+		}
+		return nil
+	}
+	S := d.nslot
+	sizes, offs, cum := d.sizes[:S], d.offs[:S], d.cum[:S+1]
+	if d.layout == OneHot {
+		offs := offs[:len(sizes)]
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+d.keyOff)
+			dst := out[i*K : i*K+K]
+			dst = dst[:len(sizes)]
+			for s, lim := range sizes {
+				k := ld32(unsafe.Add(q, 4*s))
+				if uint64(k) >= uint64(lim) {
+					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+4*s), s, int64(k))
+				}
+				dst[s] = k + uint32(offs[s])
+			}
+		}
+		return nil
+	}
+	for i := 0; i < m; i++ {
+		q := unsafe.Add(p, i*size+d.keyOff)
+		dst := out[i*K : i*K+K]
+		for s := 0; s < S; s++ {
+			lim, add := uint64(sizes[s]), uint32(offs[s])
+			for j := cum[s]; j < cum[s+1]; j++ {
+				k := ld32(unsafe.Add(q, 4*int(j)))
+				if uint64(k) >= lim {
+					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+4*int(j)), s, int64(k))
+				}
+				dst[j] = k + add
+			}
+		}
+	}
+	return nil
+}
+
+// keys64 is keys32 for the i64 key type: one-hot files hold uint32 keys
+// (widened, never sign-extended), multi-hot files int64 keys.
+func (d *Decoder) keys64(rec []byte, m int, out []int64, path string, rec0, off0 int64) error {
+	size, K, fk := d.size, d.nkeys, d.fileKey
+	p := unsafe.Pointer(unsafe.SliceData(rec))
+	_ = out[m*K-1]
+	_ = rec[(m-1)*size+d.keyOff+fk*K-1]
+	S := d.nslot
+	if d.sizes == nil {
+		for i := 0; i < m; i++ {
+			q := unsafe.Add(p, i*size+d.keyOff)
+			dst := out[i*K : i*K+K]
+			if fk == 8 {
+				if nativeLE {
+					copy(dst, unsafe.Slice((*int64)(q), K))
+					continue
+				}
+				for j := range dst {
+					dst[j] = int64(ld64(unsafe.Add(q, 8*j)))
+				}
+				continue
+			}
+			for j := range dst {
+				dst[j] = int64(ld32(unsafe.Add(q, 4*j)))
+			}
+		}
+		return nil
+	}
+	sizes, offs, cum := d.sizes[:S], d.offs[:S], d.cum[:S+1]
+	for i := 0; i < m; i++ {
+		q := unsafe.Add(p, i*size+d.keyOff)
+		dst := out[i*K : i*K+K]
+		for s := 0; s < S; s++ {
+			lim, add := uint64(sizes[s]), offs[s]
+			for j := cum[s]; j < cum[s+1]; j++ {
+				var k int64
+				if fk == 8 {
+					k = int64(ld64(unsafe.Add(q, 8*int(j))))
+				} else {
+					k = int64(ld32(unsafe.Add(q, 4*int(j))))
+				}
+				if uint64(k) >= lim {
+					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+fk*int(j)), s, k)
+				}
+				dst[j] = k + add
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Decoder) keyRange(path string, record, offset int64, slot int, key int64) error {
+	return formats.Errorf("raw", path, offset, record, formats.ErrKeyRange,
+		"slot %d key %d not in [0, %d)", slot, key, d.sizes[slot])
+}
+
+// rowOffsets writes the CSR offsets of n samples (out[r] is the end of row
+// r of the new samples), the keys starting at base.
+func (d *Decoder) rowOffsets(out []int32, n int, base int64) {
+	S, K := d.nslot, int32(d.nkeys)
+	b := int32(base)
+	if d.layout == OneHot {
+		for r := range out {
+			out[r] = b + int32(r) + 1
+		}
+		return
+	}
+	cum := d.cum[1 : S+1]
+	for i := 0; i < n; i++ {
+		row := out[i*S : i*S+S]
+		for s := range row {
+			row[s] = b + cum[s]
+		}
+		b += K
+	}
+}
