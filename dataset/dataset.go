@@ -1,0 +1,457 @@
+// Package dataset opens a dataset of any format ctrkit knows from a path and
+// the schema flags a user gives (HugeCTR's parameter names), detecting what
+// the flags leave out, and creates writers for any output format. It is what
+// the command line's convert, validate, inspect, keyset and bench commands
+// share.
+//
+// A path is one of:
+//
+//	a file list (SPEC §1)           → Norm or Parquet, by the first data file
+//	a directory                     → its _file_list.txt or file_list.txt
+//	a .parquet file                 → Parquet, _metadata.json beside it
+//	a text file with tabs or commas → Criteo TSV / CSV logs
+//	any other file                  → Norm when its header parses, else Raw
+package dataset
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/criteo"
+	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/parquet"
+	"github.com/ctrkit/ctrkit/formats/raw"
+)
+
+// Format is a dataset format.
+type Format int
+
+const (
+	// Auto detects the format from the path.
+	Auto Format = iota
+	Norm
+	Raw
+	Parquet
+	CriteoTSV
+	CriteoCSV
+)
+
+var formatNames = map[Format]string{Auto: "auto", Norm: "norm", Raw: "raw", Parquet: "parquet", CriteoTSV: "criteo-tsv", CriteoCSV: "criteo-csv"}
+
+func (f Format) String() string { return formatNames[f] }
+
+// ParseFormat accepts the names String returns ("" is Auto).
+func ParseFormat(s string) (Format, error) {
+	s = strings.ToLower(s)
+	for f, n := range formatNames {
+		if s == n {
+			return f, nil
+		}
+	}
+	if s == "" {
+		return Auto, nil
+	}
+	return 0, fmt.Errorf("unknown format %q (want norm, raw, parquet, criteo-tsv or criteo-csv)", s)
+}
+
+// Spec is what the user said about a dataset; zero fields are detected or
+// defaulted.
+type Spec struct {
+	Format Format
+	// LabelDim, DenseDim and NumSlot give the shape (0: from the Norm
+	// header or Parquet metadata; Raw defaults to Criteo's 1, 13, 26).
+	LabelDim, DenseDim, NumSlot int
+	// KeyType with KeyTypeSet; otherwise detected (Norm) or i32.
+	KeyType    formats.KeyType
+	KeyTypeSet bool
+	// Check with CheckSet; otherwise the Norm header's error_check.
+	Check    norm.CheckMode
+	CheckSet bool
+	// SlotSizeArray: slot sizes. Readers add slot offsets with them when
+	// Offsets is set; validate checks keys against them; Criteo text
+	// hashes into them.
+	SlotSizeArray []int64
+	Offsets       bool
+	// NNZ is the max nnz per slot (Norm, Parquet) or the hotness per slot
+	// (Raw multi-hot).
+	NNZ []int
+	// FloatLabelDense: Raw label and dense values are float32 (else int32).
+	FloatLabelDense bool
+	// RawLayout is the Raw layout (one-hot unless NNZ has a value > 1).
+	RawLayout    raw.Layout
+	RawLayoutSet bool
+	// LabelType of the Raw multi-hot layout (default int32, HugeCTR v25).
+	LabelType    formats.ValueType
+	LabelTypeSet bool
+	// Vocab maps Criteo text categoricals (instead of hashing).
+	Vocab *criteo.Vocab
+	// SkipCorrupt skips Norm records with a bad check byte.
+	SkipCorrupt bool
+}
+
+// Dataset is a resolved dataset: its format, files and schema.
+type Dataset struct {
+	Path   string // what the user named
+	List   string // the file list, when there is one
+	Format Format
+	Files  []string
+	Schema formats.Schema
+	Spec   Spec // with detected fields filled in
+	// Samples is the sample count when the format records it, else -1.
+	Samples int64
+	// Bytes is the total size of the data files.
+	Bytes int64
+	// Notes say what was detected or assumed.
+	Notes []string
+	meta  *parquet.Metadata
+}
+
+func (d *Dataset) note(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
+
+// Resolve finds the format, files and schema of the dataset at path.
+func Resolve(path string, spec Spec) (*Dataset, error) {
+	d := &Dataset{Path: path, Spec: spec, Samples: -1}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		for _, n := range []string{parquet.FileListName, "file_list.txt"} {
+			if _, err := os.Stat(filepath.Join(path, n)); err == nil {
+				path = filepath.Join(path, n)
+				break
+			}
+		}
+		if path == d.Path {
+			return nil, fmt.Errorf("%s is a directory without %s or file_list.txt", path, parquet.FileListName)
+		}
+	}
+	head, err := readHead(path, 4096)
+	if err != nil {
+		return nil, err
+	}
+	f := spec.Format
+	isList := looksLikeFileList(head)
+	switch {
+	case f == CriteoTSV || f == CriteoCSV:
+		d.Files = []string{path}
+	case isList && f != Raw:
+		d.List = path
+		if d.Files, err = formats.ReadFileList(path); err != nil {
+			return nil, err
+		}
+		if f == Auto {
+			first, err := readHead(d.Files[0], 4)
+			if err != nil {
+				return nil, err
+			}
+			f = Norm
+			if string(first) == "PAR1" {
+				f = Parquet
+			}
+			d.note("format %s (from the first file of the list)", f)
+		}
+	default:
+		d.Files = []string{path}
+		if f == Auto {
+			f = sniff(path, head)
+			d.note("format %s (detected)", f)
+		}
+	}
+	d.Format = f
+	for _, p := range d.Files {
+		if st, err := os.Stat(p); err == nil {
+			d.Bytes += st.Size()
+		}
+	}
+	switch f {
+	case Norm:
+		err = d.resolveNorm()
+	case Raw:
+		err = d.resolveRaw()
+	case Parquet:
+		err = d.resolveParquet()
+	case CriteoTSV, CriteoCSV:
+		err = d.resolveCriteo()
+	default:
+		err = fmt.Errorf("unknown format %d", f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, err := f.Read(buf)
+	if k == 0 && err != nil && k < n {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		return buf[:0], nil
+	}
+	return buf[:k], nil
+}
+
+// looksLikeFileList: a first line of digits, then printable lines.
+func looksLikeFileList(head []byte) bool {
+	nl := bytes.IndexByte(head, '\n')
+	if nl <= 0 {
+		return false
+	}
+	first := bytes.TrimSpace(head[:nl])
+	if len(first) == 0 {
+		return false
+	}
+	for _, c := range first {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return isText(head[nl+1:]) && !bytes.ContainsAny(head[nl+1:], "\t,")
+}
+
+func isText(b []byte) bool {
+	for _, c := range b {
+		if c < 0x09 || (c > 0x0d && c < 0x20) || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func sniff(path string, head []byte) Format {
+	if bytes.HasPrefix(head, []byte("PAR1")) {
+		return Parquet
+	}
+	if len(head) > 0 && isText(head) {
+		if line, _, _ := bytes.Cut(head, []byte("\n")); bytes.Contains(line, []byte("\t")) {
+			return CriteoTSV
+		} else if bytes.Contains(line, []byte(",")) {
+			return CriteoCSV
+		}
+	}
+	if _, err := norm.Detect(path); err == nil {
+		return Norm
+	}
+	return Raw
+}
+
+func (d *Dataset) resolveNorm() error {
+	det, err := norm.Detect(d.Files[0])
+	if err != nil && !d.Spec.KeyTypeSet {
+		return fmt.Errorf("detecting key width and check mode of %s: %w", d.Files[0], err)
+	}
+	sp := &d.Spec
+	if !sp.CheckSet {
+		if err != nil {
+			return err
+		}
+		sp.Check, sp.CheckSet = det.Check, true
+		d.note("check mode %s (from the header)", det.Check)
+	}
+	if !sp.KeyTypeSet {
+		kt, ok := det.KeyType()
+		if !ok {
+			return fmt.Errorf("%s: the key width is ambiguous (%v fit); give --i64-input-key or not explicitly", d.Files[0], det.KeyTypes)
+		}
+		sp.KeyType, sp.KeyTypeSet = kt, true
+		d.note("key type %s (detected)", kt)
+	}
+	r, err := norm.OpenFiles(d.Files, nil, norm.Options{Check: sp.Check, KeyType: sp.KeyType})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	d.Schema = r.Schema().Clone()
+	d.Samples = 0
+	for i := range d.Files {
+		d.Samples += r.Header(i).NumRecords
+	}
+	return d.applyShape()
+}
+
+// applyShape checks the user's shape against the detected schema and adds
+// the slot sizes and max nnz.
+func (d *Dataset) applyShape() error {
+	s, sp := &d.Schema, &d.Spec
+	if sp.LabelDim > 0 && sp.LabelDim != s.LabelDim || sp.DenseDim > 0 && sp.DenseDim != s.DenseDim || sp.NumSlot > 0 && sp.NumSlot != len(s.Slots) {
+		return fmt.Errorf("%s holds label_dim %d, dense_dim %d, %d slots; the flags say %d, %d, %d",
+			d.Path, s.LabelDim, s.DenseDim, len(s.Slots), sp.LabelDim, sp.DenseDim, sp.NumSlot)
+	}
+	if n := len(sp.SlotSizeArray); n > 0 {
+		if n != len(s.Slots) {
+			return fmt.Errorf("--slot-size-array has %d entries, the dataset %d slots", n, len(s.Slots))
+		}
+		for i := range s.Slots {
+			s.Slots[i].Size = sp.SlotSizeArray[i]
+		}
+	}
+	if n := len(sp.NNZ); n > 0 {
+		if n != len(s.Slots) {
+			return fmt.Errorf("--nnz-array has %d entries, the dataset %d slots", n, len(s.Slots))
+		}
+		for i := range s.Slots {
+			s.Slots[i].MaxNNZ = sp.NNZ[i]
+		}
+	}
+	return nil
+}
+
+func (d *Dataset) resolveRaw() error {
+	sp := &d.Spec
+	l, dd, ns := sp.LabelDim, sp.DenseDim, sp.NumSlot
+	if l == 0 && dd == 0 && ns == 0 {
+		l, dd, ns = 1, 13, 26
+		d.note("raw shape not given: assuming Criteo's label_dim 1, dense_dim 13, 26 slots")
+	}
+	if ns == 0 {
+		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
+	}
+	nnz := sp.NNZ
+	if nnz == nil {
+		nnz = make([]int, ns)
+		for i := range nnz {
+			nnz[i] = 1
+		}
+	}
+	if len(nnz) != ns {
+		return fmt.Errorf("--nnz-array has %d entries, --num-slot is %d", len(nnz), ns)
+	}
+	if !sp.RawLayoutSet {
+		sp.RawLayout = raw.OneHot
+		for _, n := range nnz {
+			if n != 1 {
+				sp.RawLayout = raw.MultiHot
+			}
+		}
+	}
+	d.Schema = formats.NewSchema(l, dd, nnz, nil, sp.KeyType)
+	for i := range d.Schema.Slots {
+		d.Schema.Slots[i].Hotness = nnz[i]
+	}
+	d.Schema.LabelType, d.Schema.DenseType = formats.Int32, formats.Int32
+	if sp.FloatLabelDense {
+		d.Schema.LabelType, d.Schema.DenseType = formats.Float32, formats.Float32
+	}
+	if sp.RawLayout == raw.MultiHot {
+		d.Schema.LabelType = formats.Int32
+		if sp.LabelTypeSet {
+			d.Schema.LabelType = sp.LabelType
+		}
+	}
+	size, err := raw.SampleSize(&d.Schema, sp.RawLayout)
+	if err != nil {
+		return err
+	}
+	if d.Bytes%int64(size) != 0 {
+		return formats.Errorf("raw", d.Files[0], d.Bytes/int64(size)*int64(size), d.Bytes/int64(size), formats.ErrSize,
+			"file size %d is not a multiple of the %d-byte sample of the given shape (label %d, dense %d, %d slots, %s)",
+			d.Bytes, size, l, dd, ns, sp.RawLayout)
+	}
+	d.Samples = d.Bytes / int64(size)
+	return d.applyShape()
+}
+
+func (d *Dataset) resolveParquet() error {
+	dir := filepath.Dir(d.Files[0])
+	meta, err := parquet.ReadMetadata(filepath.Join(dir, parquet.MetadataName))
+	if err != nil {
+		return err
+	}
+	d.meta = meta
+	r, err := parquet.OpenFiles(d.Files, meta, nil, parquet.Options{KeyType: d.Spec.KeyType})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	d.Schema = r.Schema().Clone()
+	d.Samples = r.NumRows()
+	return d.applyShape()
+}
+
+func (d *Dataset) resolveCriteo() error {
+	o, err := d.criteoOptions(formats.Options{})
+	if err != nil {
+		return err
+	}
+	r, err := criteo.Open(d.Files, o)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	d.Schema = r.Schema().Clone()
+	return nil
+}
+
+func (d *Dataset) criteoOptions(fo formats.Options) (criteo.Options, error) {
+	sp := &d.Spec
+	o := criteo.Options{Options: fo, KeyType: sp.KeyType, Vocab: sp.Vocab}
+	o.Format = criteo.TSV
+	if d.Format == CriteoCSV {
+		o.Format = criteo.CSV
+	}
+	if sp.DenseDim > 0 {
+		o.NumDense = sp.DenseDim
+	}
+	if sp.NumSlot > 0 {
+		o.NumCat = sp.NumSlot
+	}
+	if sp.Vocab == nil {
+		if len(sp.SlotSizeArray) == 0 {
+			return o, fmt.Errorf("criteo text needs --slot-size-array (hash buckets per slot) or --vocab")
+		}
+		o.Buckets = sp.SlotSizeArray
+	}
+	if !sp.Offsets {
+		o.SlotSizeArray = nil
+	}
+	return o, nil
+}
+
+// Open opens a reader over the whole dataset. With Spec.Offsets, readers
+// add slot offsets from Spec.SlotSizeArray.
+func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
+	sp := &d.Spec
+	if sp.Offsets {
+		o.SlotSizeArray = sp.SlotSizeArray
+	} else {
+		o.SlotSizeArray = nil
+	}
+	s := d.Schema.Clone()
+	switch d.Format {
+	case Norm:
+		return norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
+	case Raw:
+		return raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
+	case Parquet:
+		return parquet.OpenFiles(d.Files, d.meta, &s, parquet.Options{Options: o})
+	case CriteoTSV, CriteoCSV:
+		co, err := d.criteoOptions(o)
+		if err != nil {
+			return nil, err
+		}
+		return criteo.Open(d.Files, co)
+	}
+	return nil, fmt.Errorf("cannot open format %s", d.Format)
+}
+
+// BytesPerSample is the dataset's size divided by its sample count (0 when
+// the count is unknown).
+func (d *Dataset) BytesPerSample() float64 {
+	if d.Samples <= 0 {
+		return 0
+	}
+	return float64(d.Bytes) / float64(d.Samples)
+}
