@@ -1,0 +1,168 @@
+package parquet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+const (
+	benchRows  = 1 << 20
+	benchBatch = 65536
+)
+
+func criteoSchema() formats.Schema {
+	nnz := make([]int, 26)
+	for i := range nnz {
+		nnz[i] = 1
+	}
+	return formats.NewSchema(1, 13, nnz, nil, formats.KeyI64)
+}
+
+// criteoBatch fills a batch of n random Criteo-shaped samples.
+func criteoBatch(s *formats.Schema, n int, seed uint64) *formats.Batch {
+	b, err := formats.NewBatch(s, n, nil)
+	if err != nil {
+		panic(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, 1))
+	labels, dense, offsets, _, keys := b.Full()
+	for i := 0; i < n; i++ {
+		labels[i] = float32(rng.IntN(2))
+		for j := 0; j < 13; j++ {
+			dense[i*13+j] = rng.Float32() * 10
+		}
+		for j := 0; j < 26; j++ {
+			keys[i*26+j] = rng.Int64N(1 << 20)
+			offsets[i*26+j+1] = int32(i*26 + j + 1)
+		}
+	}
+	b.SetLen(n)
+	return b
+}
+
+// decodedBytes is what one Criteo sample occupies in a batch: label, dense
+// and keys (offsets not counted): 4·14 + 8·26 = 264 bytes.
+const decodedBytes = 4*14 + 8*26
+
+var (
+	benchDir     string
+	benchDirOnce sync.Once
+	benchLists   = map[string]string{}
+	benchMu      sync.Mutex
+)
+
+// criteoDataset writes (once per process) benchRows Criteo rows with the
+// given compression and returns the file list.
+func criteoDataset(b *testing.B, comp string) string {
+	benchDirOnce.Do(func() {
+		d, err := os.MkdirTemp("", "ctrkit-parquet-bench-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchDir = d
+	})
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	if l, ok := benchLists[comp]; ok {
+		return l
+	}
+	s := criteoSchema()
+	dir := filepath.Join(benchDir, comp)
+	w, err := NewDatasetWriter(dir, &s, DatasetOptions{WriterOptions: WriterOptions{Compression: comp}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < benchRows/benchBatch; i++ {
+		bt := criteoBatch(&s, benchBatch, uint64(i))
+		if err := w.Write(bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	l := filepath.Join(dir, FileListName)
+	benchLists[comp] = l
+	return l
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+// BenchmarkRead decodes Criteo-shaped batches of 65536 in repeat mode; one
+// op is one batch. SetBytes counts decoded bytes (label + dense + keys, 264
+// per sample); the file size is logged.
+func BenchmarkRead(b *testing.B) {
+	s := criteoSchema()
+	for _, comp := range []string{"snappy", "none"} {
+		for _, bc := range []struct{ workers, prefetch int }{{1, 0}, {2, 0}, {4, 0}, {8, 0}, {16, 0}, {16, 4}, {16, 8}} {
+			workers := bc.workers
+			name := fmt.Sprintf("%s/workers=%d", comp, workers)
+			if bc.prefetch > 0 {
+				name += fmt.Sprintf("/prefetch=%d", bc.prefetch)
+			}
+			b.Run(name, func(b *testing.B) {
+				list := criteoDataset(b, comp)
+				if st, err := os.Stat(filepath.Join(filepath.Dir(list), "part_0.parquet")); err == nil {
+					b.Logf("%s file: %d bytes for %d rows (%.1f B/row)", comp, st.Size(), benchRows, float64(st.Size())/benchRows)
+				}
+				r, err := OpenList(list, &s, Options{Prefetch: bc.prefetch, Options: formats.Options{BatchSize: benchBatch, Workers: workers, Repeat: true}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.Close()
+				batch, _ := formats.NewBatch(&s, benchBatch, nil)
+				if _, err := r.Read(batch); err != nil { // warm up the buffers
+					b.Fatal(err)
+				}
+				b.SetBytes(benchBatch * decodedBytes)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := r.Read(batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)*benchBatch/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}
+
+// BenchmarkWrite encodes Criteo-shaped batches of 65536 into one file; one op
+// is one batch; SetBytes counts decoded bytes (264 per sample).
+func BenchmarkWrite(b *testing.B) {
+	s := criteoSchema()
+	batch := criteoBatch(&s, benchBatch, 7)
+	for _, comp := range []string{"snappy", "none"} {
+		b.Run(comp, func(b *testing.B) {
+			w, err := Create(filepath.Join(b.TempDir(), "x.parquet"), &s, WriterOptions{Compression: comp})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(benchBatch * decodedBytes)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := w.Write(batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)*benchBatch/b.Elapsed().Seconds(), "samples/s")
+		})
+	}
+}

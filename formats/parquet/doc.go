@@ -1,0 +1,115 @@
+// Package parquet reads and writes CTR datasets in the Parquet layout of
+// NVTabular and HugeCTR (SPEC §4), on the low-level column API of
+// github.com/apache/arrow-go/v18/parquet.
+//
+// # Dataset layout
+//
+// A dataset is a directory of Parquet files, a file list (SPEC §1) and a
+// _metadata.json, all written side by side by DatasetWriter:
+//
+//	dataset/
+//	├── _file_list.txt      2                      count, then one path per line,
+//	│                       part_0.parquet         relative to the list's directory
+//	│                       part_1.parquet
+//	├── _metadata.json      (below)
+//	├── part_0.parquet
+//	└── part_1.parquet
+//
+// _metadata.json lives in the directory of the first data file of the list:
+//
+//	{"file_stats": [{"file_name": "part_0.parquet", "num_rows": 131072}, ...],
+//	 "labels": [{"col_name": "label", "index": 0}],
+//	 "conts":  [{"col_name": "I1", "index": 1}, ..., {"col_name": "I13", "index": 13}],
+//	 "cats":   [{"col_name": "C1", "index": 14}, ..., {"col_name": "C26", "index": 39}]}
+//
+// A file is matched to its file_stats entry by base name (file_name may carry
+// a directory, which is ignored); the footer's row count must equal num_rows
+// (ErrMetadata). HugeCTR's own generator writes gen_<k>.parquet but lists it
+// as <k>.parquet; when the base name has no entry, the name without its
+// leading non-digits is tried.
+//
+// # Column selection
+//
+// Index is the 0-based position of a top-level field of the file schema; only
+// the selected columns are read, and dropping an entry drops the column. Each
+// group is sorted by index (as HugeCTR does), so labels, dense values and
+// slots appear in the batch in file order. col_name must equal the file's
+// name for that field (ErrSchema naming file, index and both names) — except
+// that cudf's default name _col<index>, which HugeCTR's generator leaves on
+// its columns, agrees with any col_name. An index past the last field is
+// ErrSchema.
+//
+// Column kinds:
+//
+//	labels, conts  FLOAT, DOUBLE, INT32, INT64 (converted by value to
+//	               float32), scalar, or a list of them of fixed width
+//	cats           INT32 / INT64, signed or unsigned (Int logical type or
+//	               UINT_* converted type), scalar (one key) or list (0..n
+//	               keys), 2- or 3-level list encoding
+//
+// Optional columns are accepted; a null value, a null list or a null list
+// element is ErrNull with the file, column and row. A key that does not fit
+// the schema's key type (negative or above 2³²−1 for KeyU32, a uint64 above
+// 2⁶³−1 for KeyI64) is ErrKeyRange. With Options.SlotSizeArray (SPEC §3.3) a
+// key outside [0, size) is ErrKeyRange, otherwise the slot offset is added.
+// A list row longer than its slot's MaxNNZ is ErrNNZ. A fixed-width list
+// label/dense row of another width is ErrSchema. Error Record is the row
+// within its file, Offset the file offset of the column chunk at fault (−1
+// where no chunk is involved).
+//
+// # Schema
+//
+// OpenList and OpenFiles take the schema to decode into, or nil to derive it
+// from the metadata and the first file: LabelDim (DenseDim) is the number of
+// label (cont) columns, a fixed-width list column counting its width (taken
+// from its first row); one slot per cat column, named by col_name, with
+// MaxNNZ = Hotness = 1 for a scalar column and 0 (unbounded) for a list;
+// KeyType from Options.KeyType. With a schema, the widths of list label/dense
+// columns are what the dims leave after the scalar columns, shared equally.
+//
+// # Mapping to formats.Batch
+//
+// Row r of the dataset becomes sample r of the stream: Labels[i·LabelDim+j]
+// is label column value j (list columns expanded in place), Dense likewise,
+// and the keys of slot s are the cat column s values, CSR as in package
+// formats. Batches span row groups and files. In epoch mode the last batch
+// may be short and is followed by io.EOF; with Repeat the file list cycles
+// forever. With Shuffle the file order of epoch e is
+// rand.New(rand.NewPCG(Seed, e)).Perm(len(files)) (math/rand/v2); rows
+// within a file keep their order.
+//
+// # Concurrency
+//
+// A producer goroutine walks the row groups in hand-out order. For each it
+// takes a buffer from a fixed set of Prefetch+1 (the memory bound: at most
+// that many decoded row groups exist), queues it, and starts one task per
+// selected column on an errgroup limited to Workers. A task decodes its
+// column chunk with the typed ReadBatch of arrow-go (8192 levels at a time,
+// into value and level buffers reused across row groups) and scatters the
+// values straight into the row group's sample-major label/dense arrays and
+// key arrays, converting, range-checking and offsetting keys on the way.
+// Read takes row groups from the queue in order, waits for each to be
+// complete, and copies rows into the caller's batch (memcpy for labels,
+// dense and one-hot keys). The output, and which error is reported (the
+// lowest row of the first failing row group), never depend on Workers. Close
+// cancels the producer and waits for it and every task; no goroutine
+// outlives it. A Reader is not safe for concurrent use.
+//
+// Column chunks are read through a 64 KiB buffer and arrow-go's page buffers
+// come from a pooling allocator, so steady-state reading allocates a few
+// hundred small objects per row group and no per-row memory.
+//
+// # Writer
+//
+// Writer writes one file in NVTabular's layout: columns label (label, label1,
+// …, label<L−1> when LabelDim > 1), I1..I<DenseDim> as required FLOAT, then
+// C1..C<S>: a required scalar when the slot has Hotness 1, or Hotness 0 and
+// MaxNNZ 1 (a sample with another key count is then ErrNNZ), else a required
+// list<required element> (3-level LIST encoding). Cats are INT64 by default,
+// or INT32/UINT32/UINT64 (WriterOptions.CatType); a key that does not fit is
+// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1,
+// snappy by default. DatasetWriter splits the rows into files of RowsPerFile
+// and writes _file_list.txt and _metadata.json on Close. Every file goes
+// through formats.CreateFile: nothing appears under its final name until
+// Close succeeds.
+package parquet

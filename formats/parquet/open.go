@@ -1,0 +1,485 @@
+package parquet
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/schema"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// Options are the Parquet reader options.
+type Options struct {
+	formats.Options
+	// KeyType is the key type of the schema built from the metadata when
+	// OpenList or OpenFiles is given a nil schema (default KeyU32, HugeCTR's
+	// "i32"). It is ignored when a schema is given.
+	KeyType formats.KeyType
+	// Prefetch is the number of row groups decoded ahead of the one being
+	// handed out (default 2). Memory is bounded by Prefetch+2 decoded row
+	// groups.
+	Prefetch int
+	// MaxRowGroupRows bounds the rows of one row group (default 1<<24), so a
+	// hostile footer cannot make the reader allocate without bound.
+	MaxRowGroupRows int64
+}
+
+// DefaultMaxRowGroupRows is the default of Options.MaxRowGroupRows.
+const DefaultMaxRowGroupRows = 1 << 24
+
+// WithDefaults returns o with zero fields replaced by their defaults.
+func (o Options) WithDefaults() Options {
+	o.Options = o.Options.WithDefaults()
+	if o.Prefetch <= 0 {
+		o.Prefetch = 2
+	}
+	if o.MaxRowGroupRows <= 0 {
+		o.MaxRowGroupRows = DefaultMaxRowGroupRows
+	}
+	return o
+}
+
+// Validate checks the options against a schema.
+func (o *Options) Validate(s *formats.Schema) error {
+	if o.KeyType > formats.KeyI64 {
+		return fmt.Errorf("ctrkit/parquet: invalid key type %d", o.KeyType)
+	}
+	if o.Prefetch < 0 || o.MaxRowGroupRows < 0 {
+		return fmt.Errorf("ctrkit/parquet: negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
+	}
+	return o.Options.Validate(s)
+}
+
+type group uint8
+
+const (
+	gLabel group = iota
+	gDense
+	gCat
+)
+
+func (g group) String() string {
+	return [...]string{"label", "cont", "cat"}[g]
+}
+
+// colPlan says how one selected column of one file is decoded.
+type colPlan struct {
+	group    group
+	meta     Column
+	leaf     int // leaf column index in the file schema
+	phys     parquet.Type
+	unsigned bool
+	list     bool
+	width    int // label/dense values per row (1 for a scalar column)
+	dst      int // label/dense: position within the row; cat: slot
+	maxDef   int16
+	listDef  int16 // list columns: def ≥ listDef means the list is not null
+	repDef   int16 // list columns: def ≥ repDef means an element is present
+}
+
+// filePlan is one data file with its footer and column plans.
+type filePlan struct {
+	path     string
+	md       *metadata.FileMetaData
+	cols     []colPlan
+	fixed    bool    // every cat column is scalar: keys stored sample-major
+	rgStart  []int64 // first row of each row group within the file
+	numRows  int64
+	openSize int64
+}
+
+// OpenList opens the dataset of a file list (SPEC §1). _metadata.json is
+// read from the directory of the first data file; each data file is matched
+// to its file_stats entry by base name. s may be nil: the schema is then
+// derived from the metadata and the first file (see the package doc).
+func OpenList(fileListPath string, s *formats.Schema, o Options) (*Reader, error) {
+	paths, err := formats.ReadFileList(fileListPath)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := ReadMetadata(filepath.Join(filepath.Dir(paths[0]), MetadataName))
+	if err != nil {
+		return nil, err
+	}
+	return OpenFiles(paths, meta, s, o)
+}
+
+// OpenFiles opens the given data files described by meta (see OpenList).
+// Every footer is read and checked against meta and the schema before
+// OpenFiles returns.
+func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*Reader, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("ctrkit/parquet: no data files")
+	}
+	if meta == nil {
+		return nil, errors.New("ctrkit/parquet: nil metadata")
+	}
+	rows := make(map[string]int64, len(meta.FileStats))
+	for _, fs := range meta.FileStats {
+		rows[filepath.Base(fs.FileName)] = fs.NumRows
+	}
+	files := make([]*filePlan, len(paths))
+	for i, p := range paths {
+		md, size, err := readFooter(p)
+		if err != nil {
+			return nil, err
+		}
+		n, ok := rows[filepath.Base(p)]
+		if !ok {
+			// HugeCTR's generator writes gen_<k>.parquet and lists it as <k>.parquet.
+			n, ok = rows[strings.TrimLeftFunc(filepath.Base(p), func(r rune) bool { return r < '0' || r > '9' })]
+		}
+		if !ok {
+			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "no file_stats entry for %q in %s", filepath.Base(p), MetadataName)
+		}
+		if md.NumRows != n {
+			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "footer holds %d rows, %s says num_rows %d", md.NumRows, MetadataName, n)
+		}
+		files[i] = &filePlan{path: p, md: md, numRows: n, openSize: size}
+	}
+	var schemaOwned formats.Schema
+	var labelW, denseW []int
+	var err error
+	if s == nil {
+		schemaOwned, labelW, denseW, err = inferSchema(files[0], meta, o.KeyType)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		schemaOwned = s.Clone()
+		if labelW, err = widths(files[0], meta.Labels, s.LabelDim, gLabel); err != nil {
+			return nil, err
+		}
+		if denseW, err = widths(files[0], meta.Conts, s.DenseDim, gDense); err != nil {
+			return nil, err
+		}
+		if len(meta.Cats) != len(s.Slots) {
+			return nil, formats.Errorf("parquet", files[0].path, -1, -1, formats.ErrSchema, "%s selects %d cat columns, schema has %d slots", MetadataName, len(meta.Cats), len(s.Slots))
+		}
+	}
+	if err := schemaOwned.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.WithDefaults()
+	if err := o.Validate(&schemaOwned); err != nil {
+		return nil, err
+	}
+	var total int64
+	for _, fp := range files {
+		if err := planFile(fp, meta, labelW, denseW, &o); err != nil {
+			return nil, err
+		}
+		total += fp.numRows
+	}
+	if o.Repeat && total == 0 {
+		return nil, formats.Errorf("parquet", paths[0], -1, -1, formats.ErrMetadata, "repeat mode over a dataset of 0 rows")
+	}
+	return newReader(files, &schemaOwned, o), nil
+}
+
+// readFooter opens path and parses its footer.
+func readFooter(path string) (*metadata.FileMetaData, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "open", Err: err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "stat", Err: err}
+	}
+	rd, err := newReaderSafe(f)
+	if err != nil {
+		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "footer", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+	}
+	md := rd.MetaData()
+	rd.Close()
+	var sum int64
+	for i := 0; i < md.NumRowGroups(); i++ {
+		n := md.RowGroup(i).NumRows()
+		if n < 0 {
+			return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrCorrupt, "row group %d has %d rows", i, n)
+		}
+		sum += n
+	}
+	if sum != md.NumRows || md.NumRows < 0 {
+		return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrMetadata, "footer says %d rows, its row groups hold %d", md.NumRows, sum)
+	}
+	return md, st.Size(), nil
+}
+
+// newReaderSafe parses the footer of f, turning a panic of the thrift
+// decoder on a malformed footer into an error.
+func newReaderSafe(f *os.File) (rd *file.Reader, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("footer decoder panic: %v", p)
+		}
+	}()
+	return file.NewParquetReader(f)
+}
+
+// topLevel returns, for each top-level field of sc, its first leaf column and
+// its number of leaves.
+func topLevel(sc *schema.Schema) (first, count []int) {
+	root := sc.Root()
+	first = make([]int, root.NumFields())
+	count = make([]int, root.NumFields())
+	for i := range first {
+		first[i] = -1
+	}
+	for j := 0; j < sc.NumColumns(); j++ {
+		k := root.FieldIndexByField(sc.ColumnRoot(j))
+		if k < 0 {
+			continue
+		}
+		if first[k] < 0 {
+			first[k] = j
+		}
+		count[k]++
+	}
+	return first, count
+}
+
+// resolve finds the leaf of the selected column c in fp and checks its name.
+func resolveColumn(fp *filePlan, c Column, g group) (colPlan, error) {
+	sc := fp.md.Schema
+	first, count := topLevel(sc)
+	if c.Index >= len(first) {
+		return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "%s column %q has index %d, the file has %d columns", g, c.ColName, c.Index, len(first))
+	}
+	name := sc.Root().Field(c.Index).Name()
+	// cudf names unnamed columns _col<i> (HugeCTR's generator writes such
+	// files with metadata names label<i>/C<i>): nothing to disagree with.
+	if name != c.ColName && name != "_col"+strconv.Itoa(c.Index) {
+		return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "%s column index %d is named %q in the file, %q in %s", g, c.Index, name, c.ColName, MetadataName)
+	}
+	if count[c.Index] != 1 {
+		return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "column %d (%q) is nested with %d leaves; want a scalar or a list", c.Index, name, count[c.Index])
+	}
+	leaf := first[c.Index]
+	d := sc.Column(leaf)
+	cp := colPlan{group: g, meta: c, leaf: leaf, phys: d.PhysicalType(), maxDef: d.MaxDefinitionLevel(), width: 1}
+	switch d.MaxRepetitionLevel() {
+	case 0:
+	case 1:
+		cp.list = true
+		var path []schema.Node
+		for n := d.SchemaNode(); n != nil && n.Parent() != nil; n = n.Parent() {
+			path = append(path, n)
+		}
+		var def int16
+		for i := len(path) - 1; i >= 0; i-- {
+			n := path[i]
+			switch n.RepetitionType() {
+			case parquet.Repetitions.Repeated:
+				cp.listDef = def
+				def++
+				cp.repDef = def
+			case parquet.Repetitions.Optional:
+				def++
+			}
+		}
+	default:
+		return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "column %d (%q) is a nested list (repetition level %d)", c.Index, name, d.MaxRepetitionLevel())
+	}
+	if lt, ok := d.LogicalType().(interface{ IsSigned() bool }); ok && d.LogicalType().IsValid() {
+		cp.unsigned = !lt.IsSigned()
+	}
+	switch d.ConvertedType() {
+	case schema.ConvertedTypes.Uint8, schema.ConvertedTypes.Uint16, schema.ConvertedTypes.Uint32, schema.ConvertedTypes.Uint64:
+		cp.unsigned = true
+	}
+	switch cp.phys {
+	case parquet.Types.Int32, parquet.Types.Int64:
+	case parquet.Types.Float, parquet.Types.Double:
+		if g == gCat {
+			return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "cat column %d (%q) has type %s; want int32/uint32/int64/uint64", c.Index, name, cp.phys)
+		}
+	default:
+		return colPlan{}, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "%s column %d (%q) has unsupported type %s", g, c.Index, name, cp.phys)
+	}
+	return cp, nil
+}
+
+// probeWidth returns the number of values in the first row of list column
+// cp of fp.
+func probeWidth(fp *filePlan, cp colPlan) (w int, ferr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ferr = &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: 0, Op: "column " + cp.meta.ColName, Err: fmt.Errorf("%w: decoder panic: %v", formats.ErrCorrupt, p)}
+		}
+	}()
+	f, err := os.Open(fp.path)
+	if err != nil {
+		return 0, &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err}
+	}
+	defer f.Close()
+	rd, err := file.NewParquetReader(f, file.WithMetadata(fp.md))
+	if err != nil {
+		return 0, &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+	}
+	for g := 0; g < rd.NumRowGroups(); g++ {
+		if rd.MetaData().RowGroup(g).NumRows() == 0 {
+			continue
+		}
+		cr, err := rd.RowGroup(g).Column(cp.leaf)
+		if err != nil {
+			return 0, &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: 0, Op: "column " + cp.meta.ColName, Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+		}
+		const n = 4096
+		def, rep := make([]int16, n), make([]int16, n)
+		var lv int64
+		switch c := cr.(type) {
+		case *file.Float32ColumnChunkReader:
+			lv, _, err = c.ReadBatch(n, make([]float32, n), def, rep)
+		case *file.Float64ColumnChunkReader:
+			lv, _, err = c.ReadBatch(n, make([]float64, n), def, rep)
+		case *file.Int32ColumnChunkReader:
+			lv, _, err = c.ReadBatch(n, make([]int32, n), def, rep)
+		case *file.Int64ColumnChunkReader:
+			lv, _, err = c.ReadBatch(n, make([]int64, n), def, rep)
+		}
+		if err != nil {
+			return 0, &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: 0, Op: "column " + cp.meta.ColName, Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+		}
+		w := 0
+		for i := int64(0); i < lv; i++ {
+			if i > 0 && rep[i] == 0 {
+				return w, nil
+			}
+			if def[i] == cp.maxDef {
+				w++
+			}
+		}
+		if lv < n {
+			return w, nil
+		}
+		return 0, formats.Errorf("parquet", fp.path, -1, 0, formats.ErrSchema, "list column %q: first row has more than %d values", cp.meta.ColName, n)
+	}
+	return 0, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "list column %q: no rows to take its width from; give a schema", cp.meta.ColName)
+}
+
+// widths returns the width of every label (or dense) column of meta given
+// the schema's total dim: scalars take 1, list columns share the rest equally.
+func widths(fp *filePlan, cols []Column, dim int, g group) ([]int, error) {
+	w := make([]int, len(cols))
+	var lists []int
+	rest := dim
+	for i, c := range cols {
+		cp, err := resolveColumn(fp, c, g)
+		if err != nil {
+			return nil, err
+		}
+		if cp.list {
+			lists = append(lists, i)
+		} else {
+			w[i] = 1
+			rest--
+		}
+	}
+	if rest < 0 || (len(lists) == 0 && rest != 0) || (len(lists) > 0 && (rest == 0 || rest%len(lists) != 0)) {
+		return nil, formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "%s selects %d %s columns (%d lists); schema %s dim is %d", MetadataName, len(cols), g, len(lists), g, dim)
+	}
+	for _, i := range lists {
+		w[i] = rest / len(lists)
+	}
+	return w, nil
+}
+
+// inferSchema builds the schema from meta and the first file.
+func inferSchema(fp *filePlan, meta *Metadata, kt formats.KeyType) (formats.Schema, []int, []int, error) {
+	s := formats.Schema{KeyType: kt}
+	var ws [2][]int
+	for gi, cols := range [][]Column{meta.Labels, meta.Conts} {
+		ws[gi] = make([]int, len(cols))
+		for i, c := range cols {
+			cp, err := resolveColumn(fp, c, group(gi))
+			if err != nil {
+				return s, nil, nil, err
+			}
+			w := 1
+			if cp.list {
+				if w, err = probeWidth(fp, cp); err != nil {
+					return s, nil, nil, err
+				}
+				if w == 0 {
+					return s, nil, nil, formats.Errorf("parquet", fp.path, -1, 0, formats.ErrSchema, "list column %q has an empty first row", c.ColName)
+				}
+			}
+			ws[gi][i] = w
+		}
+	}
+	for _, w := range ws[0] {
+		s.LabelDim += w
+	}
+	for _, w := range ws[1] {
+		s.DenseDim += w
+	}
+	for _, c := range meta.Cats {
+		cp, err := resolveColumn(fp, c, gCat)
+		if err != nil {
+			return s, nil, nil, err
+		}
+		sl := formats.Slot{Name: c.ColName, MaxNNZ: 1, Hotness: 1}
+		if cp.list {
+			sl.MaxNNZ, sl.Hotness = 0, 0
+		}
+		s.Slots = append(s.Slots, sl)
+	}
+	return s, ws[0], ws[1], nil
+}
+
+// planFile resolves every selected column of fp.
+func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) error {
+	fp.fixed = true
+	for gi, cols := range [][]Column{meta.Labels, meta.Conts, meta.Cats} {
+		pos := 0
+		for i, c := range cols {
+			cp, err := resolveColumn(fp, c, group(gi))
+			if err != nil {
+				return err
+			}
+			switch group(gi) {
+			case gLabel, gDense:
+				w := labelW
+				if gi == int(gDense) {
+					w = denseW
+				}
+				cp.width = w[i]
+				if !cp.list && cp.width != 1 {
+					return formats.Errorf("parquet", fp.path, -1, -1, formats.ErrSchema, "%s column %q is a scalar, other files hold %d values in it", cp.group, c.ColName, cp.width)
+				}
+				cp.dst = pos
+				pos += cp.width
+			case gCat:
+				cp.dst = i
+				if cp.list {
+					fp.fixed = false
+				}
+			}
+			fp.cols = append(fp.cols, cp)
+		}
+	}
+	n := fp.md.NumRowGroups()
+	fp.rgStart = make([]int64, n+1)
+	for g := 0; g < n; g++ {
+		rows := fp.md.RowGroup(g).NumRows()
+		if rows > o.MaxRowGroupRows {
+			return formats.Errorf("parquet", fp.path, -1, fp.rgStart[g], formats.ErrSize, "row group %d has %d rows, more than MaxRowGroupRows %d", g, rows, o.MaxRowGroupRows)
+		}
+		if nc := fp.md.RowGroup(g).NumColumns(); nc != fp.md.Schema.NumColumns() {
+			return formats.Errorf("parquet", fp.path, -1, fp.rgStart[g], formats.ErrCorrupt, "row group %d has %d column chunks, schema has %d columns", g, nc, fp.md.Schema.NumColumns())
+		}
+		fp.rgStart[g+1] = fp.rgStart[g] + rows
+	}
+	return nil
+}

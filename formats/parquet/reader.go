@@ -1,0 +1,476 @@
+package parquet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// streamBufferSize is the read buffer of one column chunk reader.
+const streamBufferSize = 64 << 10
+
+// errClosed is returned by Read after Close.
+var errClosed = errors.New("ctrkit/parquet: reader closed")
+
+// Reader reads a Parquet dataset into batches. It implements formats.Reader;
+// it is not safe for concurrent use.
+type Reader struct {
+	schema *formats.Schema
+	o      Options
+	files  []*filePlan
+	sizes  []int64 // slot sizes when o.SlotSizeArray is set, else nil
+	offs   []int64 // slot offsets matching sizes
+
+	props *parquet.ReaderProperties // shared by the column readers, with a pooling allocator
+
+	cancel context.CancelFunc
+	jobs   chan *rgBuf   // row groups in hand-out order; closed by the producer at the end
+	free   chan *rgBuf   // recycled row-group buffers
+	done   chan struct{} // closed when the producer (and every task) has returned
+
+	// Consumer state, touched only by Read and Close.
+	cur    *rgBuf
+	err    error
+	eof    bool
+	closed bool
+}
+
+// rgBuf is one row group decoded column by column. The producer fills the
+// header fields before starting the tasks; task ci writes only the parts of
+// column ci (its stride of labels/dense, its slot of keys, scratch[ci],
+// errs[ci]); the consumer reads it after done is closed.
+type rgBuf struct {
+	fp    *filePlan
+	rg    int
+	start int64 // first row of the row group within the file
+	rows  int
+	// nslots is the schema's slot count.
+	nslots int
+
+	labels, dense []float32 // sample-major, rows × LabelDim / DenseDim
+	k32           []uint32  // fixed layout: rows × S keys, sample-major
+	k64           []int64
+	off           [][]int32  // variable layout: per slot, rows+1 offsets into s32/s64
+	s32           [][]uint32 // variable layout: per slot keys
+	s64           [][]int64
+
+	scratch []scratch
+	errs    []*formats.Error
+	pending atomic.Int32
+	done    chan struct{}
+	err     error
+	pos     int // next row to hand out (consumer)
+}
+
+// scratch holds one task's decode buffers; reused across row groups.
+type scratch struct {
+	i32      []int32
+	i64      []int64
+	f32      []float32
+	f64      []float64
+	def, rep []int16
+}
+
+// openFile is a data file shared by the tasks decoding its row groups; the
+// last reference closes it.
+type openFile struct {
+	rd   *file.Reader
+	refs atomic.Int64
+}
+
+func (of *openFile) release() {
+	if of.refs.Add(-1) == 0 {
+		of.rd.Close()
+	}
+}
+
+func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
+	r := &Reader{schema: s, o: o, files: files, props: parquet.NewReaderProperties(&poolAllocator{})}
+	// Read column chunks through a small buffer rather than whole: arrow-go
+	// allocates the whole chunk otherwise, for every row group and column.
+	r.props.BufferedStreamEnabled = true
+	r.props.BufferSize = streamBufferSize
+	if len(o.SlotSizeArray) > 0 {
+		r.sizes = append([]int64(nil), o.SlotSizeArray...)
+		r.offs = formats.SlotOffsets(r.sizes)
+	}
+	nbuf := o.Prefetch + 1
+	r.jobs = make(chan *rgBuf, nbuf)
+	r.free = make(chan *rgBuf, nbuf)
+	for i := 0; i < nbuf; i++ {
+		r.free <- &rgBuf{}
+	}
+	r.done = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.produce(ctx)
+	return r
+}
+
+// Schema implements formats.Reader.
+func (r *Reader) Schema() *formats.Schema { return r.schema }
+
+// NumRows returns the number of rows of one epoch.
+func (r *Reader) NumRows() int64 {
+	var n int64
+	for _, fp := range r.files {
+		n += fp.numRows
+	}
+	return n
+}
+
+// Files returns the data files in list order.
+func (r *Reader) Files() []string {
+	out := make([]string, len(r.files))
+	for i, fp := range r.files {
+		out[i] = fp.path
+	}
+	return out
+}
+
+// order returns the file order of an epoch.
+func (r *Reader) order(epoch uint64) []int {
+	if !r.o.Shuffle {
+		out := make([]int, len(r.files))
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	return rand.New(rand.NewPCG(r.o.Seed, epoch)).Perm(len(r.files))
+}
+
+// produce schedules the row groups in hand-out order: for each one it takes
+// a free buffer (the memory bound), queues it on jobs and starts one task per
+// selected column under the Workers limit.
+func (r *Reader) produce(ctx context.Context) {
+	var tasks errgroup.Group
+	tasks.SetLimit(r.o.Workers)
+	defer close(r.done)
+	defer close(r.jobs)
+	defer tasks.Wait()
+	take := func() *rgBuf {
+		select {
+		case b := <-r.free:
+			return b
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	fail := func(err error) {
+		if b := take(); b != nil {
+			b.fp, b.rows, b.pos, b.err = nil, 0, 0, err
+			b.done = make(chan struct{})
+			close(b.done)
+			r.jobs <- b
+		}
+	}
+	for epoch := uint64(0); ; epoch++ {
+		for _, fi := range r.order(epoch) {
+			fp := r.files[fi]
+			if fp.md.NumRowGroups() == 0 || fp.numRows == 0 {
+				continue
+			}
+			f, err := os.Open(fp.path)
+			if err != nil {
+				fail(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err})
+				return
+			}
+			rd, err := file.NewParquetReader(f, file.WithMetadata(fp.md), file.WithReadProps(r.props))
+			if err != nil {
+				f.Close()
+				fail(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)})
+				return
+			}
+			of := &openFile{rd: rd}
+			of.refs.Store(1)
+			for g := 0; g < fp.md.NumRowGroups(); g++ {
+				rows := fp.rgStart[g+1] - fp.rgStart[g]
+				if rows == 0 {
+					continue
+				}
+				b := take()
+				if b == nil {
+					of.release()
+					return
+				}
+				r.setup(b, fp, g)
+				r.jobs <- b
+				if len(fp.cols) == 0 {
+					close(b.done)
+					continue
+				}
+				b.pending.Store(int32(len(fp.cols)))
+				of.refs.Add(int64(len(fp.cols)))
+				for ci := range fp.cols {
+					tasks.Go(func() error {
+						b.errs[ci] = r.decodeColumn(of, b, ci)
+						of.release()
+						if b.pending.Add(-1) == 0 {
+							b.finish()
+						}
+						return nil
+					})
+				}
+			}
+			of.release()
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		if !r.o.Repeat {
+			return
+		}
+	}
+}
+
+// finish picks the error of the row group (the lowest record, then the
+// first column, so it does not depend on scheduling) and signals done.
+func (b *rgBuf) finish() {
+	var best *formats.Error
+	for _, e := range b.errs {
+		if e != nil && (best == nil || e.Record < best.Record) {
+			best = e
+		}
+	}
+	if best != nil {
+		b.err = best
+	}
+	close(b.done)
+}
+
+func growF(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// setup sizes b for row group g of fp.
+func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
+	s := r.schema
+	S := len(s.Slots)
+	b.fp, b.rg, b.start, b.nslots = fp, g, fp.rgStart[g], S
+	b.rows = int(fp.rgStart[g+1] - fp.rgStart[g])
+	b.pos, b.err = 0, nil
+	b.done = make(chan struct{})
+	b.labels = growF(b.labels, b.rows*s.LabelDim)
+	b.dense = growF(b.dense, b.rows*s.DenseDim)
+	i64 := s.KeyType == formats.KeyI64
+	if fp.fixed {
+		n := b.rows * S
+		if i64 {
+			if cap(b.k64) < n {
+				b.k64 = make([]int64, n)
+			}
+			b.k64 = b.k64[:n]
+		} else {
+			if cap(b.k32) < n {
+				b.k32 = make([]uint32, n)
+			}
+			b.k32 = b.k32[:n]
+		}
+	} else {
+		for len(b.off) < S {
+			b.off = append(b.off, nil)
+			b.s32 = append(b.s32, nil)
+			b.s64 = append(b.s64, nil)
+		}
+		for i := 0; i < S; i++ {
+			if cap(b.off[i]) < b.rows+1 {
+				b.off[i] = make([]int32, b.rows+1)
+			}
+			b.off[i] = b.off[i][:b.rows+1]
+			b.off[i][0] = 0
+			b.s32[i] = b.s32[i][:0]
+			b.s64[i] = b.s64[i][:0]
+		}
+	}
+	for len(b.scratch) < len(fp.cols) {
+		b.scratch = append(b.scratch, scratch{})
+	}
+	if cap(b.errs) < len(fp.cols) {
+		b.errs = make([]*formats.Error, len(fp.cols))
+	}
+	b.errs = b.errs[:len(fp.cols)]
+	clear(b.errs)
+}
+
+// Read implements formats.Reader: it fills b with the next BatchSize rows
+// (fewer at the end of an epoch) and returns how many.
+func (r *Reader) Read(b *formats.Batch) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	s := r.schema
+	if b.Schema == nil || b.Schema.LabelDim != s.LabelDim || b.Schema.DenseDim != s.DenseDim ||
+		len(b.Schema.Slots) != len(s.Slots) || b.Schema.KeyType != s.KeyType {
+		return 0, errors.New("ctrkit/parquet: batch schema does not match the reader's")
+	}
+	bs := r.o.BatchSize
+	if b.Cap() < bs {
+		return 0, fmt.Errorf("ctrkit/parquet: batch capacity %d < batch size %d", b.Cap(), bs)
+	}
+	labels, dense, offsets, k32, k64 := b.Full()
+	offsets[0] = 0
+	n, nk := 0, 0
+	for n < bs {
+		c := r.cur
+		if c == nil || c.pos == c.rows {
+			if c != nil {
+				r.cur = nil
+				r.free <- c
+			}
+			if r.eof {
+				break
+			}
+			job, ok := <-r.jobs
+			if !ok {
+				r.eof = true
+				break
+			}
+			<-job.done
+			if job.err != nil {
+				r.err = job.err
+				r.free <- job
+				b.SetLen(0)
+				return 0, r.err
+			}
+			r.cur = job
+			continue
+		}
+		k := min(bs-n, c.rows-c.pos)
+		need := c.keysIn(c.pos, c.pos+k)
+		if nk+need > math.MaxInt32 {
+			r.err = formats.Errorf("parquet", c.fp.path, -1, c.start+int64(c.pos), formats.ErrSize, "more than %d keys in one batch", math.MaxInt32)
+			b.SetLen(0)
+			return 0, r.err
+		}
+		if nk+need > b.KeyCap() {
+			b.SetLen(n)
+			if err := b.ReserveKeys(nk + need); err != nil {
+				r.err = err
+				b.SetLen(0)
+				return 0, err
+			}
+			labels, dense, offsets, k32, k64 = b.Full()
+		}
+		r.copyRows(&views{labels, dense, offsets, k32, k64}, c, n, k, nk)
+		nk += need
+		n += k
+		c.pos += k
+	}
+	if n == 0 && r.eof {
+		b.SetLen(0)
+		return 0, io.EOF
+	}
+	b.SetLen(n)
+	return n, nil
+}
+
+// views are a batch's buffers at full capacity.
+type views struct {
+	labels, dense []float32
+	offsets       []int32
+	k32           []uint32
+	k64           []int64
+}
+
+// minCopyRows is the fewest rows worth a goroutine of their own in copyRows.
+const minCopyRows = 4096
+
+// keysIn returns the number of keys in rows [lo, hi) of c.
+func (c *rgBuf) keysIn(lo, hi int) int {
+	if c.fp.fixed {
+		return (hi - lo) * c.nslots
+	}
+	n := 0
+	for si := 0; si < c.nslots; si++ {
+		n += int(c.off[si][hi] - c.off[si][lo])
+	}
+	return n
+}
+
+// copyRows copies rows [c.pos, c.pos+k) of c to samples [n, n+k) of the
+// batch, whose first nk keys are taken. Large copies are split by rows over
+// up to Workers goroutines: every piece knows where its keys start, so the
+// pieces are independent.
+func (r *Reader) copyRows(v *views, c *rgBuf, n, k, nk int) {
+	parts := min(r.o.Workers, k/minCopyRows)
+	if parts <= 1 {
+		r.copyRange(v, c, n, c.pos, c.pos+k, nk)
+		return
+	}
+	per := (k + parts - 1) / parts
+	var g errgroup.Group
+	for lo := 0; lo < k; lo += per {
+		hi := min(lo+per, k)
+		at := nk + c.keysIn(c.pos, c.pos+lo)
+		g.Go(func() error {
+			r.copyRange(v, c, n+lo, c.pos+lo, c.pos+hi, at)
+			return nil
+		})
+	}
+	g.Wait()
+}
+
+// copyRange copies rows [lo, hi) of c to samples from n on, keys from nk on.
+func (r *Reader) copyRange(v *views, c *rgBuf, n, lo, hi, nk int) {
+	s := r.schema
+	L, D, S := s.LabelDim, s.DenseDim, len(s.Slots)
+	k := hi - lo
+	copy(v.labels[n*L:(n+k)*L], c.labels[lo*L:hi*L])
+	copy(v.dense[n*D:(n+k)*D], c.dense[lo*D:hi*D])
+	if c.fp.fixed {
+		if v.k64 != nil {
+			copy(v.k64[nk:nk+k*S], c.k64[lo*S:hi*S])
+		} else {
+			copy(v.k32[nk:nk+k*S], c.k32[lo*S:hi*S])
+		}
+		o := v.offsets[n*S+1 : (n+k)*S+1]
+		for j := range o {
+			o[j] = int32(nk + j + 1)
+		}
+		return
+	}
+	for i := 0; i < k; i++ {
+		row := lo + i
+		o := v.offsets[(n+i)*S+1 : (n+i+1)*S+1]
+		for si := 0; si < S; si++ {
+			a, b := int(c.off[si][row]), int(c.off[si][row+1])
+			if v.k64 != nil {
+				copy(v.k64[nk:], c.s64[si][a:b])
+			} else {
+				copy(v.k32[nk:], c.s32[si][a:b])
+			}
+			nk += b - a
+			o[si] = int32(nk)
+		}
+	}
+}
+
+// Close stops the producer and every decoding task and closes the files.
+// Read returns an error afterwards.
+func (r *Reader) Close() error {
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.cancel()
+	<-r.done
+	if r.err == nil {
+		r.err = errClosed
+	}
+	return nil
+}
