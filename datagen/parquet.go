@@ -1,0 +1,35 @@
+package datagen
+
+import (
+	"path/filepath"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/parquet"
+)
+
+// createParquet opens a Parquet data file: NVTabular column names (label,
+// I1.., C1..), int64 cats, snappy, one row group per 128Ki rows; a slot
+// with nnz_array[s] > 1 is a list column.
+func (g *generator) createParquet(path string) (formats.Writer, error) {
+	return parquet.Create(path, &g.schema, parquet.WriterOptions{})
+}
+
+// writeParquetMetadata writes _metadata.json beside the train files and
+// beside the eval files.
+func (g *generator) writeParquetMetadata(res *Result) error {
+	for _, eval := range []bool{false, true} {
+		var stats []parquet.FileStat
+		dir := ""
+		for _, f := range res.Files {
+			if f.Eval == eval {
+				stats = append(stats, parquet.FileStat{FileName: filepath.Base(f.Path), NumRows: f.Samples})
+				dir = filepath.Dir(f.Path)
+			}
+		}
+		m := parquet.MetadataFor(&g.schema, stats)
+		if err := parquet.WriteMetadata(filepath.Join(dir, parquet.MetadataName), m); err != nil {
+			return err
+		}
+	}
+	return nil
+}

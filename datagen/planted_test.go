@@ -1,0 +1,203 @@
+package datagen
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
+)
+
+func TestAUC(t *testing.T) {
+	cases := []struct {
+		s    []float64
+		y    []bool
+		want float64
+	}{
+		{[]float64{0.1, 0.9}, []bool{false, true}, 1},
+		{[]float64{0.9, 0.1}, []bool{false, true}, 0},
+		{[]float64{0.5, 0.5}, []bool{false, true}, 0.5},
+		{[]float64{0.1, 0.4, 0.35, 0.8}, []bool{false, false, true, true}, 0.75},
+		{[]float64{0.2, 0.2, 0.3, 0.1}, []bool{true, false, true, false}, (1 + 0.5 + 1 + 1) / 4},
+	}
+	for _, c := range cases {
+		if got := AUC(c.s, c.y); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("AUC(%v, %v) = %v, want %v", c.s, c.y, got, c.want)
+		}
+		var packed []uint64
+		for i, s := range c.s {
+			v := uint64(math.Float32bits(float32(s))) << 1
+			if c.y[i] {
+				v |= 1
+			}
+			packed = append(packed, v)
+		}
+		if got := aucPacked(packed); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("aucPacked(%v, %v) = %v, want %v", c.s, c.y, got, c.want)
+		}
+	}
+	if !math.IsNaN(AUC([]float64{1, 2}, []bool{true, true})) {
+		t.Error("AUC of one class is not NaN")
+	}
+}
+
+func TestNormalHash(t *testing.T) {
+	var sum, sq float64
+	const n = 200000
+	for i := range n {
+		z := normalHash(uint64(i))
+		sum += z
+		sq += z * z
+	}
+	mean, v := sum/n, sq/n-(sum/n)*(sum/n)
+	if math.Abs(mean) > 0.01 || math.Abs(v-1) > 0.02 {
+		t.Errorf("normalHash mean %.4f variance %.4f, want 0 and 1", mean, v)
+	}
+}
+
+// lrModel is a logistic regression on exact one-hot key features (Norm keys
+// are global, so one weight per key) and the dense values, trained by
+// AdaGrad.
+type lrModel struct {
+	w, gw []float64 // per key
+	d, gd []float64 // per dense column, then the bias
+}
+
+func readAll(t *testing.T, list string, s *formats.Schema) *formats.Batch {
+	t.Helper()
+	r, err := norm.OpenList(list, s, norm.Options{Check: norm.CheckSum})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	all, err := formats.NewBatch(s, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := formats.NewBatch(s, formats.DefaultBatchSize, nil)
+	for {
+		n, err := r.Read(b)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if err := all.CopySample(b, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return all
+}
+
+func (m *lrModel) logit(b *formats.Batch, i int) float64 {
+	s := b.Schema
+	z := m.d[s.DenseDim]
+	for j, v := range b.Dense[i*s.DenseDim : (i+1)*s.DenseDim] {
+		z += m.d[j] * float64(v)
+	}
+	lo, _ := b.Row(i, 0)
+	_, hi := b.Row(i, len(s.Slots)-1)
+	for k := lo; k < hi; k++ {
+		z += m.w[b.Key(k)]
+	}
+	return z
+}
+
+func (m *lrModel) train(b *formats.Batch, epochs int, lr float64, rng *rand.Rand) {
+	s := b.Schema
+	order := rng.Perm(b.N)
+	const l2 = 1e-6
+	for range epochs {
+		for _, i := range order {
+			g := sigmoid(m.logit(b, i)) - float64(b.Labels[i*s.LabelDim])
+			for j, v := range b.Dense[i*s.DenseDim : (i+1)*s.DenseDim] {
+				gj := g * float64(v)
+				m.gd[j] += gj * gj
+				m.d[j] -= lr * gj / (math.Sqrt(m.gd[j]) + 1e-8)
+			}
+			m.gd[s.DenseDim] += g * g
+			m.d[s.DenseDim] -= lr * g / (math.Sqrt(m.gd[s.DenseDim]) + 1e-8)
+			lo, _ := b.Row(i, 0)
+			_, hi := b.Row(i, len(s.Slots)-1)
+			for k := lo; k < hi; k++ {
+				key := b.Key(k)
+				gk := g + l2*m.w[key]
+				m.gw[key] += gk * gk
+				m.w[key] -= lr * gk / (math.Sqrt(m.gw[key]) + 1e-8)
+			}
+		}
+	}
+}
+
+// TestPlantedLearnable generates Norm data with planted labels, trains a
+// logistic regression on the training files and checks its eval AUC comes
+// within 0.02 of the planted (Bayes) AUC the generator reports.
+func TestPlantedLearnable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model")
+	}
+	dir := t.TempDir()
+	p := DefaultParams()
+	p.Source = filepath.Join(dir, "file_list.txt")
+	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
+	p.Seed = 2026
+	p.NumSlot = 26
+	for i := range p.SlotSizeArray {
+		p.SlotSizeArray[i] = 300
+	}
+	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 10, 2, 40960
+	res, err := Generate(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("planted AUC %.4f, CTR %.3f", res.PlantedAUC, res.CTR)
+	s := p.Schema()
+	train := readAll(t, p.Source, &s)
+	eval := readAll(t, p.EvalSource, &s)
+	var nkeys int64
+	for _, n := range p.SlotSizeArray {
+		nkeys += n
+	}
+	m := &lrModel{w: make([]float64, nkeys), gw: make([]float64, nkeys), d: make([]float64, p.DenseDim+1), gd: make([]float64, p.DenseDim+1)}
+	m.train(train, 3, 0.05, rand.New(rand.NewPCG(1, 2)))
+	scores := make([]float64, eval.N)
+	labels := make([]bool, eval.N)
+	for i := range scores {
+		scores[i] = m.logit(eval, i)
+		labels[i] = eval.Labels[i] == 1
+	}
+	got := AUC(scores, labels)
+	t.Logf("logistic regression eval AUC %.4f", got)
+	if math.Abs(got-res.PlantedAUC) > 0.02 {
+		t.Errorf("LR eval AUC %.4f not within 0.02 of planted AUC %.4f", got, res.PlantedAUC)
+	}
+	if math.Abs(res.CTR-TargetCTR) > 0.03 {
+		t.Errorf("CTR %.3f far from target %.2f", res.CTR, TargetCTR)
+	}
+}
+
+// TestPlantedDefaultAUC checks the planted AUC of the default settings
+// (on fewer files) is above 0.70.
+func TestPlantedDefaultAUC(t *testing.T) {
+	dir := t.TempDir()
+	p := DefaultParams()
+	p.Source = filepath.Join(dir, "file_list.txt")
+	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
+	p.Seed = 7
+	p.NumFiles, p.EvalNumFiles = 1, 4
+	res, err := Generate(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("default settings: planted AUC %.4f, CTR %.3f", res.PlantedAUC, res.CTR)
+	if !(res.PlantedAUC > 0.70) {
+		t.Errorf("planted AUC %.4f ≤ 0.70", res.PlantedAUC)
+	}
+}
