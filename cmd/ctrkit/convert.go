@@ -1,0 +1,196 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/dataset"
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/criteo"
+	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/progress"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "convert",
+		Usage:     "convert a dataset between Norm, Raw and Parquet, or from Criteo text logs",
+		ArgsUsage: "SRC DST",
+		Description: `SRC is a file list (Norm, Parquet), a Raw file or Criteo text; DST is a file list
+path or directory (Norm, Parquet) or a file (Raw). Conversion streams: memory is a
+few batches, whatever the dataset's size.
+
+Examples:
+   ctrkit convert data/file_list.txt out/ --to parquet
+   ctrkit convert train.bin out/file_list.txt --to norm --label-dim 1 --dense-dim 13 --num-slot 26
+   ctrkit convert day_0.tsv out.raw --to raw --slot-size-array 1000,1000,... (26 hash buckets)
+   ctrkit convert day_0.tsv out/ --to parquet --vocab --min-count 6 --vocab-memory 2GiB`,
+		Flags: append(schemaFlags(true),
+			&cli.StringFlag{Name: "to", Usage: "output format: norm | raw | parquet", Required: true},
+			&cli.StringFlag{Name: "out-check-type", Value: "sum", Usage: "norm output framing: sum | none"},
+			&cli.StringFlag{Name: "out-key-type", Usage: "output keys: i32 | i64 (default: the input's)"},
+			&cli.StringFlag{Name: "out-raw-layout", Usage: "raw output: onehot | multihot (default: multihot when some slot has hotness > 1)"},
+			&cli.BoolFlag{Name: "out-float-label-dense", Usage: "raw output: float32 label and dense (default int32, dense as ln(x+1))"},
+			&cli.StringFlag{Name: "out-label-type", Usage: "raw multihot output label type: int32 | float32"},
+			&cli.Int64Flag{Name: "samples-per-file", Usage: "norm, parquet: start a new file after N samples (0: one file)"},
+			&cli.StringFlag{Name: "compression", Value: "snappy", Usage: "parquet: snappy | zstd | none"},
+			&cli.IntFlag{Name: "row-group-size", Usage: "parquet: rows per row group (default 131072)"},
+			&cli.StringFlag{Name: "cat-type", Value: "int64", Usage: "parquet: cat column type int64 | int32 | uint32 | uint64"},
+			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
+			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
+			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
+			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
+			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
+		),
+		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },
+	})
+}
+
+func runConvert(c *cli.Context, w io.Writer) error {
+	if c.NArg() != 2 {
+		return &exitError{2, fmt.Errorf("convert: want SRC and DST arguments (see ctrkit convert --help)")}
+	}
+	src, dst := c.Args().Get(0), c.Args().Get(1)
+	sp, err := specFromFlags(c)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	if c.Bool("vocab") {
+		if sp.Vocab, err = buildVocab(c, src, sp, w); err != nil {
+			return err
+		}
+	}
+	d, err := dataset.Resolve(src, sp)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	out, err := outputFromFlags(c, d)
+	if err != nil {
+		return &exitError{2, err}
+	}
+	for _, n := range d.Notes {
+		fmt.Fprintln(c.App.ErrWriter, "note:", n)
+	}
+	bar := progress.New(c.App.ErrWriter, d.Samples, "converting", "samples")
+	st, err := dataset.Convert(d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers")},
+		func(n int) { bar.Add(int64(n)) })
+	bar.Finish()
+	if err != nil {
+		return err
+	}
+	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
+		p := filepath.Join(outDir(dst, out.Format), "slot_size_array.json")
+		if err := criteo.WriteSlotSizeJSON(p, d.Schema.SlotSizes()); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "slot_size_array written to %s\n", p)
+	}
+	fmt.Fprintf(w, "converted %d samples from %s (%s) to %s (%s) in %.2fs (%.0f samples/s)\n",
+		st.Samples, src, d.Format, dst, out.Format, st.Seconds, float64(st.Samples)/max(st.Seconds, 1e-9))
+	return nil
+}
+
+// outDir is the directory a dataset written at dst lives in.
+func outDir(dst string, f dataset.Format) string {
+	if f == dataset.Raw || strings.HasSuffix(dst, ".txt") {
+		return filepath.Dir(dst)
+	}
+	return dst
+}
+
+func outputFromFlags(c *cli.Context, d *dataset.Dataset) (dataset.Output, error) {
+	var o dataset.Output
+	var err error
+	if o.Format, err = dataset.ParseFormat(c.String("to")); err != nil || o.Format == dataset.Auto || o.Format >= dataset.CriteoTSV {
+		return o, fmt.Errorf("--to: want norm, raw or parquet, not %q", c.String("to"))
+	}
+	if o.Check, err = norm.ParseCheckMode(c.String("out-check-type")); err != nil {
+		return o, fmt.Errorf("--out-check-type: %w", err)
+	}
+	o.KeyType = d.Schema.KeyType
+	if c.IsSet("out-key-type") {
+		if o.KeyType, err = formats.ParseKeyType(c.String("out-key-type")); err != nil {
+			return o, fmt.Errorf("--out-key-type: %w", err)
+		}
+	}
+	if c.IsSet("out-raw-layout") {
+		if o.RawLayout, err = raw.ParseLayout(c.String("out-raw-layout")); err != nil {
+			return o, fmt.Errorf("--out-raw-layout: %w", err)
+		}
+		o.RawLayoutSet = true
+	}
+	o.FloatLabelDense = c.Bool("out-float-label-dense")
+	if c.IsSet("out-label-type") {
+		if o.LabelType, err = formats.ParseValueType(c.String("out-label-type")); err != nil {
+			return o, fmt.Errorf("--out-label-type: %w", err)
+		}
+		o.LabelTypeSet = true
+	}
+	o.SamplesPerFile = c.Int64("samples-per-file")
+	o.Compression, o.RowGroupSize, o.CatType = c.String("compression"), c.Int("row-group-size"), c.String("cat-type")
+	if _, err := dataset.OutputSchema(d.Schema, o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func buildVocab(c *cli.Context, src string, sp dataset.Spec, w io.Writer) (*criteo.Vocab, error) {
+	budget, err := parseSize(c.String("vocab-memory"))
+	if err != nil {
+		return nil, &exitError{2, fmt.Errorf("--vocab-memory: %w", err)}
+	}
+	f := criteo.Auto
+	switch sp.Format {
+	case dataset.CriteoTSV:
+		f = criteo.TSV
+	case dataset.CriteoCSV:
+		f = criteo.CSV
+	}
+	lay := criteo.Layout{Format: f}
+	if sp.DenseDim > 0 {
+		lay.NumDense = sp.DenseDim
+	}
+	if sp.NumSlot > 0 {
+		lay.NumCat = sp.NumSlot
+	}
+	v, err := criteo.BuildVocab([]string{src}, criteo.VocabOptions{Layout: lay, MinCount: c.Int("min-count"), MemoryBudget: budget, Workers: c.Int("num-workers")})
+	if err != nil {
+		return nil, err
+	}
+	st := v.Stats()
+	fmt.Fprintf(w, "vocabulary: %d distinct values, %d seen at least %d times, %d spilled runs, peak %d bytes counted\n",
+		st.Distinct, st.Frequent, v.MinCount(), st.Runs, st.PeakBytes)
+	if p := c.String("vocab-out"); p != "" {
+		if err := v.Save(p); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// parseSize parses "1GiB", "512MB", "64k", "1000".
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToLower(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"gib", 1 << 30}, {"mib", 1 << 20}, {"kib", 1 << 10}, {"gb", 1e9}, {"mb", 1e6}, {"kb", 1e3}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}, {"b", 1}} {
+		if strings.HasSuffix(t, u.suf) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suf)), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a size like 512MiB or 2GiB", s)
+	}
+	return int64(v * float64(mult)), nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/keysets"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:      "keyset",
+		Usage:     "write the keyset file (unique keys, slot offsets applied) of a file list or a Raw file",
+		ArgsUsage: "PATH",
+		Description: `A keyset is a bare little-endian array of the dataset's unique keys in the key
+type (SPEC §6), what HugeCTR's embedding cache loads. Slot offsets from
+--slot-size-array are applied, as HugeCTR does.
+
+Examples:
+   ctrkit keyset data/file_list.txt --out data/file_list.txt.keyset
+   ctrkit keyset train.bin --out train.keyset --slot-size-array 1459,583,... --num-slot 26
+   ctrkit keyset data/file_list.txt --per-file --out keysets/`,
+		Flags: append(schemaFlags(true),
+			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory)", Required: true},
+			&cli.BoolFlag{Name: "per-file", Usage: "one keyset per data file (<out>/<file>.keyset) instead of one per list"},
+			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+		),
+		Action: func(c *cli.Context) error { return runKeyset(c, c.App.Writer) },
+	})
+}
+
+func runKeyset(c *cli.Context, w io.Writer) error {
+	d, err := resolveArg(c, "PATH")
+	if err != nil {
+		return err
+	}
+	if len(d.Spec.SlotSizeArray) > 0 {
+		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do
+	}
+	var space int64
+	for _, n := range d.Spec.SlotSizeArray {
+		space += n
+	}
+	groups := [][]string{d.Files}
+	outs := []string{c.String("out")}
+	if c.Bool("per-file") {
+		groups, outs = nil, nil
+		for _, f := range d.Files {
+			groups = append(groups, []string{f})
+			outs = append(outs, filepath.Join(c.String("out"), filepath.Base(f)+".keyset"))
+		}
+	}
+	for i, files := range groups {
+		sub := *d
+		sub.Files = files
+		r, err := sub.Open(formats.Options{BatchSize: 65536, Workers: c.Int("num-workers")})
+		if err != nil {
+			return err
+		}
+		bar := progress.New(c.App.ErrWriter, -1, "keyset "+filepath.Base(outs[i]), "samples")
+		set, err := keysets.Build(r, space, 65536, func(n int) { bar.Add(int64(n)) })
+		bar.Finish()
+		r.Close()
+		if err != nil {
+			return err
+		}
+		if err := set.WriteFile(outs[i]); err != nil {
+			return fmt.Errorf("writing %s: %w", outs[i], err)
+		}
+		fmt.Fprintf(w, "%s: %d unique %s keys\n", outs[i], set.Len(), d.Schema.KeyType)
+	}
+	return nil
+}
