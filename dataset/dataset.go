@@ -286,6 +286,8 @@ func (d *Dataset) resolveNorm() error {
 // the slot sizes and max nnz.
 func (d *Dataset) applyShape() error {
 	s, sp := &d.Schema, &d.Spec
+	sp.SlotSizeArray = broadcast(sp.SlotSizeArray, len(s.Slots))
+	sp.NNZ = broadcast(sp.NNZ, len(s.Slots))
 	if sp.LabelDim > 0 && sp.LabelDim != s.LabelDim || sp.DenseDim > 0 && sp.DenseDim != s.DenseDim || sp.NumSlot > 0 && sp.NumSlot != len(s.Slots) {
 		return fmt.Errorf("%s holds label_dim %d, dense_dim %d, %d slots; the flags say %d, %d, %d",
 			d.Path, s.LabelDim, s.DenseDim, len(s.Slots), sp.LabelDim, sp.DenseDim, sp.NumSlot)
@@ -309,6 +311,19 @@ func (d *Dataset) applyShape() error {
 	return nil
 }
 
+// broadcast repeats a one-entry array n times (--nnz-array 1 means one per
+// slot).
+func broadcast[T any](a []T, n int) []T {
+	if len(a) != 1 || n <= 1 {
+		return a
+	}
+	out := make([]T, n)
+	for i := range out {
+		out[i] = a[0]
+	}
+	return out
+}
+
 func (d *Dataset) resolveRaw() error {
 	sp := &d.Spec
 	l, dd, ns := sp.LabelDim, sp.DenseDim, sp.NumSlot
@@ -319,7 +334,7 @@ func (d *Dataset) resolveRaw() error {
 	if ns == 0 {
 		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
 	}
-	nnz := sp.NNZ
+	nnz := broadcast(sp.NNZ, ns)
 	if nnz == nil {
 		nnz = make([]int, ns)
 		for i := range nnz {

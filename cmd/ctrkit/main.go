@@ -39,7 +39,8 @@ func newApp() *cli.App {
 }
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	app := newApp()
+	if err := app.Run(permuteArgs(app, os.Args)); err != nil {
 		fmt.Fprintln(os.Stderr, "ctrkit:", err)
 		var ee *exitError
 		if errors.As(err, &ee) {

@@ -155,9 +155,12 @@ func (e *encoder) encode(p []byte, b *formats.Batch, i int) error {
 	return nil
 }
 
-// DenseToInt32 inverts formats.DenseFromInt32: it returns x = round(exp(v) −
-// 1), exact for every x ≤ MaxExactDense. A NaN, negative or infinite v, or
-// one whose x exceeds int32, is an error.
+// DenseToInt32 inverts formats.DenseFromInt32: it returns the x whose
+// transform is exactly v (the smallest such x where the float32 transform
+// is not injective, above MaxExactDense). A NaN, negative or infinite v, or
+// one that is not the transform of any int32 — a value the int32 layout
+// cannot hold, such as 0.5 — is an error: writing it would silently change
+// the data (write float32 values instead).
 func DenseToInt32(v float32) (int32, error) {
 	if v != v || v < 0 || math.IsInf(float64(v), 0) {
 		return 0, fmt.Errorf("value %v is not ln(x+1) of an integer x ≥ 0", v)
@@ -166,7 +169,17 @@ func DenseToInt32(v float32) (int32, error) {
 	if x > math.MaxInt32 {
 		return 0, fmt.Errorf("value %v is ln(x+1) of x = %v, above int32", v, x)
 	}
-	return int32(x), nil
+	// exp of a float32 logarithm can land one off; the exact preimage is
+	// among the neighbours.
+	for _, c := range [...]float64{x, x - 1, x + 1} {
+		if c >= 0 && c <= math.MaxInt32 && formats.DenseFromInt32(int32(c)) == v {
+			for c > 0 && formats.DenseFromInt32(int32(c-1)) == v {
+				c--
+			}
+			return int32(c), nil
+		}
+	}
+	return 0, fmt.Errorf("value %v is not ln(x+1) of an integer x (the int32 layout cannot hold it; write float32 label/dense)", v)
 }
 
 // Close flushes the samples and moves the file to its final name. After an
