@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-func cpuTime() time.Duration { return 0 }
+// CPUTime is unknown (0) on this system.
+func CPUTime() time.Duration { return 0 }
 
 // CachedFraction is unknown (-1) on this system.
 func CachedFraction(paths []string) float64 { return -1 }

@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// cpuTime returns the process's user+system CPU time.
-func cpuTime() time.Duration {
+// CPUTime returns the process's user+system CPU time.
+func CPUTime() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

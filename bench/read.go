@@ -30,7 +30,7 @@ type ReadOptions struct {
 type ReadResult struct {
 	Samples            int64   `json:"samples"`
 	Batches            int64   `json:"batches"`
-	Epochs             int     `json:"epochs"`
+	Epochs             float64 `json:"epochs"`
 	Seconds            float64 `json:"seconds"`
 	SamplesPerSecond   float64 `json:"samples_per_second"`
 	FileBytes          int64   `json:"file_bytes"`
@@ -56,7 +56,7 @@ func Read(open Opener, bytesPerSample float64, o ReadOptions) (ReadResult, error
 	}
 	var res ReadResult
 	lat := make([]time.Duration, 0, 1024)
-	cpu0 := cpuTime()
+	cpu0 := CPUTime()
 	start := time.Now()
 	var b *formats.Batch
 	defer func() {
@@ -98,14 +98,13 @@ epochs:
 			}
 			if !deadline.IsZero() && time.Now().After(deadline) {
 				r.Close()
-				res.Epochs = e
 				break epochs
 			}
 		}
 		if err := r.Close(); err != nil {
 			return res, err
 		}
-		res.Epochs = e + 1
+		res.Epochs = float64(e + 1)
 		if !deadline.IsZero() && time.Now().After(deadline) {
 			break
 		}
@@ -119,7 +118,7 @@ epochs:
 	res.FileBytes = int64(float64(res.Samples) * bytesPerSample)
 	res.FileBytesPerSecond = float64(res.FileBytes) / res.Seconds
 	res.BatchP50Millis, res.BatchP99Millis = percentileMillis(lat, 0.50), percentileMillis(lat, 0.99)
-	res.CPUPercent = 100 * (cpuTime() - cpu0).Seconds() / res.Seconds
+	res.CPUPercent = 100 * (CPUTime() - cpu0).Seconds() / res.Seconds
 	return res, nil
 }
 
