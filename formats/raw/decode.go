@@ -28,6 +28,7 @@ type Decoder struct {
 	size    int // bytes per sample
 	ldim    int
 	ddim    int
+	dstride int // dense floats per sample in memory: ddim, or more with SetDenseStride
 	nslot   int
 	nkeys   int // keys per sample
 	keyOff  int // byte offset of the first key in a sample
@@ -63,6 +64,7 @@ func NewDecoder(s *formats.Schema, l Layout, slotSizeArray []int64) (*Decoder, e
 		size:     size,
 		ldim:     s.LabelDim,
 		ddim:     s.DenseDim,
+		dstride:  s.DenseDim,
 		nslot:    len(s.Slots),
 		nkeys:    keysPerSample(s, l),
 		keyOff:   4 * (s.LabelDim + s.DenseDim),
@@ -115,9 +117,9 @@ func (d *Decoder) Clamped() int64 { return d.clamped }
 // compatible reports whether b was made for a schema of d's shape.
 func (d *Decoder) compatible(b *formats.Batch) error {
 	s := b.Schema
-	if s == nil || s.LabelDim != d.ldim || s.DenseDim != d.ddim || len(s.Slots) != d.nslot || s.KeyType != d.schema.KeyType {
+	if s == nil || s.LabelDim != d.ldim || s.DenseDim != d.dstride || len(s.Slots) != d.nslot || s.KeyType != d.schema.KeyType {
 		return fmt.Errorf("ctrkit/formats/raw: batch schema does not match the decoder's (%d label, %d dense, %d slots, %s keys)",
-			d.ldim, d.ddim, d.nslot, d.schema.KeyType)
+			d.ldim, d.dstride, d.nslot, d.schema.KeyType)
 	}
 	return nil
 }
@@ -159,7 +161,7 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 	labels, dense, offsets, k32, k64 := b.Full()
 	// The batch is at least as large as its schema and capacity say; these
 	// checks let the loops below index without bounds checks.
-	if len(labels) < (start+n)*d.ldim || len(dense) < (start+n)*d.ddim || len(offsets) < (start+n)*S+1 ||
+	if len(labels) < (start+n)*d.ldim || len(dense) < (start+n)*d.dstride || len(offsets) < (start+n)*S+1 ||
 		len(k32)+len(k64) < int(total) {
 		return fmt.Errorf("ctrkit/formats/raw: batch buffers smaller than their capacity")
 	}
@@ -168,10 +170,10 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 		rec := src[lo*d.size : (lo+m)*d.size]
 		i0 := start + lo
 		if d.ldim > 0 {
-			d.values(rec, m, 0, d.ldim, labels[i0*d.ldim:(i0+m)*d.ldim], d.labelInt, false)
+			d.values(rec, m, 0, d.ldim, d.ldim, labels[i0*d.ldim:(i0+m)*d.ldim], d.labelInt, false)
 		}
 		if d.ddim > 0 {
-			d.values(rec, m, 4*d.ldim, d.ddim, dense[i0*d.ddim:(i0+m)*d.ddim], d.denseInt, true)
+			d.values(rec, m, 4*d.ldim, d.ddim, d.dstride, dense[i0*d.dstride:(i0+m)*d.dstride], d.denseInt, true)
 		}
 		if S > 0 {
 			kb := base + int64(lo)*int64(d.nkeys)
@@ -194,18 +196,24 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 }
 
 // values decodes w columns at byte offset off of each of the m samples in
-// rec into out (m·w floats).
-func (d *Decoder) values(rec []byte, m, off, w int, out []float32, isInt, isDense bool) {
+// rec into out (m rows of stride ≥ w floats; the stride − w padding columns
+// of a row are set to 0).
+func (d *Decoder) values(rec []byte, m, off, w, stride int, out []float32, isInt, isDense bool) {
 	size := d.size
 	p := unsafe.Pointer(unsafe.SliceData(rec))
 	o := unsafe.Pointer(unsafe.SliceData(out))
-	_ = out[m*w-1]
+	_ = out[m*stride-1]
+	if stride > w {
+		for i := 0; i < m; i++ {
+			clear(out[i*stride+w : (i+1)*stride])
+		}
+	}
 	_ = rec[(m-1)*size+off+4*w-1]
 	switch {
 	case !isInt:
 		for i := 0; i < m; i++ {
 			q := unsafe.Add(p, i*size+off)
-			dst := unsafe.Add(o, 4*i*w)
+			dst := unsafe.Add(o, 4*i*stride)
 			if nativeLE {
 				copy(unsafe.Slice((*byte)(dst), 4*w), unsafe.Slice((*byte)(q), 4*w))
 				continue
@@ -217,7 +225,7 @@ func (d *Decoder) values(rec []byte, m, off, w int, out []float32, isInt, isDens
 	case !isDense:
 		for i := 0; i < m; i++ {
 			q := unsafe.Add(p, i*size+off)
-			dst := unsafe.Add(o, 4*i*w)
+			dst := unsafe.Add(o, 4*i*stride)
 			for j := 0; j < w; j++ {
 				*(*float32)(unsafe.Add(dst, 4*j)) = float32(int32(ld32(unsafe.Add(q, 4*j))))
 			}
@@ -227,7 +235,7 @@ func (d *Decoder) values(rec []byte, m, off, w int, out []float32, isInt, isDens
 		var clamped int64
 		for i := 0; i < m; i++ {
 			q := unsafe.Add(p, i*size+off)
-			dst := unsafe.Slice((*float32)(unsafe.Add(o, 4*i*w)), w)
+			dst := unsafe.Slice((*float32)(unsafe.Add(o, 4*i*stride)), w)
 			for j := 0; j < w; j++ {
 				x := int32(ld32(unsafe.Add(q, 4*j)))
 				var v float32

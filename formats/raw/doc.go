@@ -61,13 +61,22 @@
 // Decoding is separate from I/O: a Decoder turns a byte slice of whole
 // samples into a formats.Batch without allocating, so the async O_DIRECT
 // reader can reuse it on its own buffers. HugeCTR's aligned_type Auto (dense
-// padded in memory to a multiple of 8) is not implemented; it would be a
-// Decoder option changing the in-memory dense stride only, the file layout
-// being unchanged.
+// padded in memory to a multiple of 8 with zeros, 13 → 16) is a Decoder
+// option (SetDenseStride, AlignedDenseDim) that changes the in-memory dense
+// stride only, the file layout being unchanged; the readers enable it with
+// Options.AlignDense and AsyncOptions.Async.AlignedType, and their Schema
+// then reports the padded DenseDim.
 //
 // The Reader reads batches of whole samples with pread (io.ReaderAt). With
 // one worker it decodes straight into the caller's batch; with more, workers
 // decode whole batches into a ring of Workers+2 batches and Read hands them
 // out strictly in order (see Reader). A Reader or Writer is not safe for
 // concurrent use.
+//
+// The AsyncReader is HugeCTR's RawAsync reader: the asyncio engine reads
+// each batch as one byte range (O_DIRECT, rounded out to the alignment, the
+// partial head and tail trimmed, many requests in flight) and the same
+// Decoder decodes it, so it returns exactly the Reader's batches in the
+// Reader's order (shuffle included). Its Next lends a decoded ring batch
+// instead of copying it into the caller's.
 package raw

@@ -20,6 +20,10 @@ type Options struct {
 	formats.Options
 	// Layout is the sample layout (default OneHot).
 	Layout Layout
+	// AlignDense is HugeCTR's aligned_type Auto: the dense width in memory
+	// (the reader's Schema().DenseDim) is rounded up to a multiple of 8 and
+	// the padding columns are 0; the file is never padded.
+	AlignDense bool
 }
 
 // Validate checks the options against a schema.
@@ -122,6 +126,10 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	if err != nil {
 		return nil, err
 	}
+	ms, err := memSchema(dec, o.AlignDense)
+	if err != nil {
+		return nil, err
+	}
 	ss := int64(dec.SampleSize())
 	n := size / ss
 	if size < 0 || n*ss != size {
@@ -133,7 +141,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{
-		path: path, ra: ra, schema: &sc, dec: dec,
+		path: path, ra: ra, schema: ms, dec: dec,
 		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B,
 	}
 	r.seq = sequencer{nb: r.nb, repeat: o.Repeat, shuffle: o.Shuffle, seed: o.Seed, epoch: -1}

@@ -1,0 +1,494 @@
+package raw
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/ctrkit/ctrkit/asyncio"
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// AsyncOptions are the options of the RawAsync reader: the shared reader
+// options, the sample layout and HugeCTR's AsyncParam.
+//
+// Options.Shuffle and Async.Shuffle both ask for the shuffled batch order
+// (from Options.Seed); Async.AlignedType Auto pads the in-memory dense width
+// to a multiple of 8; Async.Buffered reads through the page cache instead of
+// with O_DIRECT. Options.Workers is the number of decoding goroutines,
+// Async.NumThreads the number of I/O threads.
+type AsyncOptions struct {
+	formats.Options
+	// Layout is the sample layout (default OneHot).
+	Layout Layout
+	// Async are the I/O engine's parameters.
+	Async asyncio.Params
+}
+
+// Validate checks the options against a schema.
+func (o *AsyncOptions) Validate(s *formats.Schema) error {
+	so := Options{Options: o.Options, Layout: o.Layout}
+	if err := so.Validate(s); err != nil {
+		return err
+	}
+	p := o.Async.WithDefaults()
+	return p.Validate()
+}
+
+var _ formats.Reader = (*AsyncReader)(nil)
+
+// AsyncReader is HugeCTR's RawAsync reader: it reads whole batches of a Raw
+// file with the asyncio engine (O_DIRECT, many requests in flight, each batch
+// one byte range rounded out to the alignment with the partial head and
+// tail trimmed) and decodes them with the same Decoder as Reader. It
+// implements formats.Reader and returns exactly the batches of a Reader with
+// the same options, in the same order: batch k covers samples [k·B,
+// min((k+1)·B, N)), epoch mode ends with a possibly short batch and io.EOF,
+// repeat mode cycles forever, and Shuffle permutes the batches of epoch e
+// with the permutation Reader draws from (Seed, e).
+//
+// The engine's dispatcher asks for batch ranges in delivery order, and
+// NumThreads × NumBatchesPerThread raw batches are read ahead. With one
+// worker, Read takes the next raw batch and decodes it straight into the
+// caller's batch. With W > 1 workers (capped by the number of I/O buffers),
+// W goroutines take raw batches in turn and decode batch g into slot g mod R
+// of a ring of R = W+2 batches; Read waits for slot g, copies it into the
+// caller's batch (which may be pinned memory) and frees the slot, as Reader
+// does; Next lends the slot itself instead, saving the copy (the ring
+// batches come from Options.Alloc, which may be pinned too). Close stops
+// every goroutine, the engine's included, and closes the file.
+type AsyncReader struct {
+	path   string
+	f      asyncio.File
+	eng    *asyncio.Reader // nil for an empty file
+	notice string
+	schema *formats.Schema // in memory (DenseDim padded with AlignAuto)
+	dec    *Decoder
+	bsize  int
+	ssize  int64
+	n      int64
+	nb     int64
+	total  int64 // batches Read returns: nb in epoch mode, -1 in repeat mode
+	g      int64 // batches handed out (one worker)
+
+	err     error // sticky
+	clamped int64
+	pipe    *asyncPipe
+	alloc   formats.Allocator
+	own     *formats.Batch // Next's batch with one worker, made on first use
+}
+
+// OpenAsync opens the Raw file at path (with O_DIRECT unless
+// o.Async.Buffered; a file system that refuses it is read through the page
+// cache and Notice says so) and returns a RawAsync reader over it.
+func OpenAsync(path string, s *formats.Schema, o AsyncOptions) (*AsyncReader, error) {
+	if err := o.Validate(s); err != nil {
+		return nil, err
+	}
+	f, notice, err := asyncio.OpenFile(path, !o.Async.Buffered)
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewAsyncReader(f, s, o)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.notice = notice
+	return r, nil
+}
+
+// NewAsyncReader returns a RawAsync reader over f, whose Name names the data
+// in errors and whose Size gives the sample count (a size that is not a
+// multiple of the sample size is an ErrSize error). The reader owns f from
+// a successful return on: Close closes it. On error f is left open, except
+// when allocating the decode ring fails after the engine started (the
+// engine's Close closes f then).
+func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncReader, error) {
+	if err := o.Validate(s); err != nil {
+		return nil, err
+	}
+	o.Options = o.Options.WithDefaults()
+	p := o.Async.WithDefaults()
+	fs := s.Clone()
+	dec, err := NewDecoder(&fs, o.Layout, o.SlotSizeArray)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := alignDecoder(dec, p.AlignedType)
+	if err != nil {
+		return nil, err
+	}
+	path, size := f.Name(), f.Size()
+	ss := int64(dec.SampleSize())
+	n := size / ss
+	if size < 0 || n*ss != size {
+		return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
+			"file size %d is not a multiple of the %d-byte %s sample", size, ss, o.Layout)
+	}
+	if n == 0 && o.Repeat {
+		return nil, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	}
+	B := int64(o.BatchSize)
+	r := &AsyncReader{
+		path: path, f: f, schema: ms, dec: dec, alloc: o.Alloc,
+		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B,
+	}
+	r.total = r.nb
+	if o.Repeat {
+		r.total = -1
+	}
+	if r.nb == 0 {
+		return r, nil
+	}
+	seq := &sequencer{nb: r.nb, repeat: o.Repeat, shuffle: o.Shuffle || p.Shuffle, seed: o.Seed, epoch: -1}
+	src := func() (asyncio.Range, bool) {
+		_, k, ok := seq.claim()
+		if !ok {
+			return asyncio.Range{}, false
+		}
+		lo := k * B
+		hi := min(lo+B, n)
+		return asyncio.Range{Off: lo * ss, Len: (hi - lo) * ss}, true
+	}
+	eng, err := asyncio.NewReader(f, src, min(B, n)*ss, p)
+	if err != nil {
+		return nil, err
+	}
+	r.eng = eng
+	workers := min(o.Workers, p.NumThreads*p.NumBatchesPerThread)
+	if !o.Repeat && int64(workers) > r.nb {
+		workers = int(r.nb)
+	}
+	if workers > 1 {
+		pipe, err := r.startPipe(workers, o.Alloc)
+		if err != nil {
+			eng.Close()
+			return nil, err
+		}
+		r.pipe = pipe
+	}
+	return r, nil
+}
+
+// Schema returns the schema batches are decoded in (DenseDim rounded up to a
+// multiple of 8 with aligned_type Auto).
+func (r *AsyncReader) Schema() *formats.Schema { return r.schema }
+
+// NumSamples returns the number of samples in the file.
+func (r *AsyncReader) NumSamples() int64 { return r.n }
+
+// SampleSize returns the bytes per sample in the file.
+func (r *AsyncReader) SampleSize() int { return int(r.ssize) }
+
+// Notice is non-empty when O_DIRECT was asked for and refused, so the file
+// is read through the page cache.
+func (r *AsyncReader) Notice() string { return r.notice }
+
+// Engine names the I/O engine ("pread").
+func (r *AsyncReader) Engine() string {
+	if r.eng == nil {
+		return "none"
+	}
+	return r.eng.Engine()
+}
+
+// Alignment returns the I/O alignment in use (0 for an empty file, which is
+// never read).
+func (r *AsyncReader) Alignment() int {
+	if r.eng == nil {
+		return 0
+	}
+	return r.eng.Alignment()
+}
+
+// BytesRead returns the bytes read from the file so far, alignment padding
+// and read-ahead included.
+func (r *AsyncReader) BytesRead() int64 {
+	if r.eng == nil {
+		return 0
+	}
+	return r.eng.BytesRead()
+}
+
+// Clamped returns how many negative int32 dense values were clamped to 0 in
+// the batches returned so far.
+func (r *AsyncReader) Clamped() int64 { return r.clamped }
+
+// Read fills b with the next batch and returns its size (see AsyncReader).
+// b must have been made for Schema (or a schema of its shape) with Cap ≥
+// the batch size. Errors are sticky; I/O errors are *formats.Error values
+// naming the file, the byte offset of the failing read and its record.
+func (r *AsyncReader) Read(b *formats.Batch) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := r.dec.compatible(b); err != nil {
+		return 0, err
+	}
+	if b.Cap() < r.bsize {
+		return 0, fmt.Errorf("ctrkit/formats/raw: batch capacity %d below batch size %d", b.Cap(), r.bsize)
+	}
+	if r.pipe != nil {
+		return r.pipe.next(r, b)
+	}
+	return r.readOne(b)
+}
+
+// Next returns the next batch without copying it: the batch belongs to the
+// reader (allocated with Options.Alloc, so it may be pinned memory) and
+// stays valid until the next call of Next or Read, or Close. With more than
+// one worker it is a ring slot the workers decoded into, which saves Read's
+// copy; with one worker the reader decodes into a batch of its own. At the
+// end of data (epoch mode) it returns nil, io.EOF.
+func (r *AsyncReader) Next() (*formats.Batch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.pipe != nil {
+		return r.pipe.lend(r)
+	}
+	if r.own == nil {
+		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
+		if err != nil {
+			return nil, err
+		}
+		r.own = b
+	}
+	if _, err := r.readOne(r.own); err != nil {
+		return nil, err
+	}
+	return r.own, nil
+}
+
+// readOne decodes the next raw batch into b (one worker).
+func (r *AsyncReader) readOne(b *formats.Batch) (int, error) {
+	if r.total >= 0 && r.g >= r.total {
+		b.SetLen(0)
+		r.err = io.EOF
+		return 0, io.EOF
+	}
+	buf, err := r.eng.Next()
+	if err != nil {
+		r.err = r.ioError(err)
+		return 0, r.err
+	}
+	r.g++
+	c0 := r.dec.Clamped()
+	err = r.decode(r.dec, buf, b)
+	r.eng.Release(buf)
+	if err != nil {
+		r.err = err
+		return 0, err
+	}
+	r.clamped += r.dec.Clamped() - c0
+	return b.N, nil
+}
+
+// decode decodes the raw batch buf into b.
+func (r *AsyncReader) decode(dec *Decoder, buf *asyncio.Buffer, b *formats.Batch) error {
+	b.SetLen(0)
+	return dec.Decode(buf.Data, b, r.path, buf.Range.Off/r.ssize, buf.Range.Off)
+}
+
+// ioError turns an engine error into the package's: Format "raw", the
+// record holding the failing byte, the same path, offset and cause. An
+// io.EOF before the last batch (which the engine never gives) reads as a
+// truncated file.
+func (r *AsyncReader) ioError(err error) error {
+	var fe *formats.Error
+	if errors.As(err, &fe) && fe.Format == "asyncio" {
+		rec := int64(-1)
+		if fe.Offset >= 0 {
+			rec = fe.Offset / r.ssize
+		}
+		return &formats.Error{Format: "raw", Path: fe.Path, Offset: fe.Offset, Record: rec, Op: "reading batch", Err: fe.Err}
+	}
+	if err == io.EOF {
+		return formats.Truncated("raw", r.path, -1, -1, "batch")
+	}
+	return err
+}
+
+// Close stops the decoding goroutines and the I/O engine, waits for them and
+// closes the file. Read returns ErrClosed afterwards.
+func (r *AsyncReader) Close() error {
+	if r.err == ErrClosed {
+		return nil
+	}
+	r.err = ErrClosed
+	if r.pipe != nil {
+		r.pipe.stop()
+		r.pipe = nil
+	}
+	if r.own != nil {
+		r.own.Free()
+		r.own = nil
+	}
+	if r.eng != nil {
+		return r.eng.Close() // closes f
+	}
+	return r.f.Close()
+}
+
+// asyncPipe is the ordered parallel decoder of AsyncReader.
+type asyncPipe struct {
+	cancel context.CancelFunc
+	eg     *errgroup.Group
+
+	// mu serializes the engine's Next and Release (the engine wants one
+	// caller at a time) and guards claimed and done. A worker holds it from
+	// Next until it owns the ring slot of the batch, so slots are taken in
+	// sequence order.
+	mu      sync.Mutex
+	claimed int64 // raw batches taken from the engine
+	done    bool  // the engine reported the end or an error
+
+	ring []ringSlot
+	g    int64     // next sequence number Read returns; Read's goroutine only
+	lent *ringSlot // the slot Next handed out, freed by the next Next or Read
+}
+
+func (r *AsyncReader) startPipe(workers int, alloc formats.Allocator) (*asyncPipe, error) {
+	p := &asyncPipe{ring: make([]ringSlot, workers+2)}
+	for i := range p.ring {
+		b, err := formats.NewBatch(r.schema, r.bsize, alloc)
+		if err != nil {
+			for _, s := range p.ring[:i] {
+				s.b.Free()
+			}
+			return nil, err
+		}
+		p.ring[i] = ringSlot{b: b, ready: make(chan struct{}, 1), free: make(chan struct{}, 1)}
+		p.ring[i].free <- struct{}{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.eg, ctx = errgroup.WithContext(ctx)
+	for w := 0; w < workers; w++ {
+		dec := r.dec.Clone()
+		p.eg.Go(func() error { return p.work(ctx, r, dec) })
+	}
+	return p, nil
+}
+
+// work decodes raw batches until the end of data, an error or Close. At
+// most workers−1 engine buffers wait for mu to be released while one worker
+// waits in Next, and the engine has at least workers buffers, so Next always
+// returns.
+func (p *asyncPipe) work(ctx context.Context, r *AsyncReader, dec *Decoder) error {
+	for {
+		p.mu.Lock()
+		if p.done || ctx.Err() != nil {
+			p.mu.Unlock()
+			return nil
+		}
+		buf, err := r.eng.Next()
+		if err == io.EOF {
+			p.done = true
+			p.mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			p.done = true
+		}
+		g := p.claimed
+		p.claimed++
+		s := &p.ring[g%int64(len(p.ring))]
+		select {
+		case <-s.free:
+			p.mu.Unlock()
+		case <-ctx.Done():
+			if buf != nil {
+				r.eng.Release(buf)
+			}
+			p.mu.Unlock()
+			return nil
+		}
+		if err != nil {
+			s.err, s.clamped = r.ioError(err), 0
+			s.ready <- struct{}{}
+			return nil
+		}
+		c0 := dec.Clamped()
+		err = r.decode(dec, buf, s.b)
+		s.err, s.clamped = err, dec.Clamped()-c0
+		// Hand the slot over before taking mu to release the buffer: the
+		// worker holding mu may be waiting for this very slot's successor.
+		s.ready <- struct{}{}
+		p.mu.Lock()
+		r.eng.Release(buf)
+		if err != nil {
+			p.done = true // Read stops at this batch
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// take waits for the next decoded slot, first freeing the slot Next lent.
+// On an error or at the end of data it frees the slot and returns nil.
+func (p *asyncPipe) take(r *AsyncReader) (*ringSlot, error) {
+	if p.lent != nil {
+		p.lent.free <- struct{}{}
+		p.lent = nil
+	}
+	if r.total >= 0 && p.g >= r.total {
+		r.err = io.EOF
+		return nil, io.EOF
+	}
+	s := &p.ring[p.g%int64(len(p.ring))]
+	<-s.ready
+	p.g++
+	if s.err != nil {
+		r.err = s.err
+		s.free <- struct{}{}
+		return nil, s.err
+	}
+	return s, nil
+}
+
+// lend hands the next ring batch to Next.
+func (p *asyncPipe) lend(r *AsyncReader) (*formats.Batch, error) {
+	s, err := p.take(r)
+	if err != nil {
+		return nil, err
+	}
+	r.clamped += s.clamped
+	p.lent = s
+	return s.b, nil
+}
+
+// next copies the next batch into Read's.
+func (p *asyncPipe) next(r *AsyncReader, b *formats.Batch) (int, error) {
+	s, err := p.take(r)
+	if err != nil {
+		if err == io.EOF {
+			b.SetLen(0)
+		}
+		return 0, err
+	}
+	err = copyBatch(b, s.b)
+	r.clamped += s.clamped
+	s.free <- struct{}{}
+	if err != nil {
+		r.err = err
+		return 0, err
+	}
+	return b.N, nil
+}
+
+// stop cancels the workers, waits for them and frees the ring.
+func (p *asyncPipe) stop() {
+	p.cancel()
+	p.eg.Wait()
+	for _, s := range p.ring {
+		s.b.Free()
+	}
+}
