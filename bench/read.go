@@ -42,6 +42,13 @@ type ReadResult struct {
 	CPUPercent float64 `json:"cpu_percent"`
 }
 
+// Lender is a reader that can lend its own decoded batch instead of copying
+// into the caller's (raw.AsyncReader.Next): what a trainer feeding pinned
+// buffers uses. Read prefers it.
+type Lender interface {
+	Next() (*formats.Batch, error)
+}
+
 // Opener opens a fresh reader (one per epoch).
 type Opener func() (formats.Reader, error)
 
@@ -80,9 +87,18 @@ epochs:
 				return res, err
 			}
 		}
+		lender, _ := r.(Lender)
 		for {
 			t := time.Now()
-			n, err := r.Read(b)
+			var n int
+			if lender != nil {
+				var lb *formats.Batch
+				if lb, err = lender.Next(); lb != nil {
+					n = lb.N
+				}
+			} else {
+				n, err = r.Read(b)
+			}
 			if errors.Is(err, io.EOF) {
 				break
 			}

@@ -111,7 +111,9 @@ type Dataset struct {
 	meta  *parquet.Metadata
 }
 
-func (d *Dataset) note(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
+func (d *Dataset) note(format string, args ...any) {
+	d.Notes = append(d.Notes, fmt.Sprintf(format, args...))
+}
 
 // Resolve finds the format, files and schema of the dataset at path.
 func Resolve(path string, spec Spec) (*Dataset, error) {

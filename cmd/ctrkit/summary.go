@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/trainer/graph"
+)
+
+func init() {
+	commands = append(commands, &cli.Command{
+		Name:  "summary",
+		Usage: "print a model's layers, tensor shapes and parameter counts",
+		Description: "Reads a HugeCTR model description (graph JSON from graph_to_json, or a JSON config\n" +
+			"with solver/optimizer/layers, old or new schema) with --config, or builds a reference\n" +
+			"model with --model. --graph-out writes the graph JSON HugeCTR's graph_to_json would.",
+		Flags: append(modelFlags(),
+			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON to `FILE`"},
+			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --graph-out (default: as read, else 1)"},
+		),
+		Action: runSummary,
+	})
+}
+
+// modelFlags select a model: a file, or a reference model shaped by flags.
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
+		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (SPEC §9)"},
+		&cli.IntFlag{Name: "dense-dim", Value: 13, Usage: "--model: dense features per sample"},
+		&cli.StringFlag{Name: "slot-size-array", Usage: "--model: comma-separated vocabulary size per slot (default 26 slots of 10000)"},
+		&cli.IntFlag{Name: "nnz", Value: 1, Usage: "--model: most keys per slot"},
+		&cli.IntFlag{Name: "vec-size", Usage: "--model: embedding width (default the model's)"},
+		&cli.Float64Flag{Name: "width", Value: 1, Usage: "--model: scale of the hidden layer widths (e.g. 0.125 for a small model)"},
+	}
+}
+
+// loadModel returns the model description the flags select.
+func loadModel(c *cli.Context) (*graph.Config, error) {
+	file, model := c.String("config"), c.String("model")
+	switch {
+	case file != "" && model != "":
+		return nil, fmt.Errorf("give --config or --model, not both")
+	case file != "":
+		return graph.ReadFile(file)
+	case model != "":
+		o := graph.RefOptions{DenseDim: c.Int("dense-dim"), NNZ: c.Int("nnz"), VecSize: c.Int("vec-size"), Width: c.Float64("width")}
+		if s := c.String("slot-size-array"); s != "" {
+			sizes, err := parseInts[int64]("slot-size-array", s)
+			if err != nil {
+				return nil, err
+			}
+			o.SlotSizes = sizes
+		} else {
+			o.SlotSizes = make([]int64, 26)
+			for i := range o.SlotSizes {
+				o.SlotSizes[i] = 10000
+			}
+		}
+		return graph.Reference(model, o)
+	}
+	return nil, fmt.Errorf("give a model: --config FILE or --model dlrm|wdl|dcn|deepfm")
+}
+
+func runSummary(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("summary takes no arguments, got %q", c.Args().First())
+	}
+	cfg, err := loadModel(c)
+	if err != nil {
+		return err
+	}
+	if err := graph.Summary(c.App.Writer, cfg); err != nil {
+		return err
+	}
+	if out := c.String("graph-out"); out != "" {
+		o := graph.WriteOptions{Optimizer: cfg.Optimizer, GPUs: c.Int("gpus")}
+		if err := cfg.Graph.WriteFile(out, o); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "wrote %s\n", out)
+	}
+	return nil
+}

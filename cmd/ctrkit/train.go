@@ -1,0 +1,338 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/model"
+)
+
+func init() {
+	commands = append(commands,
+		&cli.Command{
+			Name:  "train",
+			Usage: "train a model (HugeCTR JSON config or a reference model) on Norm, Raw or Parquet data",
+			Description: "The model comes from --config FILE (HugeCTR graph JSON or JSON config; its solver,\n" +
+				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|deepfm.\n" +
+				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
+				"lr, samples/s) and one per evaluation (AUC); --metrics-out writes them as JSON lines.",
+			Flags:  append(append(append(modelFlags(), dataFlags(true)...), solverFlags()...), optimizerFlags()...),
+			Action: runTrain,
+		},
+		&cli.Command{
+			Name:   "evaluate",
+			Usage:  "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
+			Flags:  append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+			Action: runEvaluate,
+		},
+		&cli.Command{
+			Name:  "predict",
+			Usage: "write the predictions of saved model files on Norm, Raw or Parquet data",
+			Flags: append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample)", Required: true}),
+			Action: runPredict,
+		},
+	)
+}
+
+func dataFlags(train bool) []cli.Flag {
+	fs := []cli.Flag{
+		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | parquet (default: the config's, else norm)"},
+		&cli.StringFlag{Name: "eval-source", Usage: "eval file list (norm, parquet) or file (raw) `PATH`"},
+		&cli.StringFlag{Name: "check", Usage: "norm framing: sum | none (default: the config's, else sum)"},
+		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
+		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 labels and dense values"},
+		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys"},
+		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
+		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load"},
+	}
+	if train {
+		fs = append(fs,
+			&cli.StringFlag{Name: "source", Usage: "train file list (norm, parquet) or file (raw) `PATH`"},
+			&cli.StringFlag{Name: "metrics-out", Usage: "write display and eval records as JSON lines to `FILE`"},
+			&cli.StringFlag{Name: "plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
+			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON (HugeCTR graph_to_json) to `FILE`"},
+		)
+	}
+	return fs
+}
+
+func solverFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "batchsize", Usage: "batch size (default: the config's or model's)"},
+		&cli.IntFlag{Name: "max-iter", Usage: "iterations (non-epoch mode)"},
+		&cli.IntFlag{Name: "num-epochs", Usage: "epochs (epoch mode)"},
+		&cli.IntFlag{Name: "display", Usage: "print a line every N iterations"},
+		&cli.IntFlag{Name: "eval-interval", Usage: "evaluate every N iterations"},
+		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches per evaluation (0: all)"},
+		&cli.IntFlag{Name: "snapshot", Usage: "save model files every N iterations"},
+		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
+		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
+		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
+	}
+}
+
+func optimizerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "optimizer", Usage: "sgd | momentum | nesterov | adagrad | adam (default: the config's or model's)"},
+		&cli.StringFlag{Name: "update-type", Usage: "embedding update: local | global | lazyglobal"},
+		&cli.Float64Flag{Name: "lr", Usage: "learning rate"},
+		&cli.Int64Flag{Name: "warmup-steps", Usage: "LR warmup steps"},
+		&cli.Int64Flag{Name: "decay-start", Usage: "LR decay start"},
+		&cli.Int64Flag{Name: "decay-steps", Usage: "LR decay steps"},
+		&cli.Float64Flag{Name: "decay-power", Usage: "LR decay power"},
+		&cli.Float64Flag{Name: "end-lr", Usage: "final LR"},
+		&cli.Float64Flag{Name: "momentum", Usage: "momentum factor (momentum, nesterov)"},
+	}
+}
+
+// buildJob merges the model file's sections with the flags.
+func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
+	var j model.Job
+	cfg, err := loadModel(c)
+	if err != nil {
+		return j, nil, err
+	}
+	j.Config = cfg
+	s := graph.DefaultSolver()
+	if cfg.Solver != nil {
+		s = cfg.Solver
+	}
+	set := func(name string, dst *int) {
+		if c.IsSet(name) {
+			*dst = c.Int(name)
+		}
+	}
+	set("batchsize", &s.BatchSize)
+	set("max-iter", &s.MaxIter)
+	set("num-epochs", &s.NumEpochs)
+	set("display", &s.Display)
+	set("eval-interval", &s.EvalInterval)
+	set("max-eval-batches", &s.MaxEvalBatches)
+	set("snapshot", &s.Snapshot)
+	if c.IsSet("num-epochs") && !c.IsSet("max-iter") {
+		s.MaxIter = 0
+	}
+	if c.IsSet("max-iter") && !c.IsSet("num-epochs") {
+		s.NumEpochs = 0
+	}
+	if c.IsSet("snapshot-prefix") {
+		s.SnapshotPrefix = c.String("snapshot-prefix")
+	}
+	if c.IsSet("seed") {
+		s.Seed = c.Uint64("seed")
+	}
+	if c.IsSet("auc-threshold") {
+		s.AUCThreshold = c.Float64("auc-threshold")
+	}
+	if c.IsSet("i64-input-key") {
+		s.I64InputKey = c.Bool("i64-input-key")
+	}
+	j.Solver = *s
+	if train {
+		if j.Optimizer, err = optimizerFromFlags(c, cfg.Optimizer); err != nil {
+			return j, nil, err
+		}
+	}
+	// Data.
+	rp := cfg.Reader
+	if rp == nil {
+		rp = &graph.ReaderParams{Format: "Norm", Check: "Sum"}
+	}
+	format := rp.Format
+	if c.IsSet("format") {
+		switch strings.ToLower(c.String("format")) {
+		case "norm":
+			format = "Norm"
+		case "raw":
+			format = "Raw"
+		case "parquet":
+			format = "Parquet"
+		default:
+			return j, nil, fmt.Errorf("--format: %q is not norm, raw or parquet", c.String("format"))
+		}
+	}
+	check := rp.Check
+	if c.IsSet("check") {
+		switch strings.ToLower(c.String("check")) {
+		case "sum":
+			check = "Sum"
+		case "none":
+			check = "None"
+		default:
+			return j, nil, fmt.Errorf("--check: %q is not sum or none", c.String("check"))
+		}
+	}
+	sizes := rp.SlotSizeArray
+	if c.IsSet("data-slot-size-array") {
+		if sizes, err = parseInts[int64]("data-slot-size-array", c.String("data-slot-size-array")); err != nil {
+			return j, nil, err
+		}
+	} else if cfg.Reader == nil && c.String("model") != "" && format != "Norm" {
+		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
+		// model's vocabulary is the slot sizes.
+		for _, e := range cfg.Graph.Embeddings {
+			sizes = append(sizes, e.SlotSizeArray...)
+		}
+	}
+	src := model.Source{Format: format, Check: check, SlotSizeArray: sizes, FloatLabelDense: rp.FloatLabelDense,
+		I64Keys: s.I64InputKey, Workers: c.Int("num-workers")}
+	if c.IsSet("float-label-dense") {
+		src.FloatLabelDense = c.Bool("float-label-dense")
+	}
+	j.Train, j.Eval = src, src
+	if len(rp.Source) > 0 {
+		j.Train.Path = rp.Source[0]
+	}
+	j.Eval.Path = rp.EvalSource
+	if train && c.IsSet("source") {
+		j.Train.Path = c.String("source")
+	}
+	if c.IsSet("eval-source") {
+		j.Eval.Path = c.String("eval-source")
+	}
+	if train && j.Train.Path == "" {
+		return j, nil, fmt.Errorf("no training data: give --source")
+	}
+	if !train && j.Eval.Path == "" {
+		return j, nil, fmt.Errorf("no data: give --eval-source")
+	}
+	// Starting weights.
+	if p := c.String("load-prefix"); p != "" {
+		j.Init = model.SnapshotFiles(p, c.Int64("load-iter"), len(cfg.Graph.Embeddings))
+		for i, f := range j.Init.SparseOpt {
+			if _, err := os.Stat(f); err != nil {
+				j.Init.SparseOpt[i] = ""
+			}
+		}
+		if _, err := os.Stat(j.Init.DenseOpt); err != nil || !train {
+			j.Init.DenseOpt = ""
+		}
+		if !train {
+			j.Init.SparseOpt = nil
+		}
+	} else if s.DenseModelFile != "" || len(s.SparseModelFiles) > 0 {
+		j.Init = model.Files{Dense: s.DenseModelFile, Sparse: s.SparseModelFiles}
+	} else if !train {
+		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
+	}
+	return j, cfg, nil
+}
+
+func optimizerFromFlags(c *cli.Context, base *graph.Optimizer) (*graph.Optimizer, error) {
+	o := graph.DefaultOptimizer()
+	if base != nil {
+		cp := *base
+		o = &cp
+	}
+	if c.IsSet("optimizer") {
+		t := map[string]string{"sgd": "SGD", "momentum": "MomentumSGD", "nesterov": "Nesterov", "adagrad": "AdaGrad", "adam": "Adam"}[strings.ToLower(c.String("optimizer"))]
+		if t == "" {
+			return nil, fmt.Errorf("--optimizer: %q is not sgd, momentum, nesterov, adagrad or adam", c.String("optimizer"))
+		}
+		if t != o.Type {
+			d := graph.DefaultOptimizer()
+			d.Type, d.UpdateType, d.LearningRate = t, o.UpdateType, o.LearningRate
+			o = d
+		}
+	}
+	if c.IsSet("update-type") {
+		u := map[string]string{"local": "Local", "global": "Global", "lazyglobal": "LazyGlobal"}[strings.ToLower(c.String("update-type"))]
+		if u == "" {
+			return nil, fmt.Errorf("--update-type: %q is not local, global or lazyglobal", c.String("update-type"))
+		}
+		o.UpdateType = u
+	}
+	if c.IsSet("lr") {
+		o.LearningRate = float32(c.Float64("lr"))
+	}
+	if c.IsSet("warmup-steps") {
+		o.WarmupSteps = c.Int64("warmup-steps")
+	}
+	if c.IsSet("decay-start") {
+		o.DecayStart = c.Int64("decay-start")
+	}
+	if c.IsSet("decay-steps") {
+		o.DecaySteps = c.Int64("decay-steps")
+	}
+	if c.IsSet("decay-power") {
+		o.DecayPower = float32(c.Float64("decay-power"))
+	}
+	if c.IsSet("end-lr") {
+		o.EndLR = float32(c.Float64("end-lr"))
+	}
+	if c.IsSet("momentum") {
+		o.MomentumFactor = float32(c.Float64("momentum"))
+	}
+	return o, nil
+}
+
+func runTrain(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("train takes no arguments, got %q", c.Args().First())
+	}
+	j, cfg, err := buildJob(c, true)
+	if err != nil {
+		return err
+	}
+	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
+		j.Solver.NumEpochs = 1
+	}
+	if g := c.String("graph-out"); g != "" {
+		if err := cfg.Graph.WriteFile(g, graph.WriteOptions{Optimizer: j.Optimizer}); err != nil {
+			return err
+		}
+	}
+	out := model.TrainOutput{Log: c.App.Writer, SaveFinal: true}
+	var mf *os.File
+	if p := c.String("metrics-out"); p != "" {
+		if mf, err = os.Create(p); err != nil {
+			return err
+		}
+		defer mf.Close()
+		out.Metrics = mf
+	}
+	_, res, err := model.Train(c.Context, j, out)
+	if err != nil {
+		return err
+	}
+	if mf != nil {
+		if err := mf.Close(); err != nil {
+			return err
+		}
+	}
+	if p := c.String("plot"); p != "" {
+		if err := plotHistory(p, res.History); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.Writer, "wrote %s\n", p)
+	}
+	return nil
+}
+
+func runEvaluate(c *cli.Context) error {
+	j, _, err := buildJob(c, false)
+	if err != nil {
+		return err
+	}
+	_, err = model.RunEvaluate(j, c.App.Writer)
+	return err
+}
+
+func runPredict(c *cli.Context) error {
+	j, _, err := buildJob(c, false)
+	if err != nil {
+		return err
+	}
+	n, err := model.RunPredict(j, c.String("output"))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %d predictions to %s\n", n, c.String("output"))
+	return nil
+}

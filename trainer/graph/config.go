@@ -1,0 +1,94 @@
+package graph
+
+// Config is a full model description: the graph plus, when the file held
+// them (HugeCTR's JSON configs), the solver, the model optimizer, the data
+// reader settings and the inference settings. Sections a file lacks are nil;
+// the caller supplies them (command-line flags, Python-style defaults).
+type Config struct {
+	Graph     *Graph
+	Solver    *Solver
+	Optimizer *Optimizer
+	Reader    *ReaderParams
+	Inference *Inference
+}
+
+// Solver holds HugeCTR's CreateSolver fields (and the JSON config "solver"
+// section).
+type Solver struct {
+	BatchSize      int
+	BatchSizeEval  int
+	MaxEvalBatches int
+	MaxEvalSamples int
+	MaxIter        int
+	NumEpochs      int
+	Display        int
+	EvalInterval   int
+	Snapshot       int
+	SnapshotPrefix string
+	Seed           uint64
+	LRPolicy       string
+	GPU            [][]int
+	I64InputKey    bool
+	// EvalMetrics are "AUC:<threshold>", "AverageLoss", "HitRate".
+	EvalMetrics []string
+	// AUCThreshold stops training once eval AUC reaches it (0: never); from
+	// "AUC:<t>" metrics or the test scripts' auc_threshold.
+	AUCThreshold float64
+	// UseMixedPrecision with Scaler (the JSON "mixed_precision" scaler).
+	UseMixedPrecision bool
+	Scaler            float64
+	EnableTF32        bool
+	RepeatDataset     bool
+	// Files to start from.
+	DenseModelFile          string
+	DenseOptStatesFile      string
+	SparseModelFiles        []string
+	SparseOptStatesFiles    []string
+	ExportPredictionsPrefix string
+}
+
+// DefaultSolver returns HugeCTR's CreateSolver defaults.
+func DefaultSolver() *Solver {
+	return &Solver{BatchSize: 2048, BatchSizeEval: 2048, MaxEvalBatches: 100, Display: 200,
+		EvalInterval: 1000, Snapshot: 0, LRPolicy: "fixed", Scaler: 1, RepeatDataset: true}
+}
+
+// ReaderParams are HugeCTR's DataReaderParams (and the JSON config Data
+// entry's reader keys).
+type ReaderParams struct {
+	Format          string // Norm, Raw, Parquet, RawAsync
+	Source          []string
+	EvalSource      string
+	Check           string // Sum, None
+	SlotSizeArray   []int64
+	NumSamples      int64
+	EvalNumSamples  int64
+	FloatLabelDense bool
+	NumWorkers      int
+	CacheEvalData   int
+	// Async holds RawAsync's async_param.
+	Async *AsyncParams
+	// DenseAligned is RawAsync's dense.aligned ("Auto", "None").
+	DenseAligned string
+}
+
+// AsyncParams are HugeCTR's AsyncParam for the RawAsync reader.
+type AsyncParams struct {
+	NumThreads          int
+	NumBatchesPerThread int
+	ShuffleFiles        bool
+	IODepth             int
+	IOAlignment         int
+	MultiHotReader      bool
+	IsDenseFloat        bool
+}
+
+// Inference is the ≤ v3.x "inference" section of inference configs.
+type Inference struct {
+	MaxBatchSize     int
+	HitRateThreshold float64
+	DenseModelFile   string
+	SparseModelFiles []string
+	I64InputKey      bool
+	MixedPrecision   bool
+}

@@ -1,0 +1,424 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/layers"
+	"github.com/ctrkit/ctrkit/trainer/optim"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// ErrUnsupported reports a model ctrkit's trainer cannot build (a layer type
+// or optimizer it does not implement); it unwraps to graph.ErrUnsupported.
+var ErrUnsupported = graph.ErrUnsupported
+
+// Options configure Build.
+type Options struct {
+	// BatchSize is the network's batch size (required).
+	BatchSize int
+	// Seed drives the initializers and dropout.
+	Seed uint64
+	// Optimizer is the model optimizer with its learning rate and schedule;
+	// nil takes cfg.Optimizer, else graph.DefaultOptimizer.
+	Optimizer *graph.Optimizer
+	// SlotOffsets are the per-slot key offsets the data reader adds (the
+	// slot_size_array prefix sums over all slots of the file, SPEC §3.3);
+	// OneHot embeddings take them off again. Empty: keys arrive as stored.
+	SlotOffsets []int64
+	// LossScale divides gradients before the update (mixed-precision
+	// scaler; 0 means 1).
+	LossScale float64
+}
+
+// Validate reports invalid options.
+func (o *Options) Validate() error {
+	if o.BatchSize <= 0 {
+		return fmt.Errorf("ctrkit/trainer/model: batch size %d must be positive", o.BatchSize)
+	}
+	if o.LossScale < 0 {
+		return fmt.Errorf("ctrkit/trainer/model: loss scale %v < 0", o.LossScale)
+	}
+	return nil
+}
+
+// embedding is one sparse embedding with its input and optimizer.
+type embedding struct {
+	g      graph.SparseEmbedding
+	layer  *layers.SparseEmbedding
+	input  int // index into Model.inputs
+	opt    *optim.Optimizer
+	frozen bool
+}
+
+// Model is an executable network on a backend.
+type Model struct {
+	Graph *graph.Graph // with HugeCTR's automatic slices
+	Info  *graph.Info
+
+	be     tensor.Backend
+	ctx    *layers.Ctx
+	batch  int
+	feed   *feeder
+	embs   []*embedding
+	dense  []layers.Layer // one per Graph.Layers entry
+	params []layers.Param // dense parameters in file order
+	loss   *layers.Loss
+	lossG  graph.DenseLayer
+	reg    *layers.Regularizer
+	pred   *layers.Blob
+	opt    *optim.Optimizer
+	sched  optim.Schedule
+	frozen bool
+	iter   uint64 // training iterations run (dropout counter)
+	optCfg *graph.Optimizer
+}
+
+// Build constructs the network of cfg on be.
+func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	gopt := o.Optimizer
+	if gopt == nil {
+		gopt = cfg.Optimizer
+	}
+	if gopt == nil {
+		gopt = graph.DefaultOptimizer()
+	}
+	g := *cfg.Graph
+	if err := g.AutoSlice(gopt); err != nil {
+		return nil, err
+	}
+	info, err := g.Infer(gopt)
+	if err != nil {
+		return nil, err
+	}
+	if len(g.Input.LabelTops) != 1 {
+		return nil, fmt.Errorf("%w: %d label tensors (multi-label input)", ErrUnsupported, len(g.Input.LabelTops))
+	}
+	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt,
+		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
+	m.sched = schedule(gopt)
+	dcfg, err := optConfig(gopt, o.LossScale)
+	if err != nil {
+		return nil, err
+	}
+	if m.opt, err = optim.New(be, dcfg, m.sched); err != nil {
+		return nil, err
+	}
+	m.feed, err = newFeeder(m, &g, o.SlotOffsets)
+	if err != nil {
+		return nil, err
+	}
+	blobs := map[string]*layers.Blob{
+		g.Input.LabelTops[0]: m.feed.label,
+	}
+	if m.feed.dense != nil {
+		blobs[g.Input.DenseTop] = m.feed.dense
+	}
+	for i, ge := range g.Embeddings {
+		e, err := m.buildEmbedding(ge, info.Embeddings[i], gopt, o.LossScale)
+		if err != nil {
+			return nil, fmt.Errorf("embedding %d (%s): %w", i, ge.Top, err)
+		}
+		m.embs = append(m.embs, e)
+		blobs[ge.Top] = e.layer.Outputs()[0]
+	}
+	for i := range g.Layers {
+		gl := g.Layers[i]
+		l, err := m.buildLayer(gl, info.Layers[i], blobs)
+		if err != nil {
+			return nil, fmt.Errorf("layer %d (%s %v): %w", 1+len(g.Embeddings)+i, gl.Type, gl.Top, err)
+		}
+		m.dense = append(m.dense, l)
+		outs := l.Outputs()
+		if len(outs) != len(gl.Top) {
+			return nil, fmt.Errorf("layer %s: %d outputs for %d tops", gl.Type, len(outs), len(gl.Top))
+		}
+		for j, t := range gl.Top {
+			blobs[t] = outs[j]
+		}
+		m.params = append(m.params, l.Params()...)
+	}
+	if m.loss == nil {
+		return nil, fmt.Errorf("ctrkit/trainer/model: the graph has no loss layer")
+	}
+	m.opt.AddDense(m.params...)
+	if lg := m.lossG; lg.Regularizer != "" {
+		m.reg = layers.NewRegularizer(m.ctx, lg.Regularizer == "L1", float64(lg.Lambda), m.batch, m.dense...)
+		m.loss.Reg = m.reg
+	}
+	if err := be.Sync(); err != nil {
+		return nil, fmt.Errorf("building the model on %s: %w", be.Name(), err)
+	}
+	return m, nil
+}
+
+func schedule(o *graph.Optimizer) optim.Schedule {
+	s := optim.DefaultSchedule()
+	if o.LearningRate > 0 {
+		s.BaseLR = float64(o.LearningRate)
+	}
+	if o.WarmupSteps > 0 {
+		s.WarmupSteps = o.WarmupSteps
+	}
+	s.DecayStart = o.DecayStart
+	if o.DecaySteps > 0 {
+		s.DecaySteps = o.DecaySteps
+	}
+	if o.DecayPower > 0 {
+		s.DecayPower = float64(o.DecayPower)
+	}
+	s.EndLR = float64(o.EndLR)
+	return s
+}
+
+func optConfig(o *graph.Optimizer, lossScale float64) (optim.Config, error) {
+	kinds := map[string]tensor.OptKind{"SGD": tensor.SGD, "MomentumSGD": tensor.MomentumSGD,
+		"Nesterov": tensor.Nesterov, "AdaGrad": tensor.AdaGrad, "Adam": tensor.Adam}
+	k, ok := kinds[o.Type]
+	if !ok {
+		return optim.Config{}, fmt.Errorf("%w: optimizer %s", ErrUnsupported, o.Type)
+	}
+	c := optim.DefaultConfig(k)
+	switch o.UpdateType {
+	case "Local":
+		c.Update = tensor.Local
+	case "LazyGlobal":
+		c.Update = tensor.LazyGlobal
+	default:
+		c.Update = tensor.Global
+	}
+	if k == tensor.Adam {
+		c.Beta1, c.Beta2, c.Epsilon = float64(o.Beta1), float64(o.Beta2), float64(o.Epsilon)
+	}
+	if k == tensor.AdaGrad {
+		c.Epsilon, c.InitialAccu = float64(o.Epsilon), float64(o.InitialAccuValue)
+	}
+	c.Momentum = float64(o.MomentumFactor)
+	c.AtomicUpdate = o.AtomicUpdate
+	c.LossScale = lossScale
+	return c, c.Validate()
+}
+
+func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo, model *graph.Optimizer, lossScale float64) (*embedding, error) {
+	in := -1
+	for k, s := range m.Graph.Input.Sparse {
+		if s.Top == ge.Bottom {
+			in = k
+		}
+	}
+	if in < 0 {
+		return nil, fmt.Errorf("bottom %q is not a sparse input", ge.Bottom)
+	}
+	gopt := ge.Optimizer
+	if gopt == nil {
+		gopt = model
+	}
+	ocfg, err := optConfig(gopt, lossScale)
+	if err != nil {
+		return nil, err
+	}
+	sp := m.Graph.Input.Sparse[in]
+	ec := layers.EmbeddingConfig{VecSize: ge.VecSize, Slots: sp.SlotNum, StateCopies: ocfg.StateCopies(),
+		MaxNNZ: m.batch * sp.MaxFeatures()}
+	switch ge.Type {
+	case graph.DistributedHash:
+		ec.Kind = layers.DistributedHash
+	case graph.LocalizedHash:
+		ec.Kind = layers.LocalizedHash
+	case graph.LocalizedOneHot:
+		ec.Kind = layers.LocalizedOneHot
+		ec.SlotSizes = ge.SlotSizeArray
+	default:
+		return nil, fmt.Errorf("%w: embedding type %s", ErrUnsupported, ge.Type)
+	}
+	if ge.Combiner == "mean" {
+		ec.Combiner = tensor.Mean
+	}
+	// The workspace that holds exactly ei.Rows rows (half a row of slack
+	// against rounding in MaxRows).
+	ec.WorkspaceMB = (float64(ei.Rows) + 0.5) * float64((1+ec.StateCopies)*4*ge.VecSize) / (1 << 20)
+	if ei.Rows <= 0 || ei.Rows > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d table rows", ErrUnsupported, ei.Rows)
+	}
+	l, err := layers.NewSparseEmbedding(m.ctx, ec, m.feed.inputs[in], m.batch)
+	if err != nil {
+		return nil, err
+	}
+	o, err := optim.New(m.be, ocfg, m.sched)
+	if err != nil {
+		return nil, err
+	}
+	o.AddEmbedding(l)
+	return &embedding{g: ge, layer: l, input: in, opt: o}, nil
+}
+
+func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[string]*layers.Blob) (layers.Layer, error) {
+	var ins []*layers.Blob
+	for _, b := range gl.Bottom {
+		x, ok := blobs[b]
+		if !ok {
+			return nil, fmt.Errorf("input %q has no tensor (sparse inputs feed embeddings only)", b)
+		}
+		ins = append(ins, x)
+	}
+	c := m.ctx
+	x := ins[0]
+	one := func() error {
+		if len(ins) != 1 {
+			return fmt.Errorf("%s takes one bottom, has %d", gl.Type, len(ins))
+		}
+		return nil
+	}
+	var l layers.Layer
+	var err error
+	switch gl.Type {
+	case graph.InnerProduct, graph.FusedInnerProduct:
+		if gl.Type == graph.FusedInnerProduct && (len(gl.Top) != 1 || len(ins) != 1) {
+			return nil, fmt.Errorf("%w: FusedInnerProduct with %d bottoms and %d tops (position %s)", ErrUnsupported, len(ins), len(gl.Top), gl.Position)
+		}
+		if gl.WeightInit != "" || gl.BiasInit != "" {
+			return nil, fmt.Errorf("%w: initializers %q/%q (only Default)", ErrUnsupported, gl.WeightInit, gl.BiasInit)
+		}
+		act := tensor.Identity
+		if gl.Type == graph.FusedInnerProduct && gl.Activation == "Relu" {
+			act = tensor.ReLU
+		}
+		l, err = layers.NewInnerProduct(c, x, gl.NumOutput, act)
+	case graph.ReLU:
+		l, err = layers.NewActivation(c, x, tensor.ReLU, 0)
+	case graph.Sigmoid:
+		l, err = layers.NewActivation(c, x, tensor.Sigmoid, 0)
+	case graph.ELU:
+		l, err = layers.NewActivation(c, x, tensor.ELU, float64(gl.Alpha))
+	case graph.Dropout:
+		l, err = layers.NewDropout(c, x, float64(gl.Rate))
+	case graph.BatchNorm:
+		l, err = layers.NewBatchNorm(c, x, tensor.BNParams{Factor: float64(gl.Factor), Eps: float64(gl.Eps)})
+	case graph.Concat:
+		if len(li.In[0].Dims) == 2 && gl.Axis == 2 {
+			return nil, fmt.Errorf("%w: 3-D Concat on axis 2", ErrUnsupported)
+		}
+		l, err = layers.NewConcat(c, ins...)
+	case graph.Reshape:
+		if len(gl.Selected) > 0 {
+			l, err = layers.NewReshape(c, x, 0, gl.Selected, li.In[0].Last())
+		} else {
+			lead := gl.LeadingDim
+			if gl.TimeStep > 0 {
+				lead *= gl.TimeStep
+			}
+			l, err = layers.NewReshape(c, x, lead, nil, 0)
+		}
+	case graph.Slice:
+		l, err = layers.NewSlice(c, x, gl.Ranges)
+	case graph.Interaction:
+		if len(ins) != 2 || len(gl.Top) != 1 {
+			return nil, fmt.Errorf("%w: Interaction with %d bottoms, %d tops", ErrUnsupported, len(ins), len(gl.Top))
+		}
+		l, err = layers.NewInteraction(c, ins[0], ins[1])
+	case graph.MultiCross:
+		l, err = layers.NewMultiCross(c, x, gl.NumLayers, gl.ProjectionDim)
+	case graph.Add:
+		l, err = layers.NewElementwise(c, layers.Add, ins...)
+	case graph.Sub:
+		l, err = layers.NewElementwise(c, layers.Sub, ins...)
+	case graph.ElementwiseMultiply:
+		l, err = layers.NewElementwise(c, layers.Multiply, ins...)
+	case graph.WeightMultiply:
+		l, err = layers.NewWeightMultiply(c, x, gl.WeightDims[1])
+	case graph.FmOrder2:
+		l, err = layers.NewFmOrder2(c, x, gl.OutDim)
+	case graph.ReduceSum, graph.ReduceMean:
+		// [B·Rows, Dims…]: the graph's axis indexes these dims directly.
+		dims := append([]int{x.Value.Rows()}, li.In[0].Dims...)
+		l, err = layers.NewReduce(c, x, dims, gl.Axis, gl.Type == graph.ReduceMean)
+	case graph.Softmax:
+		if err := one(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		l, err = layers.NewSoftmax(c, x)
+	case graph.Scale:
+		l, err = layers.NewScale(c, x, gl.Axis, int(gl.Factor))
+	case graph.BinaryCrossEntropyLoss, graph.CrossEntropyLoss, graph.MultiCrossEntropyLoss:
+		if m.loss != nil {
+			return nil, fmt.Errorf("%w: more than one loss layer", ErrUnsupported)
+		}
+		kind := map[string]layers.LossKind{graph.BinaryCrossEntropyLoss: layers.BinaryCrossEntropy,
+			graph.CrossEntropyLoss: layers.CrossEntropy, graph.MultiCrossEntropyLoss: layers.MultiCrossEntropy}[gl.Type]
+		var tw []float64
+		for _, w := range gl.TargetWeight {
+			tw = append(tw, float64(w))
+		}
+		var ll *layers.Loss
+		ll, err = layers.NewLoss(c, kind, ins[0], ins[1], tw)
+		m.loss, m.lossG, m.pred, l = ll, gl, ins[0], ll
+	default:
+		return nil, fmt.Errorf("%w: layer type %s", ErrUnsupported, gl.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// BatchSize is the network's batch size.
+func (m *Model) BatchSize() int { return m.batch }
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() tensor.Backend { return m.be }
+
+// NumEmbeddings is the number of sparse embeddings.
+func (m *Model) NumEmbeddings() int { return len(m.embs) }
+
+// FreezeDense stops updates of the dense network (HugeCTR freeze_dense);
+// UnfreezeDense resumes them.
+func (m *Model) FreezeDense()   { m.frozen = true }
+func (m *Model) UnfreezeDense() { m.frozen = false }
+
+// FreezeEmbedding stops updates of embedding i (HugeCTR freeze_embedding);
+// UnfreezeEmbedding resumes them.
+func (m *Model) FreezeEmbedding(i int) error   { return m.setFrozen(i, true) }
+func (m *Model) UnfreezeEmbedding(i int) error { return m.setFrozen(i, false) }
+
+func (m *Model) setFrozen(i int, f bool) error {
+	if i < 0 || i >= len(m.embs) {
+		return fmt.Errorf("ctrkit/trainer/model: no embedding %d (have %d)", i, len(m.embs))
+	}
+	m.embs[i].frozen = f
+	return nil
+}
+
+// ResetLRScheduler replaces the learning-rate schedule and restarts it at
+// step 1 for every optimizer (HugeCTR reset_learning_rate_scheduler).
+func (m *Model) ResetLRScheduler(s optim.Schedule) error {
+	if s.BaseLR <= 0 || s.WarmupSteps < 0 || s.DecaySteps <= 0 {
+		return fmt.Errorf("ctrkit/trainer/model: bad schedule %+v", s)
+	}
+	m.sched = s
+	for _, o := range m.optimizers() {
+		o.SetSchedule(s)
+		o.SetStep(0)
+	}
+	return nil
+}
+
+func (m *Model) optimizers() []*optim.Optimizer {
+	os := []*optim.Optimizer{m.opt}
+	for _, e := range m.embs {
+		os = append(os, e.opt)
+	}
+	return os
+}
+
+// LR is the learning rate of the next step.
+func (m *Model) LR() float64 { return m.opt.LR() }
+
+// Iter is the number of training steps run.
+func (m *Model) Iter() int64 { return int64(m.iter) }
+
+var errShortBatch = errors.New("short batch")

@@ -1,0 +1,421 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/layers"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// Files are the paths of one snapshot (SPEC §7).
+type Files struct {
+	Dense, DenseOpt   string
+	Sparse, SparseOpt []string
+}
+
+// SnapshotFiles returns HugeCTR's names for a snapshot of a model with n
+// embeddings: prefix is concatenated verbatim ("" gives "_dense_1000.model").
+func SnapshotFiles(prefix string, iter int64, n int) Files {
+	f := Files{Dense: fmt.Sprintf("%s_dense_%d.model", prefix, iter), DenseOpt: fmt.Sprintf("%s_opt_dense_%d.model", prefix, iter)}
+	for i := range n {
+		f.Sparse = append(f.Sparse, fmt.Sprintf("%s%d_sparse_%d.model", prefix, i, iter))
+		f.SparseOpt = append(f.SparseOpt, fmt.Sprintf("%s%d_opt_sparse_%d.model", prefix, i, iter))
+	}
+	return f
+}
+
+// Save writes the model and optimizer state as HugeCTR's
+// save_params_to_files(prefix, iter) does.
+func (m *Model) Save(prefix string, iter int64) error {
+	return m.SaveFiles(SnapshotFiles(prefix, iter, len(m.embs)))
+}
+
+func f32bytes(dst []byte, v []float32) []byte {
+	for _, x := range v {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x))
+	}
+	return dst
+}
+
+func (m *Model) download(t tensor.Tensor) ([]float32, error) {
+	v := make([]float32, t.Len())
+	return v, m.be.Download(v, t)
+}
+
+// SaveFiles writes a snapshot to the given paths (any empty path is
+// skipped).
+func (m *Model) SaveFiles(f Files) error {
+	for _, e := range m.embs {
+		e.opt.Flush()
+	}
+	if f.Dense != "" {
+		var buf []byte
+		for _, p := range m.params {
+			v, err := m.download(p.Value)
+			if err != nil {
+				return err
+			}
+			buf = f32bytes(buf, v)
+		}
+		if err := formats.WriteFileAtomic(f.Dense, buf); err != nil {
+			return fmt.Errorf("writing dense model: %w", err)
+		}
+	}
+	if f.DenseOpt != "" {
+		buf, err := m.denseOptBytes()
+		if err != nil {
+			return err
+		}
+		if err := formats.WriteFileAtomic(f.DenseOpt, buf); err != nil {
+			return fmt.Errorf("writing dense optimizer state: %w", err)
+		}
+	}
+	for i, e := range m.embs {
+		if i < len(f.Sparse) && f.Sparse[i] != "" {
+			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt); err != nil {
+				return fmt.Errorf("writing embedding %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Model) denseOptBytes() ([]byte, error) {
+	var buf []byte
+	for state := range 2 {
+		for i := range m.opt.NumDense() {
+			s1, s2 := m.opt.DenseState(i)
+			t := [2]tensor.Tensor{s1, s2}[state]
+			if t.IsZero() {
+				continue
+			}
+			v, err := m.download(t)
+			if err != nil {
+				return nil, err
+			}
+			buf = f32bytes(buf, v)
+		}
+	}
+	return buf, nil
+}
+
+// rowsKeys returns the table's used rows and their keys, in row order.
+func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
+	l := e.layer
+	if l.Cfg.Kind == layers.LocalizedOneHot { // every row; key = global row
+		n := l.Table.Rows()
+		rows, keys = make([]int32, n), make([]int64, n)
+		for i := range n {
+			rows[i], keys[i] = int32(i), int64(i)
+		}
+		return rows, keys, nil
+	}
+	hk := make([]int64, l.Hash.Keys.Len())
+	hr := make([]int32, l.Hash.Rows.Len())
+	if err := m.be.Download(hk, l.Hash.Keys); err != nil {
+		return nil, nil, err
+	}
+	if err := m.be.Download(hr, l.Hash.Rows); err != nil {
+		return nil, nil, err
+	}
+	type kr struct {
+		k int64
+		r int32
+	}
+	var used []kr
+	for i, k := range hk {
+		if k != tensor.EmptyKey {
+			used = append(used, kr{k, hr[i]})
+		}
+	}
+	sort.Slice(used, func(a, b int) bool { return used[a].r < used[b].r })
+	for _, u := range used {
+		rows, keys = append(rows, u.r), append(keys, u.k)
+	}
+	return rows, keys, nil
+}
+
+// slotOf maps a key to its slot from the embedding's slot sizes (keys
+// carry slot offsets), or -1 when the sizes are unknown.
+func slotOf(sizes []int64, key int64) int64 {
+	var off int64
+	for s, n := range sizes {
+		if key < off+n {
+			return int64(s)
+		}
+		off += n
+	}
+	return -1
+}
+
+func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string) error {
+	rows, keys, err := m.rowsKeys(e)
+	if err != nil {
+		return err
+	}
+	vec := e.g.VecSize
+	table, err := m.download(e.layer.Table)
+	if err != nil {
+		return err
+	}
+	kb := make([]byte, 0, 8*len(keys))
+	for _, k := range keys {
+		kb = binary.LittleEndian.AppendUint64(kb, uint64(k))
+	}
+	eb := make([]byte, 0, 4*vec*len(rows))
+	for _, r := range rows {
+		eb = f32bytes(eb, table[int(r)*vec:int(r)*vec+vec])
+	}
+	files := map[string][]byte{"key": kb, "emb_vector": eb}
+	if e.g.Type == graph.LocalizedHash || e.g.Type == graph.LocalizedOneHot {
+		sizes := e.g.SlotSizeArray
+		if len(sizes) == 0 {
+			return fmt.Errorf("%w: slot_id of a Localized embedding needs its slot_size_array", ErrUnsupported)
+		}
+		sb := make([]byte, 0, 8*len(keys))
+		for _, k := range keys {
+			s := slotOf(sizes, k)
+			if s < 0 {
+				return fmt.Errorf("key %d beyond the slot sizes", k)
+			}
+			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
+		}
+		files["slot_id"] = sb
+	}
+	if err := writeDirAtomic(dir, files); err != nil {
+		return err
+	}
+	if !withOpt {
+		return nil
+	}
+	idx := -1
+	for i, x := range m.embs {
+		if x == e {
+			idx = i
+		}
+	}
+	var ob []byte
+	s1, s2 := e.opt.EmbeddingState(0)
+	for _, t := range []tensor.Tensor{s1, s2} {
+		if t.IsZero() {
+			continue
+		}
+		v, err := m.download(t)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			ob = f32bytes(ob, v[int(r)*vec:int(r)*vec+vec])
+		}
+	}
+	return formats.WriteFileAtomic(optPaths[idx], ob)
+}
+
+// writeDirAtomic builds the directory under a temporary name, then renames
+// it into place (replacing an older one).
+func writeDirAtomic(dir string, files map[string][]byte) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return err
+	}
+	fail := func(err error) error { os.RemoveAll(tmp); return err }
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		old := tmp + ".old"
+		if err := os.Rename(dir, old); err != nil {
+			return fail(err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// Load reads a snapshot written by Save (or HugeCTR) with the same prefix
+// and iteration; missing optimizer-state files are skipped.
+func (m *Model) Load(prefix string, iter int64) error {
+	f := SnapshotFiles(prefix, iter, len(m.embs))
+	for i, p := range f.SparseOpt {
+		if _, err := os.Stat(p); err != nil {
+			f.SparseOpt[i] = ""
+		}
+	}
+	if _, err := os.Stat(f.DenseOpt); err != nil {
+		f.DenseOpt = ""
+	}
+	return m.LoadFiles(f)
+}
+
+// LoadError is a model file that does not fit the model.
+type LoadError struct {
+	Path   string
+	Detail string
+}
+
+func (e *LoadError) Error() string { return e.Path + ": " + e.Detail }
+
+func readF32(path string, want int) ([]float32, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) != 4*want {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes, the model needs %d (%d float32)", len(data), 4*want, want)}
+	}
+	v := make([]float32, want)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return v, nil
+}
+
+// LoadFiles loads the given files into the model (an empty path is
+// skipped). Sizes are checked against the model before anything changes.
+func (m *Model) LoadFiles(f Files) error {
+	if f.Dense != "" {
+		n := 0
+		for _, p := range m.params {
+			n += p.Value.Len()
+		}
+		v, err := readF32(f.Dense, n)
+		if err != nil {
+			return err
+		}
+		for _, p := range m.params {
+			m.be.Upload(p.Value, v[:p.Value.Len()])
+			v = v[p.Value.Len():]
+		}
+	}
+	if f.DenseOpt != "" {
+		var ts []tensor.Tensor
+		for state := range 2 {
+			for i := range m.opt.NumDense() {
+				s1, s2 := m.opt.DenseState(i)
+				if t := [2]tensor.Tensor{s1, s2}[state]; !t.IsZero() {
+					ts = append(ts, t)
+				}
+			}
+		}
+		n := 0
+		for _, t := range ts {
+			n += t.Len()
+		}
+		v, err := readF32(f.DenseOpt, n)
+		if err != nil {
+			return err
+		}
+		for _, t := range ts {
+			m.be.Upload(t, v[:t.Len()])
+			v = v[t.Len():]
+		}
+	}
+	for i, e := range m.embs {
+		if i < len(f.Sparse) && f.Sparse[i] != "" {
+			opt := ""
+			if i < len(f.SparseOpt) {
+				opt = f.SparseOpt[i]
+			}
+			if err := m.loadSparse(e, f.Sparse[i], opt); err != nil {
+				return err
+			}
+		}
+	}
+	return m.be.Sync()
+}
+
+func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
+	kpath, epath := filepath.Join(dir, "key"), filepath.Join(dir, "emb_vector")
+	kd, err := os.ReadFile(kpath)
+	if err != nil {
+		return err
+	}
+	if len(kd)%8 != 0 {
+		return &LoadError{kpath, fmt.Sprintf("%d bytes is not a whole number of int64 keys", len(kd))}
+	}
+	n, vec := len(kd)/8, e.g.VecSize
+	if n > e.layer.Table.Rows() {
+		return &LoadError{kpath, fmt.Sprintf("%d keys for a table of %d rows", n, e.layer.Table.Rows())}
+	}
+	emb, err := readF32(epath, n*vec)
+	if err != nil {
+		return err
+	}
+	keys := make([]int64, n)
+	for i := range keys {
+		keys[i] = int64(binary.LittleEndian.Uint64(kd[8*i:]))
+	}
+	rows := make([]int32, n)
+	if e.layer.Cfg.Kind == layers.LocalizedOneHot { // the key is the row
+		for i, k := range keys {
+			if k < 0 || k >= int64(e.layer.Table.Rows()) {
+				return &LoadError{kpath, fmt.Sprintf("key %d (index %d) beyond the table's %d rows", k, i, e.layer.Table.Rows())}
+			}
+			rows[i] = int32(k)
+		}
+	} else if n > 0 {
+		kt := m.be.Alloc(tensor.Int64, n)
+		rt := m.be.Alloc(tensor.Int32, n)
+		m.be.Upload(kt, keys)
+		m.be.HashLookup(e.layer.Hash, kt, rt, true)
+		err := m.be.Download(rows, rt)
+		m.be.Free(kt)
+		m.be.Free(rt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", kpath, err)
+		}
+	}
+	put := func(t tensor.Tensor, src []float32) error {
+		v, err := m.download(t)
+		if err != nil {
+			return err
+		}
+		for i, r := range rows {
+			copy(v[int(r)*vec:int(r)*vec+vec], src[i*vec:i*vec+vec])
+		}
+		m.be.Upload(t, v)
+		return nil
+	}
+	if err := put(e.layer.Table, emb); err != nil {
+		return err
+	}
+	if optPath == "" {
+		return nil
+	}
+	s1, s2 := e.opt.EmbeddingState(0)
+	var ts []tensor.Tensor
+	for _, t := range []tensor.Tensor{s1, s2} {
+		if !t.IsZero() {
+			ts = append(ts, t)
+		}
+	}
+	st, err := readF32(optPath, len(ts)*n*vec)
+	if err != nil {
+		return err
+	}
+	for j, t := range ts {
+		if err := put(t, st[j*n*vec:(j+1)*n*vec]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/layers"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// feeder converts reader batches into the network's input tensors. Host
+// buffers are allocated once; load does no allocation.
+type feeder struct {
+	m            *Model
+	labelDim     int
+	denseDim     int
+	label, dense *layers.Blob // dense nil when dense_dim is 0
+	inputs       []*layers.SparseInput
+	first        []int // first file slot of each input
+	slots        []int
+	capKeys      []int
+	// oneHot[k] holds the offsets to take off input k's keys (per slot of
+	// the input) when its embedding is OneHot and the reader adds offsets.
+	oneHot    [][]int64
+	hostLabel []float32
+	hostDense []float32
+	hostKeys  [][]int64
+	hostOff   [][]int32
+	totalSlot int
+}
+
+func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
+	B := m.batch
+	f := &feeder{m: m, labelDim: g.Input.LabelDims[0], denseDim: g.Input.DenseDim}
+	f.label = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.labelDim)}
+	f.hostLabel = make([]float32, B*f.labelDim)
+	if f.denseDim > 0 {
+		f.dense = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.denseDim)}
+		f.hostDense = make([]float32, B*f.denseDim)
+	}
+	for _, s := range g.Input.Sparse {
+		c := B * s.MaxFeatures()
+		in := &layers.SparseInput{Keys: m.be.Alloc(tensor.Int64, max(c, 1)), Offsets: m.be.Alloc(tensor.Int32, B*s.SlotNum+1)}
+		f.inputs = append(f.inputs, in)
+		f.first = append(f.first, f.totalSlot)
+		f.slots = append(f.slots, s.SlotNum)
+		f.capKeys = append(f.capKeys, c)
+		f.hostKeys = append(f.hostKeys, make([]int64, max(c, 1)))
+		f.hostOff = append(f.hostOff, make([]int32, B*s.SlotNum+1))
+		f.totalSlot += s.SlotNum
+	}
+	f.oneHot = make([][]int64, len(f.inputs))
+	if len(slotOffsets) > 0 {
+		if len(slotOffsets) != f.totalSlot {
+			return nil, fmt.Errorf("ctrkit/trainer/model: %d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
+		}
+		for _, e := range g.Embeddings {
+			if e.Type != graph.LocalizedOneHot {
+				continue
+			}
+			for k, s := range g.Input.Sparse {
+				if s.Top == e.Bottom {
+					f.oneHot[k] = slotOffsets[f.first[k] : f.first[k]+s.SlotNum]
+				}
+			}
+		}
+	}
+	return f, nil
+}
+
+// Schema returns the dataset schema the model reads: its label and dense
+// widths and one slot per sparse-input slot (MaxNNZ from nnz_per_slot;
+// Hotness 1 for fixed-length one-hot slots), keys of type kt.
+func (m *Model) Schema(kt formats.KeyType) formats.Schema {
+	var nnz []int
+	for _, s := range m.Graph.Input.Sparse {
+		nnz = append(nnz, s.NNZPerSlot...)
+	}
+	s := formats.NewSchema(m.feed.labelDim, m.feed.denseDim, nnz, nil, kt)
+	return s
+}
+
+// load uploads batch b (n ≤ B samples; the rest padded with empty samples).
+func (f *feeder) load(b *formats.Batch) error {
+	n, B := b.N, f.m.batch
+	if n > B {
+		return fmt.Errorf("ctrkit/trainer/model: batch of %d samples for a model of batch size %d", n, B)
+	}
+	if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
+		return fmt.Errorf("ctrkit/trainer/model: data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
+			b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
+	}
+	copy(f.hostLabel, b.Labels[:n*f.labelDim])
+	clear(f.hostLabel[n*f.labelDim:])
+	if f.dense != nil {
+		copy(f.hostDense, b.Dense[:n*f.denseDim])
+		clear(f.hostDense[n*f.denseDim:])
+	}
+	S := f.totalSlot
+	for k, in := range f.inputs {
+		keys, off, sk, first := f.hostKeys[k], f.hostOff[k], f.slots[k], f.first[k]
+		sub := f.oneHot[k]
+		nk := 0
+		off[0] = 0
+		for i := 0; i < n; i++ {
+			for s := 0; s < sk; s++ {
+				lo, hi := b.Offsets[i*S+first+s], b.Offsets[i*S+first+s+1]
+				if nk+int(hi-lo) > f.capKeys[k] {
+					return fmt.Errorf("ctrkit/trainer/model: sample %d of the batch has more keys than input %q allows (%d a sample)",
+						i, f.m.Graph.Input.Sparse[k].Top, f.capKeys[k]/B)
+				}
+				for j := lo; j < hi; j++ {
+					key := b.Key(int(j))
+					if sub != nil {
+						key -= sub[s]
+					}
+					keys[nk] = key
+					nk++
+				}
+				off[i*sk+s+1] = int32(nk)
+			}
+		}
+		for j := n * sk; j < B*sk; j++ {
+			off[j+1] = int32(nk)
+		}
+		in.NNZ = nk
+		f.m.be.Upload(in.Keys, keys)
+		f.m.be.Upload(in.Offsets, off)
+	}
+	f.m.be.Upload(f.label.Value, f.hostLabel)
+	if f.dense != nil {
+		f.m.be.Upload(f.dense.Value, f.hostDense)
+	}
+	return nil
+}

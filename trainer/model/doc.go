@@ -1,0 +1,36 @@
+// Package model trains, evaluates and serves a HugeCTR model on a
+// tensor.Backend: Build turns a graph.Config (read from HugeCTR's JSON or
+// built by graph.Reference) into an executable network of trainer/layers,
+// with one optimizer for the dense network and one per embedding; Fit,
+// Evaluate and Predict run it over formats.Reader batches; Save and Load use
+// HugeCTR's model files (SPEC §7).
+//
+// # Batches
+//
+// The network is built for one batch size B. A reader batch is converted on
+// the host into the network's inputs (labels [B, L], dense [B, D], and per
+// sparse input CSR keys int64 and offsets int32 over its slots, which are
+// consecutive slots of the file: WDL's wide input is slot 0, its deep input
+// slots 1…26) and uploaded. A short batch (the end of an epoch) is padded with
+// empty samples: Evaluate and Predict drop the padding's outputs; Fit skips a
+// short training batch (its gradient would include the padding).
+//
+// # Model files (SPEC §7)
+//
+//	<prefix>_dense_<iter>.model        float32 weights of every layer in graph order
+//	                                   (InnerProduct W [in, out] then b [out];
+//	                                   MultiCross per layer w [d] then b [d])
+//	<prefix>_opt_dense_<iter>.model    float32 optimizer state, first state of every
+//	                                   weight then the second (Adam m‖v; SGD: empty)
+//	<prefix><i>_sparse_<iter>.model/   key        int64 [n]
+//	                                   emb_vector float32 [n, vec]
+//	                                   slot_id    uint64 [n] (Localized embeddings)
+//	<prefix><i>_opt_sparse_<iter>.model float32 per-row state, first state of every
+//	                                   row then the second, rows in key-file order
+//
+// Rows are written in table-row order (the order keys were first seen).
+// Every file is written under a temporary name and renamed; a sparse
+// directory is assembled under a temporary name and renamed into place.
+//
+// A Model is not safe for concurrent use.
+package model

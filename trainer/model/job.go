@@ -1,0 +1,178 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
+)
+
+// Job is a complete training, evaluation or prediction run: the model, the
+// solver and optimizer settings (already merged from file and flags), the
+// data, and optional starting weights.
+type Job struct {
+	Config    *graph.Config
+	Solver    graph.Solver
+	Optimizer *graph.Optimizer
+	Train     Source // Fit only
+	Eval      Source // Fit (optional) and Evaluate/Predict
+	// Init loads starting weights (snapshot files; empty paths skipped).
+	Init Files
+	// Backend runs the model; nil is the CPU backend.
+	Backend tensor.Backend
+}
+
+func (j *Job) build() (*Model, error) {
+	be := j.Backend
+	if be == nil {
+		c, err := cpu.New(cpu.Options{})
+		if err != nil {
+			return nil, err
+		}
+		be = c
+	}
+	offsets := j.Train.SlotOffsets()
+	if offsets == nil {
+		offsets = j.Eval.SlotOffsets()
+	}
+	scale := 0.0
+	if j.Solver.UseMixedPrecision {
+		scale = j.Solver.Scaler
+	}
+	m, err := Build(j.Config, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
+		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale})
+	if err != nil {
+		return nil, err
+	}
+	if j.Init.Dense != "" || j.Init.DenseOpt != "" || len(j.Init.Sparse) > 0 {
+		if err := m.LoadFiles(j.Init); err != nil {
+			return nil, fmt.Errorf("loading initial weights: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// TrainOutput are the writers and files a training run reports to.
+type TrainOutput struct {
+	Log     io.Writer // display and eval lines
+	Metrics io.Writer // one JSON object per line, or nil
+	// SaveFinal writes a snapshot with Solver.SnapshotPrefix at the last
+	// iteration (unless one was just written).
+	SaveFinal bool
+}
+
+// Train builds the model, loads Init, fits it (HugeCTR fit with the
+// solver's num_epochs or max_iter, display, eval_interval, snapshot) and
+// returns it.
+func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
+	m, err := j.build()
+	if err != nil {
+		return nil, FitResult{}, err
+	}
+	if out.Log == nil {
+		out.Log = io.Discard
+	}
+	s := j.Solver
+	fo := FitOptions{
+		OpenTrain:      func() (formats.Reader, error) { return m.Open(j.Train) },
+		NumEpochs:      s.NumEpochs,
+		MaxIter:        s.MaxIter,
+		Display:        s.Display,
+		EvalInterval:   s.EvalInterval,
+		Snapshot:       s.Snapshot,
+		SnapshotPrefix: s.SnapshotPrefix,
+		MaxEvalBatches: s.MaxEvalBatches,
+		AUCThreshold:   s.AUCThreshold,
+
+		ExportPredictionsPrefix: s.ExportPredictionsPrefix,
+		Log:                     out.Log,
+		Metrics:                 out.Metrics,
+	}
+	if j.Eval.Path != "" {
+		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
+	}
+	info := m.Info
+	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
+		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	res, err := m.Fit(ctx, fo)
+	if err != nil {
+		return m, res, err
+	}
+	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > 0 && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
+		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
+			return m, res, err
+		}
+		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
+	}
+	return m, res, nil
+}
+
+func embRows(info *graph.Info) int64 {
+	var n int64
+	for _, e := range info.Embeddings {
+		n += e.Rows
+	}
+	return n
+}
+
+// RunEvaluate builds the model, loads Init and evaluates it on Eval over up
+// to Solver.MaxEvalBatches batches (0: all), writing one line to w.
+func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
+	m, err := j.build()
+	if err != nil {
+		return EvalResult{}, err
+	}
+	r, err := m.Open(j.Eval)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	defer r.Close()
+	res, err := m.Evaluate(r, j.Solver.MaxEvalBatches)
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d samples in %d batches\n", res.AUC, res.Loss, res.HitRate, res.Samples, res.Batches)
+	return res, nil
+}
+
+// RunPredict builds the model, loads Init, and writes the scores of Eval
+// (up to Solver.MaxEvalBatches batches; 0: all) to path atomically: one
+// line per sample, the prediction width's values separated by spaces, as
+// %.9g (float32 round-trips). It returns the number of samples.
+func RunPredict(j Job, path string) (int, error) {
+	m, err := j.build()
+	if err != nil {
+		return 0, err
+	}
+	r, err := m.Open(j.Eval)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	scores, err := m.Predict(nil, r, j.Solver.MaxEvalBatches)
+	if err != nil {
+		return 0, err
+	}
+	t := m.pred.Value.Cols()
+	var b strings.Builder
+	for i := 0; i < len(scores); i += t {
+		for k := range t {
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%.9g", scores[i+k])
+		}
+		b.WriteByte('\n')
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return 0, err
+	}
+	return len(scores) / t, formats.WriteFileAtomic(path, []byte(b.String()))
+}

@@ -1,0 +1,246 @@
+package validate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ctrkit/ctrkit/dataset"
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/parquet"
+)
+
+// Options configure a validation. The zero value is useful.
+type Options struct {
+	// MaxPerKind is how many problems of one kind are listed per file
+	// (default 20); all are counted.
+	MaxPerKind int
+	// BufferSize is the read buffer of the Norm and Raw walks (default 4 MiB).
+	BufferSize int
+	// Progress, when not nil, is called with the number of data bytes
+	// checked since its last call.
+	Progress func(bytes int64)
+}
+
+// Validate reports options that cannot work.
+func (o *Options) Validate() error {
+	if o.MaxPerKind < 0 || o.BufferSize < 0 {
+		return errors.New("ctrkit/validate: negative MaxPerKind or BufferSize")
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxPerKind == 0 {
+		o.MaxPerKind = 20
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = 4 << 20
+	}
+	return o
+}
+
+// run is the state of one validation.
+type run struct {
+	o    Options
+	spec dataset.Spec
+	rep  *Report
+}
+
+func (v *run) progress(n int64) {
+	if v.o.Progress != nil && n > 0 {
+		v.o.Progress(n)
+	}
+}
+
+// Run validates the dataset at path (a file list, a directory holding one, a
+// Norm, Raw or Parquet file, or Criteo text) described by spec, reporting
+// every problem it finds (see the package doc). The error is non-nil only
+// when validation could not run at all (a missing path, an unreadable or
+// malformed file list, flags that contradict each other); problems in the
+// data are in the Report.
+func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	v := &run{o: o, spec: spec, rep: newReport(path, o.MaxPerKind)}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		found := false
+		for _, n := range []string{parquet.FileListName, "file_list.txt"} {
+			if _, err := os.Stat(filepath.Join(path, n)); err == nil {
+				path, found = filepath.Join(path, n), true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%s is a directory without %s or file_list.txt; name a file list or a data file", path, parquet.FileListName)
+		}
+	}
+	head, err := readHead(path, 4096)
+	if err != nil {
+		return nil, err
+	}
+	f := spec.Format
+	var files []string
+	if isFileList(head) && f != dataset.Raw && f != dataset.CriteoTSV && f != dataset.CriteoCSV {
+		files, err = v.readList(path)
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			v.rep.Format = f.String()
+			v.rep.finish()
+			return v.rep, nil
+		}
+		if f == dataset.Auto {
+			f = dataset.Norm
+			if h, _ := readHead(files[0], 4); string(h) == "PAR1" {
+				f = dataset.Parquet
+			}
+			v.note("format %s (from the first file of the list)", f)
+		}
+	} else {
+		files = []string{path}
+		v.rep.Files = 1
+		if f == dataset.Auto {
+			d, err := dataset.Resolve(path, spec)
+			switch {
+			case err == nil:
+				f = d.Format
+			case bytes.HasPrefix(head, []byte("PAR1")):
+				f = dataset.Parquet
+			default:
+				// Resolve fails on a corrupt file; the format is then Norm when
+				// the file starts like one, else Raw.
+				f = sniffBinary(head)
+			}
+			v.note("format %s (detected)", f)
+		}
+	}
+	v.rep.Format = f.String()
+	switch f {
+	case dataset.Norm:
+		err = v.norm(files)
+	case dataset.Raw:
+		err = v.raw(files[0])
+	case dataset.Parquet:
+		err = v.parquet(files)
+	case dataset.CriteoTSV, dataset.CriteoCSV:
+		err = v.criteo(path)
+	default:
+		err = fmt.Errorf("cannot validate format %s", f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.rep.finish()
+	return v.rep, nil
+}
+
+func (v *run) note(format string, args ...any) {
+	v.rep.Notes = append(v.rep.Notes, fmt.Sprintf(format, args...))
+}
+
+// readList parses a file list, reporting every missing file and returning
+// the others.
+func (v *run) readList(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	names, err := formats.ParseFileList(data)
+	if err != nil {
+		var fe *formats.Error
+		if errors.As(err, &fe) {
+			fe.Path = path
+		}
+		return nil, fmt.Errorf("reading the file list: %w", err)
+	}
+	v.rep.Files = len(names)
+	dir := filepath.Dir(path)
+	var out []string
+	for i, n := range names {
+		cands := []string{n}
+		if alt := filepath.Join(dir, n); !filepath.IsAbs(n) && alt != filepath.Clean(n) {
+			cands = append(cands, alt)
+		}
+		found := ""
+		for _, c := range cands {
+			if st, err := os.Stat(c); err == nil && !st.IsDir() {
+				found = c
+				break
+			}
+		}
+		if found == "" {
+			v.rep.add(KindMissingFile, path, -1, int64(i+2), "data file %q does not exist (tried %q)", n, cands)
+			continue
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+func readHead(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	return buf[:k], nil
+}
+
+// isFileList: a first line of digits followed by text lines.
+func isFileList(head []byte) bool {
+	nl := bytes.IndexByte(head, '\n')
+	if nl <= 0 {
+		return false
+	}
+	first := bytes.TrimSpace(head[:nl])
+	if len(first) == 0 {
+		return false
+	}
+	for _, c := range first {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	for _, c := range head[nl+1:] {
+		if c < 0x09 || (c > 0x0d && c < 0x20) || c == 0x7f || c == '\t' || c == ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// sniffBinary guesses the format of a file dataset.Resolve rejected: Norm
+// when it starts with a checksum frame or a plausible unframed header
+// (error_check 0 or 1 and small dimensions), else Raw.
+func sniffBinary(head []byte) dataset.Format {
+	le := func(i int) uint64 {
+		var x uint64
+		for j := 7; j >= 0; j-- {
+			x = x<<8 | uint64(head[i+j])
+		}
+		return x
+	}
+	if len(head) >= 4 && head[0] == 64 && head[1] == 0 && head[2] == 0 && head[3] == 0 {
+		return dataset.Norm
+	}
+	if len(head) >= 40 && le(0) <= 1 && le(16) < 1<<20 && le(24) < 1<<20 && le(32) < 1<<20 && le(16)+le(24)+le(32) > 0 {
+		return dataset.Norm
+	}
+	return dataset.Raw
+}
