@@ -106,3 +106,16 @@ func TestDenseFromInt32(t *testing.T) {
 		}
 	}
 }
+
+func TestInt32FromDense(t *testing.T) {
+	for x := int32(0); x < denseTableLen; x++ {
+		if got, ok := Int32FromDense(DenseFromInt32(x)); !ok || got != x {
+			t.Fatalf("Int32FromDense(DenseFromInt32(%d)) = %d, %v", x, got, ok)
+		}
+	}
+	for _, v := range []float32{-1, 0.5, 1e-9, 30, float32(math.NaN())} {
+		if x, ok := Int32FromDense(v); ok {
+			t.Errorf("Int32FromDense(%v) = %d, want no preimage", v, x)
+		}
+	}
+}

@@ -162,6 +162,9 @@ func (e *encoder) encode(p []byte, b *formats.Batch, i int) error {
 // cannot hold, such as 0.5 — is an error: writing it would silently change
 // the data (write float32 values instead).
 func DenseToInt32(v float32) (int32, error) {
+	if x, ok := formats.Int32FromDense(v); ok {
+		return x, nil
+	}
 	if v != v || v < 0 || math.IsInf(float64(v), 0) {
 		return 0, fmt.Errorf("value %v is not ln(x+1) of an integer x ≥ 0", v)
 	}
