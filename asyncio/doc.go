@@ -20,11 +20,15 @@
 // NumThreads × IODepth goroutines issue pread calls (one block each), so at
 // most that many requests are in flight; NumThreads × NumBatchesPerThread
 // buffers exist, which bounds the ranges read ahead. A dispatcher goroutine
-// takes ranges from the caller's Source in order; Next returns completed
-// buffers in that same order whatever order their blocks finished in.
-// Release gives a buffer back for reuse. Close stops every goroutine and
-// waits for them; no goroutine outlives it. A Reader's Next, Release and
-// Close must be called from one goroutine at a time.
+// takes ranges from the caller's Source in order and numbers them 0, 1, …;
+// the goroutine that reads a range's last block publishes the buffer in a
+// completion table indexed by that number (no allocation, no channel per
+// range). Consumers fetch buffers by number: Get(seq) may be called by many
+// goroutines at once, each waiting only for its own range, so completed
+// ranges can be decoded in parallel while later ones are still being read;
+// Next is Get(0), Get(1), … for a single consumer. Release gives a buffer
+// back for reuse from any goroutine. Close stops every goroutine, wakes the
+// callers waiting in Get, and waits for them; no goroutine outlives it.
 //
 // # Errors
 //

@@ -12,6 +12,10 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 )
 
+// ErrClosed is returned by Next and Get once Close has been called, also to
+// callers that were waiting when it was.
+var ErrClosed = errors.New("ctrkit/asyncio: reader closed")
+
 // Range is a byte range of the file.
 type Range struct {
 	Off, Len int64
@@ -34,7 +38,6 @@ type Buffer struct {
 	pending atomic.Int32
 	mu      sync.Mutex // guards err
 	err     error
-	done    chan struct{}
 }
 
 func (b *Buffer) fail(err error) {
@@ -43,6 +46,17 @@ func (b *Buffer) fail(err error) {
 		b.err = err
 	}
 	b.mu.Unlock()
+}
+
+// slot is one entry of the completion table: sequence number seq is
+// reserved in slot seq mod len(slots) from its dispatch until Get takes it,
+// so the dispatcher never runs more than len(slots) ranges ahead of the
+// oldest range not yet taken.
+type slot struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	seq  int64   // the reserved sequence number, -1 when the slot is empty
+	buf  *Buffer // non-nil once every block of seq's range is read
 }
 
 // Reader reads ranges of one file asynchronously; see the package doc.
@@ -54,15 +68,18 @@ type Reader struct {
 	maxLen int64
 
 	free  chan *Buffer // buffers ready for reuse
-	queue chan *Buffer // dispatched buffers, in Source order
 	jobs  chan job
+	slots []slot
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	err      error // sticky; Next's goroutine only
-	closed   bool
+	end    atomic.Int64 // ranges the Source gave once it ended or was cut short, -1 before
+	closed atomic.Bool
+
+	next     int64 // Next's sequence number; Next's goroutine only
+	err      error // Next's sticky error; Next's goroutine only
 	bytes    atomic.Int64
 	requests atomic.Int64
 }
@@ -99,7 +116,12 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 	for i := 0; i < nbuf; i++ {
 		r.free <- &Buffer{mem: alignedAlloc(bufLen, align)}
 	}
-	r.queue = make(chan *Buffer, nbuf)
+	r.slots = make([]slot, nbuf)
+	for i := range r.slots {
+		r.slots[i].seq = -1
+		r.slots[i].cond.L = &r.slots[i].mu
+	}
+	r.end.Store(-1)
 	r.jobs = make(chan job, p.NumThreads*p.IODepth)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	workers := p.NumThreads * p.IODepth
@@ -134,12 +156,52 @@ func (r *Reader) BytesRead() int64 { return r.bytes.Load() }
 // Requests returns the number of read requests issued so far.
 func (r *Reader) Requests() int64 { return r.requests.Load() }
 
+// wakeAll wakes every goroutine waiting on a slot, after end or closed
+// changed. Taking each slot's lock orders the change before any waiter's
+// next check.
+func (r *Reader) wakeAll() {
+	for i := range r.slots {
+		s := &r.slots[i]
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// reserve waits until seq's slot is empty and reserves it; false on Close.
+func (r *Reader) reserve(seq int64) bool {
+	s := &r.slots[seq%int64(len(r.slots))]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.seq >= 0 {
+		if r.closed.Load() {
+			return false
+		}
+		s.cond.Wait()
+	}
+	s.seq, s.buf = seq, nil
+	return true
+}
+
+// complete publishes a buffer whose blocks are all read (or failed).
+func (r *Reader) complete(b *Buffer) {
+	s := &r.slots[b.Seq%int64(len(r.slots))]
+	s.mu.Lock()
+	s.buf = b
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
 func (r *Reader) dispatch(src Source) {
 	defer r.wg.Done()
-	defer close(r.queue)
 	size := r.f.Size()
 	a := int64(r.align)
-	for seq := int64(0); ; seq++ {
+	seq := int64(0)
+	defer func() {
+		r.end.Store(seq)
+		r.wakeAll()
+	}()
+	for ; ; seq++ {
 		rg, ok := src()
 		if !ok {
 			return
@@ -150,35 +212,28 @@ func (r *Reader) dispatch(src Source) {
 		case <-r.ctx.Done():
 			return
 		}
+		if !r.reserve(seq) {
+			return
+		}
 		buf.Range, buf.Seq, buf.err = rg, seq, nil
-		buf.done = make(chan struct{})
 		if rg.Off < 0 || rg.Len < 0 || rg.Len > r.maxLen || rg.Off+rg.Len > size {
 			buf.err = r.errorf(rg.Off, io.ErrUnexpectedEOF,
 				"range [%d, %d) outside the file (%d bytes) or longer than %d", rg.Off, rg.Off+rg.Len, size, r.maxLen)
-			close(buf.done)
-			select {
-			case r.queue <- buf:
-			case <-r.ctx.Done():
-			}
+			buf.Data = nil
+			r.complete(buf)
+			seq++ // the failed range is the last one
 			return
 		}
 		start := rg.Off &^ (a - 1)
 		end := (rg.Off + rg.Len + a - 1) &^ (a - 1)
 		buf.Data = buf.mem[rg.Off-start : rg.Off-start+rg.Len]
-		nblocks := int32((end - start + int64(r.block) - 1) / int64(r.block))
 		if rg.Len == 0 {
-			nblocks = 0
+			r.complete(buf)
+			continue
 		}
+		nblocks := int32((end - start + int64(r.block) - 1) / int64(r.block))
 		buf.pending.Store(nblocks)
-		if nblocks == 0 {
-			close(buf.done)
-		}
-		select {
-		case r.queue <- buf:
-		case <-r.ctx.Done():
-			return
-		}
-		for off := start; off < end && rg.Len > 0; off += int64(r.block) {
+		for off := start; off < end; off += int64(r.block) {
 			n := min(int64(r.block), end-off)
 			want := min(off+n, size) - off
 			select {
@@ -199,7 +254,7 @@ func (r *Reader) worker() {
 				j.buf.fail(err)
 			}
 			if j.buf.pending.Add(-1) == 0 {
-				close(j.buf.done)
+				r.complete(j.buf)
 			}
 		case <-r.ctx.Done():
 			return
@@ -213,7 +268,7 @@ func (r *Reader) read(j job) error {
 	done := 0
 	for done < j.want {
 		if r.ctx.Err() != nil {
-			return r.ctx.Err()
+			return ErrClosed
 		}
 		r.requests.Add(1)
 		n, err := r.f.ReadAt(p[done:], j.off+int64(done))
@@ -242,37 +297,65 @@ func (r *Reader) errorf(off int64, err error, format string, args ...any) error 
 	return &formats.Error{Format: "asyncio", Path: r.f.Name(), Offset: off, Record: -1, Op: "read", Err: err}
 }
 
-// Next returns the next range's buffer, in Source order, waiting for its
-// reads to finish; io.EOF after the last one. Errors are sticky.
-func (r *Reader) Next() (*Buffer, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.closed {
-		return nil, errors.New("ctrkit/asyncio: Next after Close")
-	}
-	buf, ok := <-r.queue
-	if !ok {
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			return nil, err
+// Get waits for the range with sequence number seq to be read and returns
+// its buffer, or io.EOF when the Source ended before seq (or stopped after
+// a range outside the file), or ErrClosed. A range whose read failed gives
+// its error (a *formats.Error naming the file and the byte offset), and its
+// buffer is released. Get and Release may be called from many goroutines at
+// once, Close included, which lets several consumers take and process
+// ranges in parallel; each sequence number must be asked for once, by one
+// caller. The dispatcher stays at most NumThreads × NumBatchesPerThread
+// ranges ahead of the oldest range not yet taken, so every range must
+// eventually be taken for the reader to move on. Do not mix Get with Next.
+func (r *Reader) Get(seq int64) (*Buffer, error) {
+	s := &r.slots[seq%int64(len(r.slots))]
+	s.mu.Lock()
+	for s.seq != seq || s.buf == nil {
+		if r.closed.Load() {
+			s.mu.Unlock()
+			return nil, ErrClosed
 		}
-		r.err = io.EOF
-		return nil, io.EOF
+		if e := r.end.Load(); e >= 0 && seq >= e {
+			s.mu.Unlock()
+			return nil, io.EOF
+		}
+		s.cond.Wait()
 	}
-	<-buf.done
+	buf := s.buf
+	s.seq, s.buf = -1, nil
+	s.cond.Broadcast() // the dispatcher may wait for this slot
+	s.mu.Unlock()
 	buf.mu.Lock()
 	err := buf.err
 	buf.mu.Unlock()
 	if err != nil {
-		r.err = err
 		r.Release(buf)
 		return nil, err
 	}
 	return buf, nil
 }
 
-// Release returns a buffer obtained from Next for reuse.
+// Next returns the next range's buffer, in Source order, waiting for its
+// reads to finish; io.EOF after the last one. Errors are sticky. Next is
+// for a single consumer; see Get for many.
+func (r *Reader) Next() (*Buffer, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
+	buf, err := r.Get(r.next)
+	if err != nil {
+		r.err = err
+		return nil, err
+	}
+	r.next++
+	return buf, nil
+}
+
+// Release returns a buffer obtained from Next or Get for reuse. It may be
+// called from any goroutine.
 func (r *Reader) Release(b *Buffer) {
 	if b == nil {
 		return
@@ -284,14 +367,16 @@ func (r *Reader) Release(b *Buffer) {
 	}
 }
 
-// Close stops the dispatcher and the I/O goroutines, waits for them, and
-// closes the file.
+// Close stops the dispatcher and the I/O goroutines, wakes the callers
+// waiting in Get or Next (they get ErrClosed), waits for the goroutines,
+// and closes the file. It is safe to call more than once, and concurrently
+// with Get and Release.
 func (r *Reader) Close() error {
-	if r.closed {
+	if r.closed.Swap(true) {
 		return nil
 	}
-	r.closed = true
 	r.cancel()
+	r.wakeAll()
 	r.wg.Wait()
 	return r.f.Close()
 }

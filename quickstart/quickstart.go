@@ -165,4 +165,3 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	}
 	return res, nil
 }
-

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -321,50 +322,71 @@ func (r *AsyncReader) Close() error {
 		return nil
 	}
 	r.err = ErrClosed
-	if r.pipe != nil {
-		r.pipe.stop()
-		r.pipe = nil
-	}
 	if r.own != nil {
 		r.own.Free()
 		r.own = nil
 	}
-	if r.eng != nil {
-		return r.eng.Close() // closes f
+	if r.eng == nil {
+		return r.f.Close()
 	}
-	return r.f.Close()
+	pipe := r.pipe
+	r.pipe = nil
+	if pipe != nil {
+		pipe.stop()
+	}
+	err := r.eng.Close() // wakes the workers waiting in Get; closes f
+	if pipe != nil {
+		pipe.wait()
+	}
+	return err
 }
 
-// asyncPipe is the ordered parallel decoder of AsyncReader.
+// asyncPipe is the ordered parallel decoder of AsyncReader. No lock is held
+// across a wait: a worker claims the next sequence number g with an atomic
+// add, waits for its turn at ring slot g mod R (the slot's condition
+// variable), waits for raw batch g alone in the engine (Get), decodes it
+// straight into the slot and hands the slot to the consumer (ready). The
+// consumer takes slots in sequence order and gives slot g mod R the turn
+// g+R when done with it.
 type asyncPipe struct {
-	cancel context.CancelFunc
-	eg     *errgroup.Group
+	cancel  context.CancelFunc
+	eg      *errgroup.Group
+	claimed atomic.Int64 // next sequence number a worker claims
+	stopped atomic.Bool  // set by stop; waiters on a slot's turn give up
 
-	// mu serializes the engine's Next and Release (the engine wants one
-	// caller at a time) and guards claimed and done. A worker holds it from
-	// Next until it owns the ring slot of the batch, so slots are taken in
-	// sequence order.
-	mu      sync.Mutex
-	claimed int64 // raw batches taken from the engine
-	done    bool  // the engine reported the end or an error
+	ring []asyncSlot
+	g    int64      // next sequence number Read returns; Read's goroutine only
+	lent *asyncSlot // the slot Next handed out, freed by the next Next or Read
+}
 
-	ring []ringSlot
-	g    int64     // next sequence number Read returns; Read's goroutine only
-	lent *ringSlot // the slot Next handed out, freed by the next Next or Read
+// asyncSlot is one decoded batch of the ring. The worker whose sequence
+// number equals turn owns it from then until it sends on ready; the
+// consumer owns it between receiving from ready and advancing turn.
+type asyncSlot struct {
+	b       *formats.Batch
+	err     error
+	clamped int64
+	ready   chan struct{} // capacity 1
+
+	mu   sync.Mutex
+	cond sync.Cond
+	turn int64 // the sequence number allowed to fill the slot next
 }
 
 func (r *AsyncReader) startPipe(workers int, alloc formats.Allocator) (*asyncPipe, error) {
-	p := &asyncPipe{ring: make([]ringSlot, workers+2)}
+	R := workers + 2
+	p := &asyncPipe{ring: make([]asyncSlot, R)}
 	for i := range p.ring {
 		b, err := formats.NewBatch(r.schema, r.bsize, alloc)
 		if err != nil {
-			for _, s := range p.ring[:i] {
-				s.b.Free()
+			for j := range p.ring[:i] {
+				p.ring[j].b.Free()
 			}
 			return nil, err
 		}
-		p.ring[i] = ringSlot{b: b, ready: make(chan struct{}, 1), free: make(chan struct{}, 1)}
-		p.ring[i].free <- struct{}{}
+		s := &p.ring[i]
+		s.b, s.ready, s.turn = b, make(chan struct{}, 1), int64(i)
+		s.cond.L = &s.mu
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -376,67 +398,68 @@ func (r *AsyncReader) startPipe(workers int, alloc formats.Allocator) (*asyncPip
 	return p, nil
 }
 
-// work decodes raw batches until the end of data, an error or Close. At
-// most workers−1 engine buffers wait for mu to be released while one worker
-// waits in Next, and the engine has at least workers buffers, so Next always
-// returns.
+// acquire waits until slot s's turn is g; false when the pipe stops.
+func (p *asyncPipe) acquire(s *asyncSlot, g int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.turn != g {
+		if p.stopped.Load() {
+			return false
+		}
+		s.cond.Wait()
+	}
+	return true
+}
+
+// release gives slot s, which held sequence number g, to g+R.
+func (p *asyncPipe) release(s *asyncSlot, g int64) {
+	s.mu.Lock()
+	s.turn = g + int64(len(p.ring))
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// work decodes raw batches until the end of data, an error or Close.
+//
+// Progress: let m be the lowest sequence number not yet decoded. Its turn
+// at slot m mod R comes once the consumer is done with m−R, which is
+// decoded; the engine has dispatched m, since every range before it has
+// been taken and its buffer released; so m is read and decoded.
 func (p *asyncPipe) work(ctx context.Context, r *AsyncReader, dec *Decoder) error {
-	for {
-		p.mu.Lock()
-		if p.done || ctx.Err() != nil {
-			p.mu.Unlock()
+	for ctx.Err() == nil {
+		g := p.claimed.Add(1) - 1
+		if r.total >= 0 && g >= r.total {
 			return nil
 		}
-		buf, err := r.eng.Next()
-		if err == io.EOF {
-			p.done = true
-			p.mu.Unlock()
-			return nil
-		}
-		if err != nil {
-			p.done = true
-		}
-		g := p.claimed
-		p.claimed++
 		s := &p.ring[g%int64(len(p.ring))]
-		select {
-		case <-s.free:
-			p.mu.Unlock()
-		case <-ctx.Done():
-			if buf != nil {
-				r.eng.Release(buf)
-			}
-			p.mu.Unlock()
+		if !p.acquire(s, g) {
 			return nil
 		}
+		buf, err := r.eng.Get(g)
 		if err != nil {
+			// io.EOF: the engine stopped after a range outside the file,
+			// whose error the consumer meets first; ErrClosed: Close.
 			s.err, s.clamped = r.ioError(err), 0
 			s.ready <- struct{}{}
 			return nil
 		}
 		c0 := dec.Clamped()
 		err = r.decode(dec, buf, s.b)
-		s.err, s.clamped = err, dec.Clamped()-c0
-		// Hand the slot over before taking mu to release the buffer: the
-		// worker holding mu may be waiting for this very slot's successor.
-		s.ready <- struct{}{}
-		p.mu.Lock()
 		r.eng.Release(buf)
+		s.err, s.clamped = err, dec.Clamped()-c0
+		s.ready <- struct{}{} // s belongs to the consumer from here on
 		if err != nil {
-			p.done = true // Read stops at this batch
-		}
-		p.mu.Unlock()
-		if err != nil {
-			return nil
+			return nil // the consumer stops at this batch
 		}
 	}
+	return nil
 }
 
 // take waits for the next decoded slot, first freeing the slot Next lent.
 // On an error or at the end of data it frees the slot and returns nil.
-func (p *asyncPipe) take(r *AsyncReader) (*ringSlot, error) {
+func (p *asyncPipe) take(r *AsyncReader) (*asyncSlot, error) {
 	if p.lent != nil {
-		p.lent.free <- struct{}{}
+		p.release(p.lent, p.g-1)
 		p.lent = nil
 	}
 	if r.total >= 0 && p.g >= r.total {
@@ -448,7 +471,7 @@ func (p *asyncPipe) take(r *AsyncReader) (*ringSlot, error) {
 	p.g++
 	if s.err != nil {
 		r.err = s.err
-		s.free <- struct{}{}
+		p.release(s, p.g-1)
 		return nil, s.err
 	}
 	return s, nil
@@ -476,7 +499,7 @@ func (p *asyncPipe) next(r *AsyncReader, b *formats.Batch) (int, error) {
 	}
 	err = copyBatch(b, s.b)
 	r.clamped += s.clamped
-	s.free <- struct{}{}
+	p.release(s, p.g-1)
 	if err != nil {
 		r.err = err
 		return 0, err
@@ -484,11 +507,24 @@ func (p *asyncPipe) next(r *AsyncReader, b *formats.Batch) (int, error) {
 	return b.N, nil
 }
 
-// stop cancels the workers, waits for them and frees the ring.
+// stop cancels the workers, wakes those waiting for a slot's turn, and
+// (after the caller closed the engine, which wakes those waiting in Get)
+// waits for them and frees the ring.
 func (p *asyncPipe) stop() {
 	p.cancel()
+	p.stopped.Store(true)
+	for i := range p.ring {
+		s := &p.ring[i]
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// wait waits for the stopped workers and frees the ring.
+func (p *asyncPipe) wait() {
 	p.eg.Wait()
-	for _, s := range p.ring {
-		s.b.Free()
+	for i := range p.ring {
+		p.ring[i].b.Free()
 	}
 }
