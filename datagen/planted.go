@@ -99,49 +99,6 @@ func mix64(z uint64) uint64 {
 	return z ^ z>>31
 }
 
-// AUC returns the exact ROC AUC of scores against 0/1 labels
-// (Mann–Whitney: each positive–negative pair ordered correctly counts 1,
-// tied 1/2), or NaN when one class is empty. Scores must not be NaN.
-func AUC(scores []float64, labels []bool) float64 {
-	type pair struct {
-		s float64
-		y bool
-	}
-	ps := make([]pair, len(scores))
-	for i := range ps {
-		ps[i] = pair{scores[i], labels[i]}
-	}
-	slices.SortFunc(ps, func(a, b pair) int {
-		switch {
-		case a.s < b.s:
-			return -1
-		case a.s > b.s:
-			return 1
-		}
-		return 0
-	})
-	var neg, pos, sum float64
-	for i := 0; i < len(ps); {
-		j := i
-		var gp, gn float64
-		for ; j < len(ps) && ps[j].s == ps[i].s; j++ {
-			if ps[j].y {
-				gp++
-			} else {
-				gn++
-			}
-		}
-		sum += gp * (neg + gn/2)
-		neg += gn
-		pos += gp
-		i = j
-	}
-	if pos == 0 || neg == 0 {
-		return math.NaN()
-	}
-	return sum / (pos * neg)
-}
-
 // aucPacked computes the AUC of entries packed as float32bits(p)<<1 | label,
 // p ≥ 0 (so the bits order like the values). It sorts v in place.
 func aucPacked(v []uint64) float64 {

@@ -15,7 +15,7 @@ import (
 // is Σ_{i,j} y_i(1−y_j)·([s_i>s_j] + ½[s_i=s_j]) / (Σy·Σ(1−y)), over all
 // ordered pairs including i = j; NaN when either total weight is 0. Scores
 // are sorted once (O(n log n)); sums are float64.
-func AUC(scores, labels []float32) float64 {
+func AUC[T float32 | float64](scores, labels []T) float64 {
 	n := min(len(scores), len(labels))
 	idx := make([]int32, n)
 	for i := range idx {
