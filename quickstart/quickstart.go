@@ -36,6 +36,27 @@ type Options struct {
 	Seed uint64
 }
 
+// DatasetParams are the generator parameters of the quickstart's dataset in
+// dir: Norm with checksums, 13 dense, 26 slots of 200 keys (power law),
+// planted labels, 4 train files and 1 eval file.
+func DatasetParams(dir string, o Options) datagen.Params {
+	p := datagen.DefaultParams()
+	p.Format = datagen.Norm
+	p.NumSlot = 26
+	p.SlotSizeArray = make([]int64, p.NumSlot)
+	for i := range p.SlotSizeArray {
+		p.SlotSizeArray[i] = 200
+	}
+	p.Source = filepath.Join(dir, "file_list.txt")
+	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
+	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 4, 1, o.SamplesPerFile
+	if p.NumSamplesPerFile <= 0 {
+		p.NumSamplesPerFile = 32768
+	}
+	p.Seed = max(o.Seed, 1)
+	return p
+}
+
 // Result is what the run measured.
 type Result struct {
 	Dir             string
@@ -72,17 +93,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	}
 
 	// 1. Generate.
-	p := datagen.DefaultParams()
-	p.Format = datagen.Norm
-	p.NumSlot = 26
-	p.SlotSizeArray = make([]int64, p.NumSlot)
-	for i := range p.SlotSizeArray {
-		p.SlotSizeArray[i] = 200
-	}
-	p.Source = filepath.Join(res.Dir, "file_list.txt")
-	p.EvalSource = filepath.Join(res.Dir, "file_list_test.txt")
-	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 4, 1, o.SamplesPerFile
-	p.Seed = o.Seed
+	p := DatasetParams(res.Dir, o)
 	fmt.Fprintf(w, "1. generate: a planted Norm dataset in %s (26 slots of 200 keys, power law α %.1f, seed %d)\n", res.Dir, p.EffectiveAlpha(), p.Seed)
 	gen, err := datagen.Generate(ctx, p, nil)
 	if err != nil {
