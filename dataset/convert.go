@@ -1,9 +1,13 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"io"
+	"sort"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -14,11 +18,21 @@ type ConvertStats struct {
 	Seconds float64
 }
 
-// Convert streams every sample of src into a new dataset at dst. Memory is
-// bounded by a few batches (and a Parquet row group): nothing holds the
-// whole dataset. Readers decode on all cores (o.Workers); keys are converted
-// to the output key type, a key that does not fit being an ErrKeyRange
-// error. On error the output file being written is removed.
+// convertDepth is the number of batches in flight between the reading and
+// the writing goroutine: one being filled, one being written, one queued.
+const convertDepth = 3
+
+// Convert streams every sample of src into a new dataset at dst.
+//
+// Reading and writing overlap: one goroutine reads (the readers decode on
+// o.Workers goroutines of their own) and converts keys to the output key
+// type, another encodes and writes, and a fixed set of convertDepth batches
+// circulates between them (reader → writer → back to the reader), so memory
+// is bounded by those batches plus the writer's buffer (a Parquet row
+// group): nothing holds the whole dataset. A key that does not fit the
+// output key type is an ErrKeyRange error. On error the output being
+// written is removed (Writer.Abort). progress, when not nil, is called from
+// the writing goroutine after each batch is written.
 func Convert(src *Dataset, dst string, out Output, o formats.Options, progress func(samples int)) (ConvertStats, error) {
 	var st ConvertStats
 	start := time.Now()
@@ -32,49 +46,91 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		return st, err
 	}
 	defer r.Close()
+	convert := r.Schema().KeyType != outSchema.KeyType
+	bs := r.Schema()
+	var in *formats.Batch // the reader's batch when keys are converted
+	if convert {
+		bs = &outSchema
+		if in, err = formats.NewBatch(r.Schema(), o.BatchSize, o.Alloc); err != nil {
+			return st, err
+		}
+		defer in.Free()
+	}
+	pool := make([]*formats.Batch, 0, convertDepth)
+	defer func() {
+		for _, b := range pool {
+			b.Free()
+		}
+	}()
+	for range convertDepth {
+		b, err := formats.NewBatch(bs, o.BatchSize, o.Alloc)
+		if err != nil {
+			return st, err
+		}
+		pool = append(pool, b)
+	}
+
 	w, err := Create(dst, &outSchema, out)
 	if err != nil {
 		return st, err
 	}
-	in, err := formats.NewBatch(r.Schema(), o.BatchSize, o.Alloc)
-	if err != nil {
+	free := make(chan *formats.Batch, len(pool))
+	full := make(chan *formats.Batch, len(pool))
+	for _, b := range pool {
+		free <- b
+	}
+	g, ctx := errgroup.WithContext(context.Background())
+	g.Go(func() error { // reader
+		defer close(full)
+		var read int64 // samples read before this batch
+		for {
+			var b *formats.Batch
+			select {
+			case b = <-free:
+			case <-ctx.Done():
+				return nil
+			}
+			dstB := b
+			if convert {
+				dstB = in
+			}
+			_, err := r.Read(dstB)
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if convert {
+				if err := ConvertKeys(b, in); err != nil {
+					var fe *formats.Error
+					if errors.As(err, &fe) && fe.Record >= 0 {
+						fe.Record += read // the sample's index in the dataset
+						fe.Path = src.Path
+					}
+					return err
+				}
+			}
+			read += int64(b.N)
+			full <- b
+		}
+	})
+	g.Go(func() error { // writer
+		for b := range full {
+			if err := w.Write(b); err != nil {
+				return err
+			}
+			st.Samples += int64(b.N)
+			if progress != nil {
+				progress(b.N)
+			}
+			free <- b
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
 		w.Abort()
 		return st, err
-	}
-	defer in.Free()
-	var conv *formats.Batch
-	if r.Schema().KeyType != outSchema.KeyType {
-		if conv, err = formats.NewBatch(&outSchema, o.BatchSize, o.Alloc); err != nil {
-			w.Abort()
-			return st, err
-		}
-		defer conv.Free()
-	}
-	for {
-		n, err := r.Read(in)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			w.Abort()
-			return st, err
-		}
-		b := in
-		if conv != nil {
-			if err := ConvertKeys(conv, in); err != nil {
-				w.Abort()
-				return st, err
-			}
-			b = conv
-		}
-		if err := w.Write(b); err != nil {
-			w.Abort()
-			return st, err
-		}
-		st.Samples += int64(n)
-		if progress != nil {
-			progress(n)
-		}
 	}
 	if err := w.Close(); err != nil {
 		return st, err
@@ -84,7 +140,8 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 }
 
 // ConvertKeys copies src into dst, whose schema has the same shape but
-// another key type.
+// another key type. An i64 key outside [0, 2^32) does not fit i32 keys: an
+// ErrKeyRange *formats.Error whose Record is the sample's index in the batch.
 func ConvertKeys(dst, src *formats.Batch) error {
 	if err := dst.ReserveKeys(src.NumKeys()); err != nil {
 		return err
@@ -102,7 +159,11 @@ func ConvertKeys(dst, src *formats.Batch) error {
 	case k32 != nil && src.Keys64 != nil:
 		for i, k := range src.Keys64[:nk] {
 			if k < 0 || k > 1<<32-1 {
-				return formats.Errorf("convert", "", -1, int64(i), formats.ErrKeyRange, "key %d at batch position %d does not fit i32 keys (use --i64-input-key)", k, i)
+				// The sample and slot of key i: the CSR row holding it.
+				row := sort.Search(len(src.Offsets)-1, func(r int) bool { return int(src.Offsets[r+1]) > i })
+				ns := max(len(src.Schema.Slots), 1)
+				return formats.Errorf("convert", "", -1, int64(row/ns), formats.ErrKeyRange,
+					"slot %d key %d does not fit i32 keys (keep i64 keys: --out-key-type i64)", row%ns, k)
 			}
 			k32[i] = uint32(k)
 		}

@@ -118,52 +118,13 @@ func (d *Dataset) note(format string, args ...any) {
 // Resolve finds the format, files and schema of the dataset at path.
 func Resolve(path string, spec Spec) (*Dataset, error) {
 	d := &Dataset{Path: path, Spec: spec, Samples: -1}
-	st, err := os.Stat(path)
+	f, list, files, note, err := locate(path, spec.Format)
 	if err != nil {
 		return nil, err
 	}
-	if st.IsDir() {
-		for _, n := range []string{parquet.FileListName, "file_list.txt"} {
-			if _, err := os.Stat(filepath.Join(path, n)); err == nil {
-				path = filepath.Join(path, n)
-				break
-			}
-		}
-		if path == d.Path {
-			return nil, fmt.Errorf("%s is a directory without %s or file_list.txt", path, parquet.FileListName)
-		}
-	}
-	head, err := readHead(path, 4096)
-	if err != nil {
-		return nil, err
-	}
-	f := spec.Format
-	isList := looksLikeFileList(head)
-	switch {
-	case f == CriteoTSV || f == CriteoCSV:
-		d.Files = []string{path}
-	case isList && f != Raw:
-		d.List = path
-		if d.Files, err = formats.ReadFileList(path); err != nil {
-			return nil, err
-		}
-		if f == Auto {
-			first, err := readHead(d.Files[0], 4)
-			if err != nil {
-				return nil, err
-			}
-			f = Norm
-			if string(first) == "PAR1" {
-				f = Parquet
-			}
-			d.note("format %s (from the first file of the list)", f)
-		}
-	default:
-		d.Files = []string{path}
-		if f == Auto {
-			f = sniff(path, head)
-			d.note("format %s (detected)", f)
-		}
+	d.List, d.Files = list, files
+	if note != "" {
+		d.note("%s", note)
 	}
 	d.Format = f
 	for _, p := range d.Files {
@@ -187,6 +148,70 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// DetectFormat returns the format Resolve would detect at path (f Auto) or
+// that f forces, and the data files path names, without reading a schema.
+// Commands use it to check format-specific flags (a vocabulary is built only
+// for Criteo text) before resolving.
+func DetectFormat(path string, f Format) (Format, []string, error) {
+	f, _, files, _, err := locate(path, f)
+	return f, files, err
+}
+
+// locate finds the file list (if any), the data files and the format (f
+// unless Auto) of the dataset at path, with a note saying how the format
+// was detected. A file list names Norm, Parquet or Criteo text files (the
+// format of the first one); any other file is one data file.
+func locate(path string, f Format) (Format, string, []string, string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return f, "", nil, "", err
+	}
+	if st.IsDir() {
+		dir := path
+		for _, n := range []string{parquet.FileListName, "file_list.txt"} {
+			if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+				path = filepath.Join(dir, n)
+				break
+			}
+		}
+		if path == dir {
+			return f, "", nil, "", fmt.Errorf("%s is a directory without %s or file_list.txt", dir, parquet.FileListName)
+		}
+	}
+	head, err := readHead(path, 4096)
+	if err != nil {
+		return f, "", nil, "", err
+	}
+	if !looksLikeFileList(head) || f == Raw {
+		if f != Auto {
+			return f, "", []string{path}, "", nil
+		}
+		f = sniff(path, head)
+		return f, "", []string{path}, fmt.Sprintf("format %s (detected)", f), nil
+	}
+	files, err := formats.ReadFileList(path)
+	if err != nil {
+		return f, "", nil, "", err
+	}
+	if len(files) == 0 {
+		return f, "", nil, "", fmt.Errorf("file list %s names no files", path)
+	}
+	if f != Auto {
+		return f, path, files, "", nil
+	}
+	first, err := readHead(files[0], 4096)
+	if err != nil {
+		return f, "", nil, "", err
+	}
+	f = Norm // a bad Norm file is reported by the Norm reader
+	if bytes.HasPrefix(first, []byte("PAR1")) {
+		f = Parquet
+	} else if t := sniffText(first); t != Auto {
+		f = t
+	}
+	return f, path, files, fmt.Sprintf("format %s (from the first file of the list)", f), nil
 }
 
 func readHead(path string, n int) ([]byte, error) {
@@ -237,17 +262,29 @@ func sniff(path string, head []byte) Format {
 	if bytes.HasPrefix(head, []byte("PAR1")) {
 		return Parquet
 	}
-	if len(head) > 0 && isText(head) {
-		if line, _, _ := bytes.Cut(head, []byte("\n")); bytes.Contains(line, []byte("\t")) {
-			return CriteoTSV
-		} else if bytes.Contains(line, []byte(",")) {
-			return CriteoCSV
-		}
+	if t := sniffText(head); t != Auto {
+		return t
 	}
 	if _, err := norm.Detect(path); err == nil {
 		return Norm
 	}
 	return Raw
+}
+
+// sniffText returns CriteoTSV or CriteoCSV when head is text whose first
+// line has a tab or a comma, else Auto.
+func sniffText(head []byte) Format {
+	if len(head) == 0 || !isText(head) {
+		return Auto
+	}
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	switch {
+	case bytes.Contains(line, []byte("\t")):
+		return CriteoTSV
+	case bytes.Contains(line, []byte(",")):
+		return CriteoCSV
+	}
+	return Auto
 }
 
 func (d *Dataset) resolveNorm() error {
@@ -429,6 +466,11 @@ func (d *Dataset) criteoOptions(fo formats.Options) (criteo.Options, error) {
 		if len(sp.SlotSizeArray) == 0 {
 			return o, fmt.Errorf("criteo text needs --slot-size-array (hash buckets per slot) or --vocab")
 		}
+		ncat := criteo.DefaultNumCat
+		if sp.NumSlot > 0 {
+			ncat = sp.NumSlot
+		}
+		sp.SlotSizeArray = broadcast(sp.SlotSizeArray, ncat)
 		o.Buckets = sp.SlotSizeArray
 	}
 	if !sp.Offsets {

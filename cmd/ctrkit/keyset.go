@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/keysets"
@@ -26,7 +28,7 @@ Examples:
    ctrkit keyset train.bin --out train.keyset --slot-size-array 1459,583,... --num-slot 26
    ctrkit keyset data/file_list.txt --per-file --out keysets/`,
 		Flags: append(schemaFlags(true),
-			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory)", Required: true},
+			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory, created if missing) (required)"},
 			&cli.BoolFlag{Name: "per-file", Usage: "one keyset per data file (<out>/<file>.keyset) instead of one per list"},
 			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
 		),
@@ -35,9 +37,21 @@ Examples:
 }
 
 func runKeyset(c *cli.Context, w io.Writer) error {
+	if !c.IsSet("out") || c.String("out") == "" {
+		return &exitError{2, fmt.Errorf("keyset: --out is required")}
+	}
+	if c.NArg() > 1 {
+		return &exitError{2, fmt.Errorf("keyset: want one PATH argument, got %d", c.NArg())}
+	}
+	if c.Int("num-workers") < 0 {
+		return &exitError{2, fmt.Errorf("--num-workers must be ≥ 0, not %d", c.Int("num-workers"))}
+	}
 	d, err := resolveArg(c, "PATH")
 	if err != nil {
 		return err
+	}
+	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
+		return &exitError{2, fmt.Errorf("keyset: %s is Criteo text; convert it first (keysets are for Norm, Raw and Parquet data)", d.Path)}
 	}
 	if len(d.Spec.SlotSizeArray) > 0 {
 		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do
@@ -50,9 +64,18 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 	outs := []string{c.String("out")}
 	if c.Bool("per-file") {
 		groups, outs = nil, nil
+		seen := map[string]string{}
 		for _, f := range d.Files {
+			o := filepath.Join(c.String("out"), filepath.Base(f)+".keyset")
+			if prev, ok := seen[o]; ok {
+				return &exitError{2, fmt.Errorf("--per-file: %s and %s would both write %s", prev, f, o)}
+			}
+			seen[o] = f
 			groups = append(groups, []string{f})
-			outs = append(outs, filepath.Join(c.String("out"), filepath.Base(f)+".keyset"))
+			outs = append(outs, o)
+		}
+		if err := os.MkdirAll(c.String("out"), 0o755); err != nil {
+			return err
 		}
 	}
 	for i, files := range groups {
