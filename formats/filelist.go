@@ -25,7 +25,9 @@ const maxFileListBytes = 64 << 20
 
 // ReadFileList reads a file list and resolves its paths: a relative path is
 // tried relative to the working directory first, then relative to the list's
-// directory. A missing file is an *Error naming both candidates.
+// directory (SPEC §1). A missing file is an *Error naming both candidates;
+// so is a name that exists in both places as different files (ErrMetadata),
+// which would otherwise read the wrong data silently.
 func ReadFileList(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -66,11 +68,19 @@ func resolve(name, dir string) (string, error) {
 		}
 		return name, nil
 	}
-	if _, err := os.Stat(name); err == nil {
-		return name, nil
-	}
 	alt := filepath.Join(dir, name)
-	if _, err := os.Stat(alt); err == nil {
+	st, err := os.Stat(name)
+	ast, aerr := os.Stat(alt)
+	switch {
+	case err == nil && aerr == nil && !os.SameFile(st, ast):
+		// SPEC §1 tries the working directory first, as HugeCTR does; when
+		// the list's directory holds another file of that name, guessing
+		// would silently read the wrong data.
+		return "", fmt.Errorf("%w: %q names two different files, %q (working directory) and %q (beside the list); run from the list's directory or give absolute paths",
+			ErrMetadata, name, name, alt)
+	case err == nil:
+		return name, nil
+	case aerr == nil:
 		return alt, nil
 	}
 	return "", fmt.Errorf("%w: %q (tried %q and %q)", fs.ErrNotExist, name, name, alt)

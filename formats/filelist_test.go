@@ -69,6 +69,23 @@ func TestReadFileListResolves(t *testing.T) {
 		t.Fatalf("got %q want %q", got, want)
 	}
 
+	// The same relative name in the working directory and beside the list,
+	// as different files: an error naming both, never a guess.
+	wd, _ := os.Getwd()
+	other := t.TempDir()
+	os.Chdir(other)
+	defer os.Chdir(wd)
+	os.WriteFile(filepath.Join(other, "a.data"), []byte("y"), 0o644)
+	_, err = ReadFileList(list)
+	if !errors.Is(err, ErrMetadata) || !strings.Contains(err.Error(), "names two different files") {
+		t.Fatalf("ambiguous name: err = %v", err)
+	}
+	os.Chdir(dir) // the same file through both paths is fine
+	if _, err := ReadFileList(list); err != nil {
+		t.Fatalf("same file via both paths: %v", err)
+	}
+	os.Chdir(wd)
+
 	bad := filepath.Join(dir, "bad.txt")
 	os.WriteFile(bad, []byte("2\na.data\nmissing.data\n"), 0o644)
 	_, err = ReadFileList(bad)
