@@ -363,12 +363,16 @@ func broadcast[T any](a []T, n int) []T {
 	return out
 }
 
-func (d *Dataset) resolveRaw() error {
-	sp := &d.Spec
+// RawSchema builds the schema and layout of a Raw file from the flags alone
+// (Raw files have no header): Criteo's shape (1, 13, 26 one-hot slots) when
+// no shape is given, which the returned note says; the multi-hot layout
+// when some slot's nnz is not 1 unless a layout is given; int32 or float32
+// values by FloatLabelDense, the multi-hot label int32 unless LabelType.
+func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err error) {
 	l, dd, ns := sp.LabelDim, sp.DenseDim, sp.NumSlot
 	if l == 0 && dd == 0 && ns == 0 {
 		l, dd, ns = 1, 13, 26
-		d.note("raw shape not given: assuming Criteo's label_dim 1, dense_dim 13, 26 slots")
+		note = "raw shape not given: assuming Criteo's label_dim 1, dense_dim 13, 26 slots"
 	}
 	if ns == 0 {
 		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
@@ -381,38 +385,56 @@ func (d *Dataset) resolveRaw() error {
 		}
 	}
 	if len(nnz) != ns {
-		return fmt.Errorf("--nnz-array has %d entries, --num-slot is %d", len(nnz), ns)
+		return s, 0, note, fmt.Errorf("--nnz-array has %d entries, --num-slot is %d", len(nnz), ns)
 	}
+	if sizes := broadcast(sp.SlotSizeArray, ns); len(sizes) > 0 && len(sizes) != ns {
+		return s, 0, note, fmt.Errorf("--slot-size-array has %d entries, --num-slot is %d", len(sizes), ns)
+	}
+	layout = sp.RawLayout
 	if !sp.RawLayoutSet {
-		sp.RawLayout = raw.OneHot
+		layout = raw.OneHot
 		for _, n := range nnz {
 			if n != 1 {
-				sp.RawLayout = raw.MultiHot
+				layout = raw.MultiHot
 			}
 		}
 	}
-	d.Schema = formats.NewSchema(l, dd, nnz, nil, sp.KeyType)
-	for i := range d.Schema.Slots {
-		d.Schema.Slots[i].Hotness = nnz[i]
+	s = formats.NewSchema(l, dd, nnz, broadcast(sp.SlotSizeArray, ns), sp.KeyType)
+	for i := range s.Slots {
+		s.Slots[i].Hotness = nnz[i]
 	}
-	d.Schema.LabelType, d.Schema.DenseType = formats.Int32, formats.Int32
+	s.LabelType, s.DenseType = formats.Int32, formats.Int32
 	if sp.FloatLabelDense {
-		d.Schema.LabelType, d.Schema.DenseType = formats.Float32, formats.Float32
+		s.LabelType, s.DenseType = formats.Float32, formats.Float32
 	}
-	if sp.RawLayout == raw.MultiHot {
-		d.Schema.LabelType = formats.Int32
+	if layout == raw.MultiHot {
+		s.LabelType = formats.Int32
 		if sp.LabelTypeSet {
-			d.Schema.LabelType = sp.LabelType
+			s.LabelType = sp.LabelType
 		}
 	}
-	size, err := raw.SampleSize(&d.Schema, sp.RawLayout)
+	return s, layout, note, nil
+}
+
+func (d *Dataset) resolveRaw() error {
+	sp := &d.Spec
+	s, layout, note, err := RawSchema(*sp)
+	if note != "" {
+		d.note("%s", note)
+	}
+	if err != nil {
+		return err
+	}
+	sp.RawLayout, sp.RawLayoutSet = layout, true
+	d.Schema = s
+	size, err := raw.SampleSize(&d.Schema, layout)
 	if err != nil {
 		return err
 	}
 	if d.Bytes%int64(size) != 0 {
 		return formats.Errorf("raw", d.Files[0], d.Bytes/int64(size)*int64(size), d.Bytes/int64(size), formats.ErrSize,
 			"file size %d is not a multiple of the %d-byte sample of the given shape (label %d, dense %d, %d slots, %s)",
-			d.Bytes, size, l, dd, ns, sp.RawLayout)
+			d.Bytes, size, s.LabelDim, s.DenseDim, len(s.Slots), layout)
 	}
 	d.Samples = d.Bytes / int64(size)
 	return d.applyShape()

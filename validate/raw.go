@@ -2,63 +2,21 @@ package validate
 
 import (
 	"encoding/binary"
-	"fmt"
 	"io"
 	"os"
 
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
-// rawSchema builds the Raw schema of the flags as dataset.Resolve does
-// (Criteo's shape when none is given).
+// rawSchema builds the Raw schema of the flags as dataset.Resolve does.
 func (v *run) rawSchema() (formats.Schema, raw.Layout, error) {
-	sp := v.spec
-	l, dd, ns := sp.LabelDim, sp.DenseDim, sp.NumSlot
-	if l == 0 && dd == 0 && ns == 0 {
-		l, dd, ns = 1, 13, 26
-		v.note("raw shape not given: assuming Criteo's label_dim 1, dense_dim 13, 26 slots")
+	s, lay, note, err := dataset.RawSchema(v.spec)
+	if note != "" {
+		v.note("%s", note)
 	}
-	if ns == 0 {
-		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
-	}
-	nnz := sp.NNZ
-	if nnz == nil {
-		nnz = make([]int, ns)
-		for i := range nnz {
-			nnz[i] = 1
-		}
-	}
-	if len(nnz) != ns {
-		return formats.Schema{}, 0, fmt.Errorf("--nnz-array has %d entries, --num-slot is %d", len(nnz), ns)
-	}
-	if n := len(sp.SlotSizeArray); n > 0 && n != ns {
-		return formats.Schema{}, 0, fmt.Errorf("--slot-size-array has %d entries, --num-slot is %d", n, ns)
-	}
-	lay := sp.RawLayout
-	if !sp.RawLayoutSet {
-		lay = raw.OneHot
-		for _, n := range nnz {
-			if n != 1 {
-				lay = raw.MultiHot
-			}
-		}
-	}
-	s := formats.NewSchema(l, dd, nnz, sp.SlotSizeArray, sp.KeyType)
-	for i := range s.Slots {
-		s.Slots[i].Hotness = nnz[i]
-	}
-	s.LabelType, s.DenseType = formats.Int32, formats.Int32
-	if sp.FloatLabelDense {
-		s.LabelType, s.DenseType = formats.Float32, formats.Float32
-	}
-	if lay == raw.MultiHot {
-		s.LabelType = formats.Int32
-		if sp.LabelTypeSet {
-			s.LabelType = sp.LabelType
-		}
-	}
-	return s, lay, nil
+	return s, lay, err
 }
 
 // rawBatch is the number of samples per Raw chunk.
