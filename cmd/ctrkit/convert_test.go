@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -36,16 +35,7 @@ var convertTestdata = filepath.Join(testdataDir, "convert")
 func ctrkitArgs(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	t.Setenv(noTimingsEnv, "1")
-	full := permuteArgs(newApp(), append([]string{"ctrkit"}, args...))
-	out, err := runCtrkit(t, full[1:]...)
-	if err == nil {
-		return out, 0
-	}
-	out += "ctrkit: " + err.Error() + "\n"
-	if ee := (*exitError)(nil); errors.As(err, &ee) {
-		return out, ee.code
-	}
-	return out, 1
+	return execCtrkit(t, args...)
 }
 
 // transcript runs each command line and collects "$ ctrkit …", its output

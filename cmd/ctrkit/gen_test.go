@@ -11,16 +11,6 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 )
 
-// runCtrkit runs the app with args and returns its output and error.
-func runCtrkit(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.Run(append([]string{"ctrkit"}, args...))
-	return out.String(), err
-}
-
 func TestGenNorm(t *testing.T) {
 	dir := t.TempDir()
 	src, eval := filepath.Join(dir, "file_list.txt"), filepath.Join(dir, "file_list_test.txt")

@@ -1,23 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func runCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	app := newApp()
-	var out bytes.Buffer
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.Run(append([]string{"ctrkit"}, args...))
-	return out.String(), err
-}
-
 func TestSummaryConfig(t *testing.T) {
-	out, err := runCmd(t, "summary", "--config", "../../trainer/graph/testdata/old_config.json")
+	out, err := runCtrkit(t, "summary", "--config", "../../trainer/graph/testdata/old_config.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,14 +21,14 @@ func TestSummaryConfig(t *testing.T) {
 func TestSummaryModelGraphOut(t *testing.T) {
 	dir := t.TempDir()
 	g := filepath.Join(dir, "dcn.json")
-	out, err := runCmd(t, "summary", "--model", "dcn", "--slot-size-array", "10,20,30", "--dense-dim", "4", "--graph-out", g)
+	out, err := runCtrkit(t, "summary", "--model", "dcn", "--slot-size-array", "10,20,30", "--dense-dim", "4", "--graph-out", g)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "MultiCross") || !strings.Contains(out, "concat1_slice1") {
 		t.Errorf("output:\n%s", out)
 	}
-	out2, err := runCmd(t, "summary", "--config", g)
+	out2, err := runCtrkit(t, "summary", "--config", g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +37,7 @@ func TestSummaryModelGraphOut(t *testing.T) {
 	if tail(out) != tail(out2) {
 		t.Errorf("summary of the written graph differs:\n%s\n---\n%s", out, out2)
 	}
-	if _, err := runCmd(t, "summary"); err == nil {
+	if _, err := runCtrkit(t, "summary"); err == nil {
 		t.Error("summary without a model succeeded")
 	}
 }
@@ -60,7 +50,7 @@ func TestSummaryHugeCTRFiles(t *testing.T) {
 		t.Skip("no ../shared")
 	}
 	for _, f := range files {
-		out, err := runCmd(t, "summary", "--config", f)
+		out, err := runCtrkit(t, "summary", "--config", f)
 		if strings.Contains(f, "din_fp32") {
 			// HugeCTR cannot load it either: a bottom is never defined.
 			if err == nil || !strings.Contains(err.Error(), "reshape_reduce_item_his") {

@@ -47,7 +47,7 @@ func TestTrainEvaluatePredict(t *testing.T) {
 	args = append(args, "--source", src, "--eval-source", eval, "--num-epochs", "2", "--display", "16",
 		"--eval-interval", "32", "--lr", "0.01", "--snapshot-prefix", prefix, "--metrics-out", metrics, "--plot", png,
 		"--graph-out", filepath.Join(dir, "wdl.json"))
-	out, err := runCmd(t, args...)
+	out, err := runCtrkit(t, args...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -90,20 +90,20 @@ func TestTrainEvaluatePredict(t *testing.T) {
 	// evaluate and predict from the saved files.
 	ev := append([]string{"evaluate"}, common...)
 	ev = append(ev, "--eval-source", eval, "--load-prefix", prefix, "--load-iter", "128")
-	out, err = runCmd(t, ev...)
+	out, err = runCtrkit(t, ev...)
 	if err != nil || !strings.Contains(out, "eval: AUC 0.") || !strings.Contains(out, "8192 samples") {
 		t.Errorf("evaluate: %v\n%s", err, out)
 	}
 	pred := filepath.Join(dir, "pred.txt")
 	pr := append([]string{"predict"}, common...)
 	pr = append(pr, "--eval-source", eval, "--load-prefix", prefix, "--load-iter", "128", "-o", pred)
-	if out, err = runCmd(t, pr...); err != nil || !strings.Contains(out, "wrote 8192 predictions") {
+	if out, err = runCtrkit(t, pr...); err != nil || !strings.Contains(out, "wrote 8192 predictions") {
 		t.Fatalf("predict: %v\n%s", err, out)
 	}
 	a, _ := os.ReadFile(pred)
 	pred2 := filepath.Join(dir, "pred2.txt")
 	pr[len(pr)-1] = pred2
-	if _, err := runCmd(t, pr...); err != nil {
+	if _, err := runCtrkit(t, pr...); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(pred2)
@@ -113,7 +113,7 @@ func TestTrainEvaluatePredict(t *testing.T) {
 	// Errors: no model files, wrong iteration.
 	bad := append([]string{"evaluate"}, common...)
 	bad = append(bad, "--eval-source", eval, "--load-prefix", prefix, "--load-iter", "127")
-	if _, err := runCmd(t, bad...); err == nil {
+	if _, err := runCtrkit(t, bad...); err == nil {
 		t.Error("evaluate with missing model files succeeded")
 	}
 }
@@ -124,7 +124,7 @@ func TestTrainConfigRaw(t *testing.T) {
 	src, eval, _ := genData(t, datagen.Raw, []int64{10, 20, 30}, 4)
 	prefix := filepath.Join(t.TempDir(), "old")
 	cfg := "../../trainer/graph/testdata/old_config.json"
-	out, err := runCmd(t, "train", "--config", cfg,
+	out, err := runCtrkit(t, "train", "--config", cfg,
 		"--source", src, "--eval-source", eval, "--float-label-dense", "--i64-input-key=false", "--max-iter", "40",
 		"--eval-interval", "20", "--display", "20", "--snapshot-prefix", prefix)
 	if err != nil {
@@ -135,7 +135,7 @@ func TestTrainConfigRaw(t *testing.T) {
 	}
 	// The file's max_iter (100) was overridden; predict on Raw from the saved files.
 	pred := filepath.Join(t.TempDir(), "p.txt")
-	out, err = runCmd(t, "predict", "--config", cfg, "--eval-source", eval, "--float-label-dense",
+	out, err = runCtrkit(t, "predict", "--config", cfg, "--eval-source", eval, "--float-label-dense",
 		"--i64-input-key=false", "--load-prefix", prefix, "--load-iter", "40", "--max-eval-batches", "0", "-o", pred)
 	if err != nil || !strings.Contains(out, "wrote 4096 predictions") {
 		t.Errorf("predict: %v\n%s", err, out)
@@ -146,7 +146,7 @@ func TestTrainConfigRaw(t *testing.T) {
 // the reader adds slot offsets from --slot-size-array).
 func TestTrainParquet(t *testing.T) {
 	src, eval, planted := genData(t, datagen.Parquet, []int64{40, 60, 20, 80}, 3)
-	out, err := runCmd(t, "train", "--model", "dcn", "--slot-size-array", "40,60,20,80", "--dense-dim", "3",
+	out, err := runCtrkit(t, "train", "--model", "dcn", "--slot-size-array", "40,60,20,80", "--dense-dim", "3",
 		"--vec-size", "8", "--width", "0.03125", "--batchsize", "256", "--format", "parquet",
 		"--source", src, "--eval-source", eval, "--num-epochs", "2", "--lr", "0.01", "--eval-interval", "64")
 	if err != nil {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -14,24 +12,6 @@ import (
 )
 
 var updateGolden = flag.Bool("update-validate", false, "rewrite cmd/ctrkit/testdata/validate_*.golden and inspect_*.golden")
-
-// execCtrkit runs the ctrkit binary's App on args and returns its output and
-// exit status (0, or the exitError code, 1 for other errors).
-func execCtrkit(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	var out bytes.Buffer
-	app := newApp()
-	app.Writer, app.ErrWriter = &out, &out
-	err := app.Run(append([]string{"ctrkit"}, args...))
-	if err == nil {
-		return out.String(), 0
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return out.String(), ee.code
-	}
-	return out.String() + "error: " + err.Error() + "\n", 1
-}
 
 // testdataDir is cmd/ctrkit/testdata, absolute (tests change directory).
 var testdataDir, _ = filepath.Abs("testdata")
