@@ -17,11 +17,14 @@
 //
 // # Concurrency
 //
-// NumThreads × IODepth goroutines issue pread calls (one block each), so at
-// most that many requests are in flight; NumThreads × NumBatchesPerThread
-// buffers exist, which bounds the ranges read ahead. A dispatcher goroutine
-// takes ranges from the caller's Source in order and numbers them 0, 1, …;
-// the goroutine that reads a range's last block publishes the buffer in a
+// A dispatcher goroutine takes ranges from the caller's Source in order,
+// numbers them 0, 1, … and gives range seq to I/O thread seq mod
+// NumThreads, as HugeCTR does; each thread reads its ranges one after the
+// other as one sequential stream with IODepth goroutines issuing pread calls
+// (one block each), so NumThreads × IODepth requests are in flight — the
+// same shape as fio's numjobs=NumThreads, iodepth=IODepth.
+// NumThreads × NumBatchesPerThread buffers exist, which bounds the ranges
+// read ahead. The goroutine that reads a range's last block publishes the buffer in a
 // completion table indexed by that number (no allocation, no channel per
 // range). Consumers fetch buffers by number: Get(seq) may be called by many
 // goroutines at once, each waiting only for its own range, so completed

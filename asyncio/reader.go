@@ -67,9 +67,9 @@ type Reader struct {
 	block  int
 	maxLen int64
 
-	free  chan *Buffer // buffers ready for reuse
-	jobs  chan job
-	slots []slot
+	free    chan *Buffer // buffers ready for reuse
+	threads []ioThread
+	slots   []slot
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -82,6 +82,14 @@ type Reader struct {
 	err      error // Next's sticky error; Next's goroutine only
 	bytes    atomic.Int64
 	requests atomic.Int64
+}
+
+// ioThread is one of the NumThreads I/O threads: it reads the ranges with
+// Seq ≡ its index (mod NumThreads), one after the other, each with IODepth
+// block requests in flight, as one sequential stream.
+type ioThread struct {
+	bufs chan *Buffer // ranges given to the thread, in order
+	jobs chan job     // their blocks, for the thread's IODepth readers
 }
 
 type job struct {
@@ -122,12 +130,17 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 		r.slots[i].cond.L = &r.slots[i].mu
 	}
 	r.end.Store(-1)
-	r.jobs = make(chan job, p.NumThreads*p.IODepth)
+	r.threads = make([]ioThread, p.NumThreads)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	workers := p.NumThreads * p.IODepth
-	r.wg.Add(workers + 1)
-	for i := 0; i < workers; i++ {
-		go r.worker()
+	r.wg.Add(1 + p.NumThreads*(1+p.IODepth))
+	for i := range r.threads {
+		t := &r.threads[i]
+		t.bufs = make(chan *Buffer, p.NumBatchesPerThread)
+		t.jobs = make(chan job, p.IODepth)
+		go r.feed(t)
+		for k := 0; k < p.IODepth; k++ {
+			go r.worker(t)
+		}
 	}
 	go r.dispatch(src)
 	return r, nil
@@ -225,19 +238,41 @@ func (r *Reader) dispatch(src Source) {
 			return
 		}
 		start := rg.Off &^ (a - 1)
-		end := (rg.Off + rg.Len + a - 1) &^ (a - 1)
 		buf.Data = buf.mem[rg.Off-start : rg.Off-start+rg.Len]
 		if rg.Len == 0 {
 			r.complete(buf)
 			continue
 		}
-		nblocks := int32((end - start + int64(r.block) - 1) / int64(r.block))
-		buf.pending.Store(nblocks)
+		end := (rg.Off + rg.Len + a - 1) &^ (a - 1)
+		buf.pending.Store(int32((end - start + int64(r.block) - 1) / int64(r.block)))
+		select {
+		case r.threads[seq%int64(len(r.threads))].bufs <- buf:
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// feed cuts the ranges given to thread t into blocks for its readers.
+func (r *Reader) feed(t *ioThread) {
+	defer r.wg.Done()
+	size := r.f.Size()
+	a := int64(r.align)
+	for {
+		var buf *Buffer
+		select {
+		case buf = <-t.bufs:
+		case <-r.ctx.Done():
+			return
+		}
+		rg := buf.Range
+		start := rg.Off &^ (a - 1)
+		end := (rg.Off + rg.Len + a - 1) &^ (a - 1)
 		for off := start; off < end; off += int64(r.block) {
 			n := min(int64(r.block), end-off)
 			want := min(off+n, size) - off
 			select {
-			case r.jobs <- job{buf: buf, off: off, mem: int(off - start), n: int(n), want: int(want)}:
+			case t.jobs <- job{buf: buf, off: off, mem: int(off - start), n: int(n), want: int(want)}:
 			case <-r.ctx.Done():
 				return
 			}
@@ -245,11 +280,11 @@ func (r *Reader) dispatch(src Source) {
 	}
 }
 
-func (r *Reader) worker() {
+func (r *Reader) worker(t *ioThread) {
 	defer r.wg.Done()
 	for {
 		select {
-		case j := <-r.jobs:
+		case j := <-t.jobs:
 			if err := r.read(j); err != nil {
 				j.buf.fail(err)
 			}
@@ -308,6 +343,12 @@ func (r *Reader) errorf(off int64, err error, format string, args ...any) error 
 // ranges ahead of the oldest range not yet taken, so every range must
 // eventually be taken for the reader to move on. Do not mix Get with Next.
 func (r *Reader) Get(seq int64) (*Buffer, error) {
+	if seq < 0 {
+		return nil, fmt.Errorf("ctrkit/asyncio: negative sequence number %d", seq)
+	}
+	if r.closed.Load() {
+		return nil, ErrClosed
+	}
 	s := &r.slots[seq%int64(len(r.slots))]
 	s.mu.Lock()
 	for s.seq != seq || s.buf == nil {

@@ -310,3 +310,118 @@ func BenchmarkReader(b *testing.B) {
 		})
 	}
 }
+
+// TestGetManyConsumers takes the ranges with Get from several goroutines at
+// once, each its own residue class of sequence numbers, and checks every
+// buffer; then Get past the end gives io.EOF.
+func TestGetManyConsumers(t *testing.T) {
+	size := 3<<20 + 777
+	f := newMem(randomBytes(size, 9))
+	for _, consumers := range []int{1, 3, 8} {
+		rs := batchRanges(int64(size), 50000)
+		r, err := NewReader(f, ranges(rs), 50000, Params{NumThreads: 2, IODepth: 3, NumBatchesPerThread: 2, IOBlockSize: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, consumers)
+		for c := 0; c < consumers; c++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for seq := int64(c); seq < int64(len(rs)); seq += int64(consumers) {
+					b, err := r.Get(seq)
+					if err != nil {
+						errs <- fmt.Errorf("seq %d: %v", seq, err)
+						return
+					}
+					want := rs[seq]
+					if b.Seq != seq || b.Range != want || !bytes.Equal(b.Data, f.data[want.Off:want.Off+want.Len]) {
+						errs <- fmt.Errorf("seq %d: got seq %d %+v or wrong bytes", seq, b.Seq, b.Range)
+						return
+					}
+					r.Release(b)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("%d consumers: %v", consumers, err)
+		}
+		if _, err := r.Get(int64(len(rs))); err != io.EOF {
+			t.Fatalf("Get past the end: %v, want io.EOF", err)
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCloseWakesGet closes a reader while goroutines wait in Get for ranges
+// the dispatcher cannot reach (the completion window is full because range
+// 0 is never taken); they must return ErrClosed.
+func TestCloseWakesGet(t *testing.T) {
+	base := runtime.NumGoroutine()
+	f := newMem(randomBytes(1<<20, 10))
+	endless := func() (Range, bool) { return Range{0, 4096}, true }
+	r, err := NewReader(f, endless, 4096, Params{NumThreads: 2, IODepth: 2, NumBatchesPerThread: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 3)
+	for _, seq := range []int64{4, 5, 100} {
+		go func() { _, err := r.Get(seq); got <- err }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("Get returned before Close: %v", err)
+	default:
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case err := <-got:
+			if err != ErrClosed {
+				t.Fatalf("Get after Close: %v, want ErrClosed", err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("Close did not wake a goroutine waiting in Get")
+		}
+	}
+	if _, err := r.Get(1); err != ErrClosed {
+		t.Fatalf("Get on a closed reader: %v", err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		t.Fatalf("%d goroutines after Close, %d before", n, base)
+	}
+}
+
+// TestNoAllocPerRange checks that reading a range allocates nothing in
+// steady state (no channel or closure per range).
+func TestNoAllocPerRange(t *testing.T) {
+	f := newMem(randomBytes(1<<20, 11))
+	endless := func() (Range, bool) { return Range{4096, 65536}, true }
+	r, err := NewReader(f, endless, 65536, Params{NumThreads: 2, IODepth: 2, IOBlockSize: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	allocs := testing.AllocsPerRun(200, func() {
+		b, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Release(b)
+	})
+	if allocs > 0.05 {
+		t.Fatalf("%.2f allocations per range", allocs)
+	}
+}

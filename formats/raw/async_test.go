@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -296,7 +297,7 @@ func TestAsyncFaults(t *testing.T) {
 	}
 	ss, _ := SampleSize(&d.Schema, c.layout)
 	const name = "/data/faulty.raw"
-	for _, workers := range []int{1, 3} {
+	for _, workers := range []int{1, 3, 4} {
 		o := AsyncOptions{Layout: c.layout, Async: asyncio.Params{NumThreads: 2, IODepth: 2, IOBlockSize: 1024, NumBatchesPerThread: 2}}
 		o.BatchSize, o.Workers = 16, workers
 
@@ -695,6 +696,78 @@ func TestAsyncKeyRange(t *testing.T) {
 		ar.Close()
 		if aerr == nil || aerr.Error() != serr.Error() || again != aerr {
 			t.Fatalf("workers %d: async %v (then %v), sync %v", workers, aerr, again, serr)
+		}
+	}
+}
+
+// jitterFile reads an in-memory file with a random delay before each read,
+// so that blocks and ranges complete out of order.
+type jitterFile struct {
+	faultFile
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func (j *jitterFile) ReadAt(p []byte, off int64) (int, error) {
+	j.mu.Lock()
+	d := time.Duration(j.rng.IntN(300)) * time.Microsecond
+	j.mu.Unlock()
+	time.Sleep(d)
+	if off >= int64(len(j.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, j.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// TestAsyncManyWorkersOutOfOrder reads with more decode workers than ring
+// slots minus two and I/O that completes in random order, through Read and
+// Next, in epoch and shuffled repeat mode, and compares with the sync
+// reader.
+func TestAsyncManyWorkersOutOfOrder(t *testing.T) {
+	c := configs[3] // multi-hot
+	d := c.dataset(12, 611)
+	path := writeFile(t, t.TempDir(), d, c.layout)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repeat := range []bool{false, true} {
+		const bs = 16
+		o := Options{Layout: c.layout}
+		o.BatchSize, o.Workers, o.Seed, o.Repeat, o.Shuffle = bs, 1, 5, repeat, repeat
+		k := 0
+		if repeat {
+			k = 3 * (611 + bs - 1) / bs
+		}
+		sr, err := Open(path, &d.Schema, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := readBatches(t, sr, bs, k)
+		sr.Close()
+		for _, next := range []bool{false, true} {
+			ao := AsyncOptions{Layout: c.layout, Async: asyncio.Params{NumThreads: 4, IODepth: 3, IOBlockSize: 512, NumBatchesPerThread: 3}}
+			ao.Options = o.Options
+			ao.Workers = 8
+			f := &jitterFile{faultFile: faultFile{name: "/j.raw", data: data, failAt: -1}, rng: rand.New(rand.NewPCG(3, 4))}
+			ar, err := NewAsyncReader(f, &d.Schema, ao)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []*formatstest.Dataset
+			if next {
+				got = nextBatches(t, ar, k)
+			} else {
+				got = readBatches(t, ar, bs, k)
+			}
+			if err := ar.Close(); err != nil {
+				t.Fatal(err)
+			}
+			sameBatches(t, fmt.Sprintf("repeat %v next %v", repeat, next), want, got)
 		}
 	}
 }
