@@ -140,6 +140,36 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
+// BenchmarkNext is BenchmarkRead through Next: the batches are views of the
+// decoded row groups (row groups of 131072 rows hold two batches), no copy.
+func BenchmarkNext(b *testing.B) {
+	s := criteoSchema()
+	for _, comp := range []string{"snappy", "none"} {
+		for _, workers := range []int{1, 2, 4, 8, 16} {
+			b.Run(fmt.Sprintf("%s/workers=%d", comp, workers), func(b *testing.B) {
+				list := criteoDataset(b, comp)
+				r, err := OpenList(list, &s, Options{Options: formats.Options{BatchSize: benchBatch, Workers: workers, Repeat: true}})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer r.Close()
+				if _, err := r.Next(); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(benchBatch * decodedBytes)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := r.Next(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)*benchBatch/b.Elapsed().Seconds(), "samples/s")
+			})
+		}
+	}
+}
+
 // BenchmarkWrite encodes Criteo-shaped batches of 65536 into one file; one op
 // is one batch; SetBytes counts decoded bytes (264 per sample).
 func BenchmarkWrite(b *testing.B) {

@@ -23,9 +23,11 @@ type Options struct {
 	// OpenList or OpenFiles is given a nil schema (default KeyU32, HugeCTR's
 	// "i32"). It is ignored when a schema is given.
 	KeyType formats.KeyType
-	// Prefetch is the number of row groups decoded ahead of the one being
-	// handed out (default 2). Memory is bounded by Prefetch+2 decoded row
-	// groups.
+	// Prefetch is the number of decoded row groups kept beyond one per
+	// worker (default 2; one of them is the row group being handed out).
+	// Memory is bounded by Workers+Prefetch decoded row groups, plus the
+	// page buffers of the row groups being decoded (one page per selected
+	// column and worker).
 	Prefetch int
 	// MaxRowGroupRows bounds the rows of one row group (default 1<<24), so a
 	// hostile footer cannot make the reader allocate without bound.

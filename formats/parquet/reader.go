@@ -7,8 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
-	"sync/atomic"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -33,23 +32,26 @@ type Reader struct {
 	offs   []int64 // slot offsets matching sizes
 
 	props *parquet.ReaderProperties // shared by the column readers, with a pooling allocator
+	pool  *poolAllocator
 
 	cancel context.CancelFunc
 	jobs   chan *rgBuf   // row groups in hand-out order; closed by the producer at the end
 	free   chan *rgBuf   // recycled row-group buffers
 	done   chan struct{} // closed when the producer (and every task) has returned
 
-	// Consumer state, touched only by Read and Close.
+	// Consumer state, touched only by Read, Next and Close.
+	own    *formats.Batch // Next's batch when it cannot lend a view
+	view   formats.Batch  // Next's view into a decoded row group
+	ones   []int32        // CSR offsets 0, 1, …, BatchSize·S of one-hot batches
 	cur    *rgBuf
 	err    error
 	eof    bool
 	closed bool
 }
 
-// rgBuf is one row group decoded column by column. The producer fills the
-// header fields before starting the tasks; task ci writes only the parts of
-// column ci (its stride of labels/dense, its slot of keys, scratch[ci],
-// errs[ci]); the consumer reads it after done is closed.
+// rgBuf is one row group, decoded by one task: the producer fills the header
+// fields before starting the task; the consumer reads it after done is
+// closed.
 type rgBuf struct {
 	fp    *filePlan
 	rg    int
@@ -65,15 +67,16 @@ type rgBuf struct {
 	s32           [][]uint32 // variable layout: per slot keys
 	s64           [][]int64
 
-	scratch []scratch
-	errs    []*formats.Error
-	pending atomic.Int32
-	done    chan struct{}
-	err     error
-	pos     int // next row to hand out (consumer)
+	sc   scratch                  // the task's decode buffers
+	decs []decoder                // per selected column
+	crs  []file.ColumnChunkReader // per selected column, open during the task
+	errs []*formats.Error         // per selected column: its first error
+	done chan struct{}
+	err  error
+	pos  int // next row to hand out (consumer)
 }
 
-// scratch holds one task's decode buffers; reused across row groups.
+// scratch holds a task's decode buffers; reused across row groups.
 type scratch struct {
 	i32      []int32
 	i64      []int64
@@ -82,21 +85,16 @@ type scratch struct {
 	def, rep []int16
 }
 
-// openFile is a data file shared by the tasks decoding its row groups; the
-// last reference closes it.
-type openFile struct {
-	rd   *file.Reader
-	refs atomic.Int64
-}
-
-func (of *openFile) release() {
-	if of.refs.Add(-1) == 0 {
-		of.rd.Close()
-	}
-}
-
 func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
-	r := &Reader{schema: s, o: o, files: files, props: parquet.NewReaderProperties(&poolAllocator{})}
+	ncols := 0
+	for _, fp := range files {
+		ncols = max(ncols, len(fp.cols))
+	}
+	// The free lists keep up to the page and decompression buffers of every
+	// column chunk that Workers tasks have open at once (pages of up to
+	// 1 MiB, as arrow-go and pyarrow write them).
+	pool := &poolAllocator{limit: o.Workers * (ncols + 1) * (3 << 20)}
+	r := &Reader{schema: s, o: o, files: files, pool: pool, props: parquet.NewReaderProperties(pool)}
 	// Read column chunks through a small buffer rather than whole: arrow-go
 	// allocates the whole chunk otherwise, for every row group and column.
 	r.props.BufferedStreamEnabled = true
@@ -105,11 +103,17 @@ func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
 		r.sizes = append([]int64(nil), o.SlotSizeArray...)
 		r.offs = formats.SlotOffsets(r.sizes)
 	}
-	nbuf := o.Prefetch + 1
+	// One row group per worker being decoded, Prefetch more decoded ahead,
+	// one being handed out.
+	nbuf := o.Workers + o.Prefetch
 	r.jobs = make(chan *rgBuf, nbuf)
 	r.free = make(chan *rgBuf, nbuf)
 	for i := 0; i < nbuf; i++ {
-		r.free <- &rgBuf{}
+		b, _ := spareBufs.Get().(*rgBuf)
+		if b == nil {
+			b = &rgBuf{}
+		}
+		r.free <- b
 	}
 	r.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,79 +156,35 @@ func (r *Reader) order(epoch uint64) []int {
 }
 
 // produce schedules the row groups in hand-out order: for each one it takes
-// a free buffer (the memory bound), queues it on jobs and starts one task per
-// selected column under the Workers limit.
+// a free buffer (the memory bound), queues it on jobs and starts one task
+// that decodes the whole row group, under the Workers limit. Row groups of
+// one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
 	var tasks errgroup.Group
 	tasks.SetLimit(r.o.Workers)
 	defer close(r.done)
 	defer close(r.jobs)
 	defer tasks.Wait()
-	take := func() *rgBuf {
-		select {
-		case b := <-r.free:
-			return b
-		case <-ctx.Done():
-			return nil
-		}
-	}
-	fail := func(err error) {
-		if b := take(); b != nil {
-			b.fp, b.rows, b.pos, b.err = nil, 0, 0, err
-			b.done = make(chan struct{})
-			close(b.done)
-			r.jobs <- b
-		}
-	}
 	for epoch := uint64(0); ; epoch++ {
 		for _, fi := range r.order(epoch) {
 			fp := r.files[fi]
-			if fp.md.NumRowGroups() == 0 || fp.numRows == 0 {
-				continue
-			}
-			f, err := os.Open(fp.path)
-			if err != nil {
-				fail(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err})
-				return
-			}
-			rd, err := file.NewParquetReader(f, file.WithMetadata(fp.md), file.WithReadProps(r.props))
-			if err != nil {
-				f.Close()
-				fail(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)})
-				return
-			}
-			of := &openFile{rd: rd}
-			of.refs.Store(1)
-			for g := 0; g < fp.md.NumRowGroups(); g++ {
-				rows := fp.rgStart[g+1] - fp.rgStart[g]
-				if rows == 0 {
+			for g := 0; g < len(fp.rgStart)-1; g++ {
+				if fp.rgStart[g+1] == fp.rgStart[g] {
 					continue
 				}
-				b := take()
-				if b == nil {
-					of.release()
+				var b *rgBuf
+				select {
+				case b = <-r.free:
+				case <-ctx.Done():
 					return
 				}
 				r.setup(b, fp, g)
-				r.jobs <- b
-				if len(fp.cols) == 0 {
-					close(b.done)
-					continue
-				}
-				b.pending.Store(int32(len(fp.cols)))
-				of.refs.Add(int64(len(fp.cols)))
-				for ci := range fp.cols {
-					tasks.Go(func() error {
-						b.errs[ci] = r.decodeColumn(of, b, ci)
-						of.release()
-						if b.pending.Add(-1) == 0 {
-							b.finish()
-						}
-						return nil
-					})
-				}
+				r.jobs <- b // never blocks: jobs holds every buffer
+				tasks.Go(func() error {
+					r.decodeRowGroup(ctx, b)
+					return nil
+				})
 			}
-			of.release()
 			if ctx.Err() != nil {
 				return
 			}
@@ -233,6 +193,18 @@ func (r *Reader) produce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// spareBufs holds the row group buffers of closed readers, for the next
+// reader; the garbage collector empties it.
+var spareBufs sync.Pool
+
+// recycle drops b's references to its reader and puts it in spareBufs.
+func (b *rgBuf) recycle() {
+	b.fp, b.err, b.done = nil, nil, nil
+	clear(b.decs)
+	clear(b.errs)
+	spareBufs.Put(b)
 }
 
 // finish picks the error of the row group (the lowest record, then the
@@ -244,7 +216,7 @@ func (b *rgBuf) finish() {
 			best = e
 		}
 	}
-	if best != nil {
+	if best != nil && b.err == nil {
 		b.err = best
 	}
 	close(b.done)
@@ -297,13 +269,12 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 			b.s64[i] = b.s64[i][:0]
 		}
 	}
-	for len(b.scratch) < len(fp.cols) {
-		b.scratch = append(b.scratch, scratch{})
+	nc := len(fp.cols)
+	if cap(b.errs) < nc {
+		b.errs = make([]*formats.Error, nc)
+		b.decs = make([]decoder, nc)
 	}
-	if cap(b.errs) < len(fp.cols) {
-		b.errs = make([]*formats.Error, len(fp.cols))
-	}
-	b.errs = b.errs[:len(fp.cols)]
+	b.errs, b.decs = b.errs[:nc], b.decs[:nc]
 	clear(b.errs)
 }
 
@@ -377,6 +348,74 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	}
 	b.SetLen(n)
 	return n, nil
+}
+
+// Next returns the next batch without copying it when it can: when the
+// dataset is one-hot (every cat column scalar) and the next BatchSize rows
+// lie within one row group, the batch is a read-only view of the decoded row
+// group; otherwise the rows are copied, as Read does, into a batch of the
+// reader's own (allocated with Options.Alloc). Either way the batch belongs
+// to the reader, must not be modified, and stays valid until the next call
+// of Next or Read, or Close. The batches are those Read would return. At the
+// end of data (epoch mode) it returns nil, io.EOF.
+func (r *Reader) Next() (*formats.Batch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	for r.cur == nil || r.cur.pos == r.cur.rows {
+		if r.cur != nil {
+			r.free <- r.cur
+			r.cur = nil
+		}
+		if r.eof {
+			return nil, io.EOF
+		}
+		job, ok := <-r.jobs
+		if !ok {
+			r.eof = true
+			return nil, io.EOF
+		}
+		<-job.done
+		if job.err != nil {
+			r.err = job.err
+			r.free <- job
+			return nil, r.err
+		}
+		r.cur = job
+	}
+	c, bs, s := r.cur, r.o.BatchSize, r.schema
+	if !c.fp.fixed || c.rows-c.pos < bs {
+		if r.own == nil {
+			b, err := formats.NewBatch(s, bs, r.o.Alloc)
+			if err != nil {
+				return nil, err
+			}
+			r.own = b
+		}
+		if _, err := r.Read(r.own); err != nil {
+			return nil, err
+		}
+		return r.own, nil
+	}
+	L, D, S, lo, hi := s.LabelDim, s.DenseDim, len(s.Slots), c.pos, c.pos+bs
+	if r.ones == nil {
+		r.ones = make([]int32, bs*S+1)
+		for i := range r.ones {
+			r.ones[i] = int32(i)
+		}
+	}
+	v := &r.view
+	*v = formats.Batch{Schema: s, N: bs,
+		Labels:  c.labels[lo*L : hi*L : hi*L],
+		Dense:   c.dense[lo*D : hi*D : hi*D],
+		Offsets: r.ones[: bs*S+1 : bs*S+1]}
+	if s.KeyType == formats.KeyI64 {
+		v.Keys64 = c.k64[lo*S : hi*S : hi*S]
+	} else {
+		v.Keys32 = c.k32[lo*S : hi*S : hi*S]
+	}
+	c.pos = hi
+	return v, nil
 }
 
 // views are a batch's buffers at full capacity.
@@ -469,8 +508,26 @@ func (r *Reader) Close() error {
 	r.closed = true
 	r.cancel()
 	<-r.done
+	// Every task has returned: hand the row group and page buffers to the
+	// next reader.
+	r.pool.release()
+	if r.cur != nil {
+		r.cur.recycle()
+		r.cur = nil
+	}
+	for b := range r.jobs {
+		r.free <- b
+	}
+	for len(r.free) > 0 {
+		(<-r.free).recycle()
+	}
 	if r.err == nil {
 		r.err = errClosed
 	}
+	if r.own != nil {
+		r.own.Free()
+		r.own = nil
+	}
+	r.view = formats.Batch{}
 	return nil
 }
