@@ -18,6 +18,11 @@ type ReadOptions struct {
 	// Duration reads until this much time has passed; the opener should
 	// then return a reader in repeat mode.
 	Duration time.Duration
+	// MaxSamples, when > 0, reads through one reader (which the opener
+	// should open in repeat mode) until this many samples have been read:
+	// the steady state of a training run, without re-opening (and
+	// re-allocating the reader's buffers) every epoch.
+	MaxSamples int64
 	// BatchSize is the capacity of the batch read into (default 65536).
 	BatchSize int
 	// Alloc supplies the batch buffers (nil: Go heap).
@@ -75,6 +80,9 @@ func Read(open Opener, bytesPerSample float64, o ReadOptions) (ReadResult, error
 	if o.Duration > 0 {
 		deadline = start.Add(o.Duration)
 	}
+	if o.MaxSamples > 0 {
+		o.Epochs = 1
+	}
 epochs:
 	for e := 0; o.Duration > 0 || e < o.Epochs; e++ {
 		r, err := open()
@@ -112,7 +120,7 @@ epochs:
 			if o.Progress != nil {
 				o.Progress(n)
 			}
-			if !deadline.IsZero() && time.Now().After(deadline) {
+			if (!deadline.IsZero() && time.Now().After(deadline)) || (o.MaxSamples > 0 && res.Samples >= o.MaxSamples) {
 				r.Close()
 				break epochs
 			}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -51,6 +53,7 @@ Examples:
 				&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
 				&cli.StringFlag{Name: "aligned-type", Value: "none", Usage: "async: none | auto (pad dense to a multiple of 8 in memory)"},
 				&cli.BoolFlag{Name: "buffered", Usage: "async: read through the page cache instead of O_DIRECT"},
+				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)"},
 			),
 			Action: func(c *cli.Context) error { return runBenchRead(c, c.App.Writer) },
 		}},
@@ -78,8 +81,23 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if p := c.String("cpuprofile"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep := benchReport{Path: d.Path, Format: d.Format.String(), Reader: c.String("reader"), BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers")}
-	fo := formats.Options{BatchSize: rep.BatchSize, Workers: rep.Workers, Repeat: c.Duration("duration") > 0,
+	// Several epochs are read through one reader in repeat mode, as a
+	// training run does, so that opening (and allocating buffers) once per
+	// epoch is not what is measured.
+	steady := c.Duration("duration") == 0 && c.Int("epochs") > 1 && d.Samples > 0
+	fo := formats.Options{BatchSize: rep.BatchSize, Workers: rep.Workers, Repeat: c.Duration("duration") > 0 || steady,
 		Shuffle: c.Bool("shuffle"), Seed: c.Uint64("seed")}
 	fo = fo.WithDefaults()
 	rep.Workers = fo.Workers
@@ -90,6 +108,9 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 	}
 	rep.CachedBefore = bench.CachedFraction(d.Files)
 	ro := bench.ReadOptions{Epochs: c.Int("epochs"), Duration: c.Duration("duration"), BatchSize: rep.BatchSize}
+	if steady {
+		ro.MaxSamples = int64(c.Int("epochs")) * d.Samples
+	}
 	var bar *progress.Bar
 	if !c.Bool("json") {
 		total := int64(-1)
@@ -134,7 +155,7 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 		return err
 	}
 	rep.ReadResult = res
-	if ro.Duration > 0 && d.Samples > 0 {
+	if (ro.Duration > 0 || steady) && d.Samples > 0 {
 		rep.Epochs = float64(res.Samples) / float64(d.Samples)
 	}
 	return printBench(c, w, d, &rep)

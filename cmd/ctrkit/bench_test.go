@@ -36,7 +36,7 @@ func TestBenchReadQuickstartData(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"(norm, sync reader, batch 1000", "32768 samples in 34 batches, 2.00 epochs", "samples/s", "GB/s of file bytes", "page cache"} {
+	for _, want := range []string{"(norm, sync reader, batch 1000", "33000 samples in 33 batches, 2.01 epochs", "samples/s", "GB/s of file bytes", "page cache"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
