@@ -28,9 +28,9 @@ type Options struct {
 	// directory, removed at the end unless Keep).
 	Dir  string
 	Keep bool
-	// Samples per train file (default 32768; 4 train files, 1 eval file).
+	// Samples per train file (default 65536; 4 train files, 1 eval file).
 	SamplesPerFile int
-	// Epochs of training (default 2).
+	// Epochs of training (default 1: a second epoch over this little data overfits the embeddings).
 	Epochs int
 	// Seed of the generator and the model (default 1).
 	Seed uint64
@@ -51,7 +51,7 @@ func DatasetParams(dir string, o Options) datagen.Params {
 	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
 	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 4, 1, o.SamplesPerFile
 	if p.NumSamplesPerFile <= 0 {
-		p.NumSamplesPerFile = 32768
+		p.NumSamplesPerFile = 65536
 	}
 	p.Seed = max(o.Seed, 1)
 	return p
@@ -72,10 +72,10 @@ type Result struct {
 func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	start := time.Now()
 	if o.SamplesPerFile <= 0 {
-		o.SamplesPerFile = 32768
+		o.SamplesPerFile = 65536
 	}
 	if o.Epochs <= 0 {
-		o.Epochs = 2
+		o.Epochs = 1
 	}
 	if o.Seed == 0 {
 		o.Seed = 1

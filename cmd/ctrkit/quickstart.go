@@ -11,7 +11,7 @@ func init() {
 		Name:  "quickstart",
 		Usage: "generate a small dataset, validate it, read it back at speed, train a small DLRM, compare AUCs",
 		Description: `Runs ctrkit's main job on built-in defaults in a temporary directory (or --dir,
-which is kept): a planted Norm dataset of 160k samples, validation, a read
+which is kept): a planted Norm dataset of 330k samples, validation, a read
 benchmark, and a small DLRM trained on it; prints the eval AUC next to the AUC
 the generator planted. Takes well under a minute on two cores.
 
@@ -20,8 +20,8 @@ Example:
    ctrkit quickstart --dir /tmp/qs     # keep the files to explore them`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "dir", Usage: "work in `DIR` and keep the files"},
-			&cli.IntFlag{Name: "samples-per-file", Value: 32768, Usage: "samples per train file (4 train files, 1 eval)"},
-			&cli.IntFlag{Name: "epochs", Value: 2, Usage: "training epochs"},
+			&cli.IntFlag{Name: "samples-per-file", Value: 65536, Usage: "samples per train file (4 train files, 1 eval)"},
+			&cli.IntFlag{Name: "epochs", Value: 1, Usage: "training epochs"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "generator and model seed"},
 		},
 		Action: func(c *cli.Context) error {
