@@ -89,6 +89,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		Snapshot:       s.Snapshot,
 		SnapshotPrefix: s.SnapshotPrefix,
 		MaxEvalBatches: s.MaxEvalBatches,
+		EvalBatchSize:  s.BatchSizeEval,
 		AUCThreshold:   s.AUCThreshold,
 
 		ExportPredictionsPrefix: s.ExportPredictionsPrefix,
@@ -134,7 +135,7 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	defer r.Close()
-	res, err := m.Evaluate(r, j.Solver.MaxEvalBatches)
+	res, err := m.EvaluateSamples(r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
 	if err != nil {
 		return res, err
 	}
@@ -156,7 +157,7 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
-	scores, err := m.Predict(nil, r, j.Solver.MaxEvalBatches)
+	scores, err := m.PredictSamples(nil, r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
 	if err != nil {
 		return 0, err
 	}

@@ -120,12 +120,29 @@ type EvalResult struct {
 // Evaluate runs the model over up to maxBatches batches of r (0: to the
 // end) without training.
 func (m *Model) Evaluate(r formats.Reader, maxBatches int) (EvalResult, error) {
-	return m.evaluate(r, maxBatches, nil)
+	return m.evaluate(r, int64(maxBatches)*int64(m.batch), nil)
 }
 
-// evaluate is Evaluate; export, when not nil, receives every batch's scores
-// and labels of the first label column.
-func (m *Model) evaluate(r formats.Reader, maxBatches int, export func(scores, labels []float32) error) (EvalResult, error) {
+// EvalSamples is the number of samples HugeCTR evaluates: max_eval_batches
+// batches of batchsize_eval (of batchsize when batchsize_eval is 0); 0
+// means all. The network runs in batches of its own size whatever
+// batchsize_eval is: the metrics depend only on which samples are seen.
+func EvalSamples(maxEvalBatches, batchSizeEval, batchSize int) int64 {
+	if batchSizeEval <= 0 {
+		batchSizeEval = batchSize
+	}
+	return int64(maxEvalBatches) * int64(batchSizeEval)
+}
+
+// EvaluateSamples runs the model over the first maxSamples samples of r (0:
+// to the end) without training.
+func (m *Model) EvaluateSamples(r formats.Reader, maxSamples int64) (EvalResult, error) {
+	return m.evaluate(r, maxSamples, nil)
+}
+
+// evaluate is EvaluateSamples; export, when not nil, receives every batch's
+// scores and labels of the first label column.
+func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores, labels []float32) error) (EvalResult, error) {
 	var res EvalResult
 	var auc metrics.AUCAccumulator
 	var avg metrics.AverageLoss
@@ -139,8 +156,11 @@ func (m *Model) evaluate(r formats.Reader, maxBatches int, export func(scores, l
 	scores := make([]float32, m.pred.Value.Len())
 	col0 := make([]float32, m.batch)
 	lab0 := make([]float32, m.batch)
-	for maxBatches <= 0 || res.Batches < maxBatches {
+	for maxSamples <= 0 || int64(res.Samples) < maxSamples {
 		n, err := r.Read(b)
+		if maxSamples > 0 {
+			n = int(min(int64(n), maxSamples-int64(res.Samples)))
+		}
 		if n > 0 {
 			s, ferr := m.forward(b, scores)
 			if ferr != nil {
@@ -189,20 +209,30 @@ func bceMean(p, y []float32, n, t, l int) float64 {
 // Predict appends the scores of up to maxBatches batches of r (0: all) to
 // dst, T per sample (T = the prediction width, 1 for BCE).
 func (m *Model) Predict(dst []float32, r formats.Reader, maxBatches int) ([]float32, error) {
+	return m.PredictSamples(dst, r, int64(maxBatches)*int64(m.batch))
+}
+
+// PredictSamples is Predict over the first maxSamples samples (0: all).
+func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64) ([]float32, error) {
 	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
 	if err != nil {
 		return dst, err
 	}
 	defer b.Free()
 	scores := make([]float32, m.pred.Value.Len())
-	for i := 0; maxBatches <= 0 || i < maxBatches; i++ {
+	t := m.pred.Value.Cols()
+	for seen := int64(0); maxSamples <= 0 || seen < maxSamples; {
 		n, err := r.Read(b)
+		if maxSamples > 0 {
+			n = int(min(int64(n), maxSamples-seen))
+		}
 		if n > 0 {
 			s, ferr := m.forward(b, scores)
 			if ferr != nil {
 				return dst, ferr
 			}
-			dst = append(dst, s...)
+			dst = append(dst, s[:n*t]...)
+			seen += int64(n)
 		}
 		if err == io.EOF {
 			return dst, nil
@@ -231,6 +261,9 @@ type FitOptions struct {
 	Snapshot       int
 	SnapshotPrefix string
 	MaxEvalBatches int
+	// EvalBatchSize is batchsize_eval: evaluations cover MaxEvalBatches ×
+	// EvalBatchSize samples (0: the network's batch size).
+	EvalBatchSize int
 	// ExportPredictionsPrefix, when set, writes each evaluation's scores
 	// and labels (first label column) to <prefix>_pred_<iter> and
 	// <prefix>_label_<iter>, one %.9g value per line (HugeCTR
@@ -335,7 +368,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return nil
 			}
 		}
-		ev, err := m.evaluate(er, o.MaxEvalBatches, export)
+		ev, err := m.evaluate(er, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export)
 		er.Close()
 		if err != nil {
 			return false, err
