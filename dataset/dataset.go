@@ -15,8 +15,8 @@ package dataset
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,11 +180,11 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 			return f, "", nil, "", fmt.Errorf("%s is a directory without %s or file_list.txt", dir, parquet.FileListName)
 		}
 	}
-	head, err := readHead(path, 4096)
+	head, err := ReadHead(path, 4096)
 	if err != nil {
 		return f, "", nil, "", err
 	}
-	if !looksLikeFileList(head) || f == Raw {
+	if !LooksLikeFileList(head) || f == Raw {
 		if f != Auto {
 			return f, "", []string{path}, "", nil
 		}
@@ -201,7 +201,7 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	if f != Auto {
 		return f, path, files, "", nil
 	}
-	first, err := readHead(files[0], 4096)
+	first, err := ReadHead(files[0], 4096)
 	if err != nil {
 		return f, "", nil, "", err
 	}
@@ -214,25 +214,26 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	return f, path, files, fmt.Sprintf("format %s (from the first file of the list)", f), nil
 }
 
-func readHead(path string, n int) ([]byte, error) {
+// ReadHead returns the first n bytes of the file at path (fewer when the
+// file is shorter).
+func ReadHead(path string, n int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	buf := make([]byte, n)
-	k, err := f.Read(buf)
-	if k == 0 && err != nil && k < n {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		return buf[:0], nil
+	k, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
 	}
 	return buf[:k], nil
 }
 
-// looksLikeFileList: a first line of digits, then printable lines.
-func looksLikeFileList(head []byte) bool {
+// LooksLikeFileList reports whether the first bytes of a file look like a
+// file list (SPEC §1): a first line of digits, then printable lines without
+// tabs or commas (which would make it Criteo text).
+func LooksLikeFileList(head []byte) bool {
 	nl := bytes.IndexByte(head, '\n')
 	if nl <= 0 {
 		return false

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/norm"
 )
@@ -40,7 +41,7 @@ func (v *run) norm(files []string) error {
 	// The schema: the flags, completed by the first header that parses.
 	var hdr *norm.Header
 	for _, f := range files {
-		head, err := readHead(f, norm.FramedHeaderSize)
+		head, err := dataset.ReadHead(f, norm.FramedHeaderSize)
 		if err != nil {
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -84,13 +83,13 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 			return nil, fmt.Errorf("%s is a directory without %s or file_list.txt; name a file list or a data file", path, parquet.FileListName)
 		}
 	}
-	head, err := readHead(path, 4096)
+	head, err := dataset.ReadHead(path, 4096)
 	if err != nil {
 		return nil, err
 	}
 	f := spec.Format
 	var files []string
-	if isFileList(head) && f != dataset.Raw && f != dataset.CriteoTSV && f != dataset.CriteoCSV {
+	if dataset.LooksLikeFileList(head) && f != dataset.Raw && f != dataset.CriteoTSV && f != dataset.CriteoCSV {
 		files, err = v.readList(path)
 		if err != nil {
 			return nil, err
@@ -102,7 +101,7 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 		}
 		if f == dataset.Auto {
 			f = dataset.Norm
-			if h, _ := readHead(files[0], 4); string(h) == "PAR1" {
+			if h, _ := dataset.ReadHead(files[0], 4); string(h) == "PAR1" {
 				f = dataset.Parquet
 			}
 			v.note("format %s (from the first file of the list)", f)
@@ -186,43 +185,6 @@ func (v *run) readList(path string) ([]string, error) {
 		out = append(out, found)
 	}
 	return out, nil
-}
-
-func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf := make([]byte, n)
-	k, err := io.ReadFull(f, buf)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return nil, err
-	}
-	return buf[:k], nil
-}
-
-// isFileList: a first line of digits followed by text lines.
-func isFileList(head []byte) bool {
-	nl := bytes.IndexByte(head, '\n')
-	if nl <= 0 {
-		return false
-	}
-	first := bytes.TrimSpace(head[:nl])
-	if len(first) == 0 {
-		return false
-	}
-	for _, c := range first {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	for _, c := range head[nl+1:] {
-		if c < 0x09 || (c > 0x0d && c < 0x20) || c == 0x7f || c == '\t' || c == ',' {
-			return false
-		}
-	}
-	return true
 }
 
 // sniffBinary guesses the format of a file dataset.Resolve rejected: Norm
