@@ -1,0 +1,248 @@
+package parquet
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/klauspost/compress/snappy"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/formatstest"
+)
+
+// TestFastSnappy checks that the registered snappy codec is fastSnappy and
+// that its blocks are standard snappy: the reference decoder restores them.
+func TestFastSnappy(t *testing.T) {
+	c, err := compress.GetCodec(compress.Codecs.Snappy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.(fastSnappy); !ok {
+		t.Fatalf("snappy codec is %T, want fastSnappy", c)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 15, 100, 4096, 65536 + 7, 1 << 20} {
+		for _, kind := range []string{"random", "repetitive"} {
+			src := make([]byte, n)
+			for i := range src {
+				if kind == "random" {
+					src[i] = byte(rng.Uint32())
+				} else {
+					src[i] = byte(i % 61)
+				}
+			}
+			level := compress.DefaultCompressionLevel
+			if n%2 == 1 {
+				level = snappyBetterLevel
+			}
+			// Reserved but empty dst, as arrow-go's page writer passes it.
+			dst := make([]byte, 0, c.CompressBound(int64(n)))
+			enc := c.EncodeLevel(dst, src, level)
+			if int64(len(enc)) > c.CompressBound(int64(n)) {
+				t.Fatalf("%s %d: %d bytes > bound %d", kind, n, len(enc), c.CompressBound(int64(n)))
+			}
+			if n > 0 && &enc[0] != &dst[:1][0] {
+				t.Errorf("%s %d: encoder did not use the reserved dst", kind, n)
+			}
+			dec, err := snappy.Decode(nil, enc)
+			if err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("%s %d: reference decode: %v", kind, n, err)
+			}
+			dec, err = compress.Decode(c, nil, enc)
+			if err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("%s %d: codec decode: %v", kind, n, err)
+			}
+			if kind == "repetitive" && n >= 4096 && len(enc) > n/4 {
+				t.Errorf("repetitive %d: compressed to %d bytes", n, len(enc))
+			}
+		}
+	}
+	if _, err := compress.Decode(c, nil, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x00}); err == nil {
+		t.Error("corrupt block decoded without error")
+	}
+}
+
+// TestParallelFlushDeterministic writes the same rows with one and with
+// several threads: the concurrent column encoding must not change a byte,
+// and the file must read back.
+func TestParallelFlushDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct {
+		name string
+		rs   formatstest.RandomSchema
+		wo   WriterOptions
+	}{
+		{"onehot-snappy", formatstest.RandomSchema{MaxLabel: 2, MaxDense: 13, MaxSlots: 26, OneHot: true, KeyType: formats.KeyI64}, WriterOptions{RowGroupSize: 300}},
+		{"multihot-dict", formatstest.RandomSchema{MaxLabel: 1, MaxDense: 3, MaxSlots: 9, MaxNNZ: 4, KeyType: formats.KeyU32}, WriterOptions{RowGroupSize: 256, Dictionary: true, CatType: "uint32"}},
+		{"multihot-zstd", formatstest.RandomSchema{MaxLabel: 1, MaxDense: 2, MaxSlots: 7, MaxNNZ: 3, KeyType: formats.KeyI64}, WriterOptions{RowGroupSize: 100, Compression: "zstd", CatType: "int32"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := formatstest.NewSchema(rng, tc.rs)
+			if !tc.rs.OneHot {
+				for i := range s.Slots {
+					s.Slots[i].MaxNNZ = max(s.Slots[i].MaxNNZ, 2)
+				}
+			}
+			d := formatstest.NewDataset(rng, s, 1234, 0, formatstest.AnyFloat)
+			var files [][]byte
+			for _, procs := range []int{1, 4} {
+				dir := t.TempDir()
+				old := runtime.GOMAXPROCS(procs)
+				list := writeDataset(t, dir, d, DatasetOptions{WriterOptions: tc.wo})
+				runtime.GOMAXPROCS(old)
+				b, err := os.ReadFile(filepath.Join(dir, "part_0.parquet"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, b)
+				got := readAll(t, list, &s, Options{Options: formats.Options{BatchSize: 64}}, 64, 0)
+				if diff := formatstest.Diff(d, got); diff != "" {
+					t.Fatalf("GOMAXPROCS=%d: %s", procs, diff)
+				}
+			}
+			if !bytes.Equal(files[0], files[1]) {
+				t.Fatal("GOMAXPROCS changed the file bytes")
+			}
+		})
+	}
+}
+
+// TestBackgroundWriteError makes the file unwritable under a writer whose
+// row groups are written in the background: the error must come back from
+// Write or Close, the file must not be committed, and no goroutine may be
+// left behind.
+func TestBackgroundWriteError(t *testing.T) {
+	s := criteoSchema()
+	batch := criteoBatch(&s, 4096, 9)
+	before := runtime.NumGoroutine()
+	p := filepath.Join(t.TempDir(), "x.parquet")
+	w, err := Create(p, &s, WriterOptions{RowGroupSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := w.f.File.Name()
+	w.f.File.Close()
+	var werr error
+	for i := 0; i < 8 && werr == nil; i++ {
+		werr = w.Write(batch)
+	}
+	cerr := w.Close()
+	if werr == nil && cerr == nil {
+		t.Fatal("writing to a closed file succeeded")
+	}
+	if werr != nil && cerr == nil {
+		t.Fatalf("Close after failed Write returned nil (Write: %v)", werr)
+	}
+	for _, q := range []string{p, tmp} {
+		if _, err := os.Stat(q); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", q, err)
+		}
+	}
+	waitGoroutines(t, before)
+}
+
+// TestAbortPendingRowGroup aborts while a row group is being written in the
+// background.
+func TestAbortPendingRowGroup(t *testing.T) {
+	s := criteoSchema()
+	batch := criteoBatch(&s, 4096, 10)
+	before := runtime.NumGoroutine()
+	p := filepath.Join(t.TempDir(), "x.parquet")
+	w, err := Create(p, &s, WriterOptions{RowGroupSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(batch); err != nil {
+		t.Fatal(err)
+	}
+	if w.pending == nil {
+		t.Fatal("no row group in flight after 4 row groups of rows")
+	}
+	if w.NumRows()+int64(w.nbuf) != 4096 {
+		t.Fatalf("rows %d + buffered %d, want 4096", w.NumRows(), w.nbuf)
+	}
+	tmp := w.f.File.Name()
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(batch); err == nil {
+		t.Error("Write after Abort succeeded")
+	}
+	for _, q := range []string{p, tmp} {
+		if _, err := os.Stat(q); !os.IsNotExist(err) {
+			t.Errorf("%s left behind: %v", q, err)
+		}
+	}
+	waitGoroutines(t, before)
+}
+
+func waitGoroutines(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < 100 && runtime.NumGoroutine() > n; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := runtime.NumGoroutine(); g > n {
+		t.Errorf("%d goroutines, %d before", g, n)
+	}
+}
+
+// TestSmallerSnappy checks that SmallerSnappy selects the better encoder:
+// a smaller file with the same rows.
+func TestSmallerSnappy(t *testing.T) {
+	s := criteoSchema()
+	batch := criteoBatch(&s, 8192, 11)
+	var sizes []int64
+	for _, smaller := range []bool{false, true} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "x.parquet")
+		w, err := Create(p, &s, WriterOptions{RowGroupSize: 3000, SmallerSnappy: smaller})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(batch); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, st.Size())
+		list := filepath.Join(dir, FileListName)
+		if err := formats.WriteFileList(list, []string{p}); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteMetadata(filepath.Join(dir, MetadataName), w.Metadata()); err != nil {
+			t.Fatal(err)
+		}
+		r, err := OpenList(list, &s, Options{Options: formats.Options{BatchSize: 8192}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := formats.NewBatch(&s, 8192, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = r.Read(got)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.N != batch.N || !slices.Equal(got.Dense[:got.N*13], batch.Dense[:batch.N*13]) || !slices.Equal(got.Keys64[:got.N*26], batch.Keys64[:batch.N*26]) {
+			t.Fatalf("SmallerSnappy=%v: rows differ", smaller)
+		}
+	}
+	if sizes[1] >= sizes[0] {
+		t.Errorf("SmallerSnappy file %d bytes, default %d", sizes[1], sizes[0])
+	}
+	t.Logf("fast %d bytes, better %d bytes", sizes[0], sizes[1])
+}
