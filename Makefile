@@ -25,6 +25,9 @@ fuzz: ## fuzz every decoder for FUZZTIME each (default 5m)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/norm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/raw
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime $(FUZZTIME) ./formats/parquet
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./formats/criteo
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadVocab$$' -fuzztime $(FUZZTIME) ./formats/criteo
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./trainer/graph
 
 gpu: ## build ctrkit and the GPU test binaries into .gpu/ for the GPU machine
 	mkdir -p .gpu
