@@ -17,49 +17,6 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 )
 
-// memFile is an in-memory File whose reads can be cut short or failed.
-type memFile struct {
-	name   string
-	data   []byte
-	mu     sync.Mutex
-	short  int   // when > 0, every read returns at most this many bytes
-	failAt int64 // a read covering this offset fails with failErr (-1: never)
-	failEr error
-	trunc  int64 // when > 0, reads see the file as this long (it shrank)
-	closed bool
-}
-
-func newMem(data []byte) *memFile { return &memFile{name: "mem.raw", data: data, failAt: -1} }
-
-func (m *memFile) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.failAt >= 0 && off <= m.failAt && m.failAt < off+int64(len(p)) {
-		return 0, m.failEr
-	}
-	size := int64(len(m.data))
-	if m.trunc > 0 {
-		size = m.trunc
-	}
-	if off >= size {
-		return 0, io.EOF
-	}
-	n := copy(p, m.data[off:size])
-	if m.short > 0 && n > m.short {
-		n = m.short
-		return n, nil
-	}
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-func (m *memFile) Close() error   { m.closed = true; return nil }
-func (m *memFile) Name() string   { return m.name }
-func (m *memFile) Size() int64    { return int64(len(m.data)) }
-func (m *memFile) Direct() bool   { return false }
-func (m *memFile) BlockSize() int { return 0 }
-
 func randomBytes(n int, seed uint64) []byte {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	b := make([]byte, n)
@@ -89,7 +46,7 @@ func batchRanges(size, n int64) []Range {
 	return rs
 }
 
-func drain(t *testing.T, r *Reader, f *memFile, rs []Range) {
+func drain(t *testing.T, r *Reader, f *MemFile, rs []Range) {
 	t.Helper()
 	for i, want := range rs {
 		b, err := r.Next()
@@ -99,7 +56,7 @@ func drain(t *testing.T, r *Reader, f *memFile, rs []Range) {
 		if b.Seq != int64(i) || b.Range != want {
 			t.Fatalf("range %d: got seq %d %+v", i, b.Seq, b.Range)
 		}
-		if !bytes.Equal(b.Data, f.data[want.Off:want.Off+want.Len]) {
+		if !bytes.Equal(b.Data, f.Data[want.Off:want.Off+want.Len]) {
 			t.Fatalf("range %d: wrong bytes", i)
 		}
 		r.Release(b)
@@ -111,7 +68,7 @@ func drain(t *testing.T, r *Reader, f *memFile, rs []Range) {
 
 func TestReaderOrderAndBytes(t *testing.T) {
 	size := 1<<20 + 12345 // not a multiple of any block size
-	f := newMem(randomBytes(size, 1))
+	f := NewMemFile("mem.raw", randomBytes(size, 1))
 	for _, p := range []Params{
 		{NumThreads: 1, IODepth: 1, NumBatchesPerThread: 1, IOBlockSize: 4096},
 		{NumThreads: 4, IODepth: 4, NumBatchesPerThread: 2, IOBlockSize: 1000, IOAlignment: 512},
@@ -140,8 +97,8 @@ func TestReaderOrderAndBytes(t *testing.T) {
 }
 
 func TestShortReadsAreRetried(t *testing.T) {
-	f := newMem(randomBytes(100000, 2))
-	f.short = 77
+	f := NewMemFile("mem.raw", randomBytes(100000, 2))
+	f.Short = 77
 	rs := batchRanges(100000, 9000)
 	r, err := NewReader(f, ranges(rs), 9000, Params{NumThreads: 2, IODepth: 3, IOBlockSize: 4096})
 	if err != nil {
@@ -157,16 +114,16 @@ func TestShortReadsAreRetried(t *testing.T) {
 func TestErrorsNameFileAndOffset(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		setup  func(*memFile)
+		setup  func(*MemFile)
 		sent   error
 		offset int64
 	}{
-		{"EIO", func(m *memFile) { m.failAt, m.failEr = 50000, syscall.EIO }, syscall.EIO, 48128},
-		{"file shrank", func(m *memFile) { m.trunc = 70000 }, io.ErrUnexpectedEOF, 70000},
-		{"short then EOF", func(m *memFile) { m.trunc = 70001; m.short = 1000 }, io.ErrUnexpectedEOF, 70001},
+		{"EIO", func(m *MemFile) { m.FailAt, m.FailErr = 50000, syscall.EIO }, syscall.EIO, 48128},
+		{"file shrank", func(m *MemFile) { m.Trunc = 70000 }, io.ErrUnexpectedEOF, 70000},
+		{"short then EOF", func(m *MemFile) { m.Trunc = 70001; m.Short = 1000 }, io.ErrUnexpectedEOF, 70001},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newMem(randomBytes(100000, 3))
+			f := NewMemFile("mem.raw", randomBytes(100000, 3))
 			tc.setup(f)
 			rs := batchRanges(100000, 10000)
 			r, err := NewReader(f, ranges(rs), 10000, Params{NumThreads: 2, IODepth: 2, IOBlockSize: 4096})
@@ -192,7 +149,7 @@ func TestErrorsNameFileAndOffset(t *testing.T) {
 }
 
 func TestRangeOutsideFile(t *testing.T) {
-	f := newMem(randomBytes(1000, 4))
+	f := NewMemFile("mem.raw", randomBytes(1000, 4))
 	r, _ := NewReader(f, ranges([]Range{{0, 500}, {900, 200}}), 500, Params{})
 	defer r.Close()
 	b, err := r.Next()
@@ -207,7 +164,7 @@ func TestRangeOutsideFile(t *testing.T) {
 
 func TestNoGoroutineOutlivesClose(t *testing.T) {
 	base := runtime.NumGoroutine()
-	f := newMem(randomBytes(1<<20, 5))
+	f := NewMemFile("mem.raw", randomBytes(1<<20, 5))
 	endless := func() (Range, bool) { return Range{0, 1 << 20}, true }
 	for i := 0; i < 5; i++ {
 		r, err := NewReader(f, endless, 1<<20, Params{NumThreads: 4, IODepth: 4, IOBlockSize: 8192})
@@ -226,7 +183,7 @@ func TestNoGoroutineOutlivesClose(t *testing.T) {
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if !f.closed {
+		if !f.Closed() {
 			t.Fatal("Close did not close the file")
 		}
 	}
@@ -316,7 +273,7 @@ func BenchmarkReader(b *testing.B) {
 // buffer; then Get past the end gives io.EOF.
 func TestGetManyConsumers(t *testing.T) {
 	size := 3<<20 + 777
-	f := newMem(randomBytes(size, 9))
+	f := NewMemFile("mem.raw", randomBytes(size, 9))
 	for _, consumers := range []int{1, 3, 8} {
 		rs := batchRanges(int64(size), 50000)
 		r, err := NewReader(f, ranges(rs), 50000, Params{NumThreads: 2, IODepth: 3, NumBatchesPerThread: 2, IOBlockSize: 4096})
@@ -336,7 +293,7 @@ func TestGetManyConsumers(t *testing.T) {
 						return
 					}
 					want := rs[seq]
-					if b.Seq != seq || b.Range != want || !bytes.Equal(b.Data, f.data[want.Off:want.Off+want.Len]) {
+					if b.Seq != seq || b.Range != want || !bytes.Equal(b.Data, f.Data[want.Off:want.Off+want.Len]) {
 						errs <- fmt.Errorf("seq %d: got seq %d %+v or wrong bytes", seq, b.Seq, b.Range)
 						return
 					}
@@ -363,7 +320,7 @@ func TestGetManyConsumers(t *testing.T) {
 // 0 is never taken); they must return ErrClosed.
 func TestCloseWakesGet(t *testing.T) {
 	base := runtime.NumGoroutine()
-	f := newMem(randomBytes(1<<20, 10))
+	f := NewMemFile("mem.raw", randomBytes(1<<20, 10))
 	endless := func() (Range, bool) { return Range{0, 4096}, true }
 	r, err := NewReader(f, endless, 4096, Params{NumThreads: 2, IODepth: 2, NumBatchesPerThread: 2})
 	if err != nil {
@@ -407,7 +364,7 @@ func TestCloseWakesGet(t *testing.T) {
 // TestNoAllocPerRange checks that reading a range allocates nothing in
 // steady state (no channel or closure per range).
 func TestNoAllocPerRange(t *testing.T) {
-	f := newMem(randomBytes(1<<20, 11))
+	f := NewMemFile("mem.raw", randomBytes(1<<20, 11))
 	endless := func() (Range, bool) { return Range{4096, 65536}, true }
 	r, err := NewReader(f, endless, 65536, Params{NumThreads: 2, IODepth: 2, IOBlockSize: 8192})
 	if err != nil {

@@ -186,22 +186,28 @@ func (v *run) normFile(path string, decs map[norm.CheckMode]*norm.Decoder, b *fo
 		return
 	}
 	eof := false
+	// refill moves the unread bytes to the front of buf and reads after
+	// them; false after an I/O error (reported).
+	refill := func() bool {
+		copy(buf, buf[lo:hi])
+		hi -= lo
+		lo = 0
+		k, err := io.ReadFull(f, buf[hi:])
+		hi += k
+		fileOff += int64(k)
+		v.progress(int64(k))
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			eof = true
+		} else if err != nil {
+			r.add(KindIO, path, fileOff, rec, "%v", err)
+			return false
+		}
+		return true
+	}
 	recOff := make([]int64, normBatch)
 	for rec < h.NumRecords {
-		if !eof && (hi-lo < len(buf)/2 || hi-lo < int(minRec)+norm.FrameOverhead) {
-			copy(buf, buf[lo:hi])
-			hi -= lo
-			lo = 0
-			k, err := io.ReadFull(f, buf[hi:])
-			hi += k
-			fileOff += int64(k)
-			v.progress(int64(k))
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				eof = true
-			} else if err != nil {
-				r.add(KindIO, path, fileOff, rec, "%v", err)
-				return
-			}
+		if !eof && (hi-lo < len(buf)/2 || hi-lo < int(minRec)+norm.FrameOverhead) && !refill() {
+			return
 		}
 		b.SetLen(0)
 		limit := int(min(h.NumRecords-rec, math.MaxInt32))
@@ -273,18 +279,7 @@ func (v *run) normFile(path string, decs map[norm.CheckMode]*norm.Decoder, b *fo
 				lo = 0
 				buf = nb
 			default:
-				// Refill on the next iteration.
-				copy(buf, buf[lo:hi])
-				hi -= lo
-				lo = 0
-				k, err := io.ReadFull(f, buf[hi:])
-				hi += k
-				fileOff += int64(k)
-				v.progress(int64(k))
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
-					eof = true
-				} else if err != nil {
-					r.add(KindIO, path, fileOff, rec, "%v", err)
+				if !refill() {
 					return
 				}
 			}

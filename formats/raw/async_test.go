@@ -18,53 +18,6 @@ import (
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 )
 
-// faultFile is an in-memory asyncio.File whose reads can be cut short,
-// failed, or see a file that shrank after it was opened.
-type faultFile struct {
-	name   string
-	data   []byte
-	mu     sync.Mutex
-	short  int   // when > 0, every read returns at most this many bytes
-	failAt int64 // a read covering this offset fails with failEr (-1: never)
-	failEr error
-	trunc  int64 // when > 0, reads see the file as this long
-	closed bool
-	reads  int
-}
-
-func newFault(name string, data []byte) *faultFile {
-	return &faultFile{name: name, data: data, failAt: -1}
-}
-
-func (m *faultFile) ReadAt(p []byte, off int64) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.reads++
-	if m.failAt >= 0 && off <= m.failAt && m.failAt < off+int64(len(p)) {
-		return 0, m.failEr
-	}
-	size := int64(len(m.data))
-	if m.trunc > 0 {
-		size = m.trunc
-	}
-	if off >= size {
-		return 0, io.EOF
-	}
-	n := copy(p, m.data[off:size])
-	if m.short > 0 && n > m.short {
-		return m.short, nil
-	}
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-func (m *faultFile) Close() error   { m.mu.Lock(); m.closed = true; m.mu.Unlock(); return nil }
-func (m *faultFile) Name() string   { return m.name }
-func (m *faultFile) Size() int64    { return int64(len(m.data)) }
-func (m *faultFile) Direct() bool   { return false }
-func (m *faultFile) BlockSize() int { return 0 }
-
 // asyncParams are engine settings with odd block sizes, thread counts and
 // depths, and decode worker counts.
 var asyncParams = []struct {
@@ -302,8 +255,8 @@ func TestAsyncFaults(t *testing.T) {
 		o.BatchSize, o.Workers = 16, workers
 
 		// Short reads are retried; the data stays exact.
-		f := newFault(name, data)
-		f.short = 77
+		f := asyncio.NewMemFile(name, data)
+		f.Short = 77
 		r, err := NewAsyncReader(f, &d.Schema, o)
 		if err != nil {
 			t.Fatal(err)
@@ -316,11 +269,11 @@ func TestAsyncFaults(t *testing.T) {
 			t.Fatalf("short reads: %s", diff)
 		}
 		r.Close()
-		if !f.closed {
+		if !f.Closed() {
 			t.Fatal("Close did not close the file")
 		}
-		if f.reads < len(data)/77 {
-			t.Fatalf("%d reads for %d bytes cut at 77", f.reads, len(data))
+		if f.Reads() < len(data)/77 {
+			t.Fatalf("%d reads for %d bytes cut at 77", f.Reads(), len(data))
 		}
 
 		// EIO at a byte in batch 5: batches 0-4 come, then the error,
@@ -334,8 +287,8 @@ func TestAsyncFaults(t *testing.T) {
 			t.Fatalf("sample size %d too small for the test", ss)
 		}
 		blockOff := start5 + (failAt-start5)/1024*1024
-		f = newFault(name, data)
-		f.failAt, f.failEr = failAt, syscall.EIO
+		f = asyncio.NewMemFile(name, data)
+		f.FailAt, f.FailErr = failAt, syscall.EIO
 		r, err = NewAsyncReader(f, &d.Schema, o)
 		if err != nil {
 			t.Fatal(err)
@@ -360,8 +313,8 @@ func TestAsyncFaults(t *testing.T) {
 
 		// The file shrank after opening: premature EOF at the cut.
 		cut := int64(9*16*ss + 5*ss + 100)
-		f = newFault(name, data)
-		f.trunc = cut
+		f = asyncio.NewMemFile(name, data)
+		f.Trunc = cut
 		r, err = NewAsyncReader(f, &d.Schema, o)
 		if err != nil {
 			t.Fatal(err)
@@ -395,12 +348,12 @@ func TestAsyncOpenErrors(t *testing.T) {
 	o.BatchSize = 8
 
 	_, serr := NewReader(nil, int64(len(data)-1), "/x.raw", &d.Schema, Options{Options: o.Options, Layout: c.layout})
-	_, aerr := NewAsyncReader(newFault("/x.raw", data[:len(data)-1]), &d.Schema, o)
+	_, aerr := NewAsyncReader(asyncio.NewMemFile("/x.raw", data[:len(data)-1]), &d.Schema, o)
 	if !errors.Is(aerr, formats.ErrSize) || serr == nil || aerr.Error() != serr.Error() {
 		t.Fatalf("size not a multiple: async %v, sync %v", aerr, serr)
 	}
 
-	f := newFault("/empty.raw", nil)
+	f := asyncio.NewMemFile("/empty.raw", nil)
 	r, err := NewAsyncReader(f, &d.Schema, o)
 	if err != nil {
 		t.Fatal(err)
@@ -409,16 +362,16 @@ func TestAsyncOpenErrors(t *testing.T) {
 		t.Fatalf("empty file: %v", err)
 	}
 	r.Close()
-	if !f.closed {
+	if !f.Closed() {
 		t.Fatal("Close did not close the empty file")
 	}
 	o.Repeat = true
-	if _, err := NewAsyncReader(newFault("/empty.raw", nil), &d.Schema, o); !errors.Is(err, formats.ErrSize) {
+	if _, err := NewAsyncReader(asyncio.NewMemFile("/empty.raw", nil), &d.Schema, o); !errors.Is(err, formats.ErrSize) {
 		t.Fatalf("repeating an empty file: %v", err)
 	}
 	o.Repeat = false
 	o.Async.IOAlignment = 1000
-	if _, err := NewAsyncReader(newFault("/x.raw", data), &d.Schema, o); err == nil {
+	if _, err := NewAsyncReader(asyncio.NewMemFile("/x.raw", data), &d.Schema, o); err == nil {
 		t.Fatal("io_alignment 1000 accepted")
 	}
 	o.Async.IOAlignment = 0
@@ -426,7 +379,7 @@ func TestAsyncOpenErrors(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 
-	r, err = NewAsyncReader(newFault("/x.raw", data), &d.Schema, o)
+	r, err = NewAsyncReader(asyncio.NewMemFile("/x.raw", data), &d.Schema, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,9 +406,9 @@ func TestAsyncCloseStopsGoroutines(t *testing.T) {
 			for reads := 0; reads < 4; reads++ {
 				o := AsyncOptions{Layout: c.layout, Async: asyncio.Params{NumThreads: 3, IODepth: 2, IOBlockSize: 512}}
 				o.BatchSize, o.Workers, o.Repeat = 8, workers, repeat
-				f := newFault("/x.raw", data)
+				f := asyncio.NewMemFile("/x.raw", data)
 				if reads == 3 {
-					f.failAt, f.failEr = 8*int64(len(data))/10, syscall.EIO
+					f.FailAt, f.FailErr = 8*int64(len(data))/10, syscall.EIO
 				}
 				r, err := NewAsyncReader(f, &d.Schema, o)
 				if err != nil {
@@ -700,29 +653,6 @@ func TestAsyncKeyRange(t *testing.T) {
 	}
 }
 
-// jitterFile reads an in-memory file with a random delay before each read,
-// so that blocks and ranges complete out of order.
-type jitterFile struct {
-	faultFile
-	mu  sync.Mutex
-	rng *rand.Rand
-}
-
-func (j *jitterFile) ReadAt(p []byte, off int64) (int, error) {
-	j.mu.Lock()
-	d := time.Duration(j.rng.IntN(300)) * time.Microsecond
-	j.mu.Unlock()
-	time.Sleep(d)
-	if off >= int64(len(j.data)) {
-		return 0, io.EOF
-	}
-	n := copy(p, j.data[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
-}
-
 // TestAsyncManyWorkersOutOfOrder reads with more decode workers than ring
 // slots minus two and I/O that completes in random order, through Read and
 // Next, in epoch and shuffled repeat mode, and compares with the sync
@@ -753,7 +683,14 @@ func TestAsyncManyWorkersOutOfOrder(t *testing.T) {
 			ao := AsyncOptions{Layout: c.layout, Async: asyncio.Params{NumThreads: 4, IODepth: 3, IOBlockSize: 512, NumBatchesPerThread: 3}}
 			ao.Options = o.Options
 			ao.Workers = 8
-			f := &jitterFile{faultFile: faultFile{name: "/j.raw", data: data, failAt: -1}, rng: rand.New(rand.NewPCG(3, 4))}
+			f := asyncio.NewMemFile("/j.raw", data)
+			var mu sync.Mutex
+			rng := rand.New(rand.NewPCG(3, 4))
+			f.Delay = func() time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Duration(rng.IntN(300)) * time.Microsecond
+			}
 			ar, err := NewAsyncReader(f, &d.Schema, ao)
 			if err != nil {
 				t.Fatal(err)

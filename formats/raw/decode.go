@@ -124,6 +124,18 @@ func (d *Decoder) compatible(b *formats.Batch) error {
 	return nil
 }
 
+// fits checks that b can receive a batch of bsize samples from d: a
+// compatible schema and enough capacity (what both readers' Read require).
+func (d *Decoder) fits(b *formats.Batch, bsize int) error {
+	if err := d.compatible(b); err != nil {
+		return err
+	}
+	if b.Cap() < bsize {
+		return fmt.Errorf("ctrkit/formats/raw: batch capacity %d below batch size %d", b.Cap(), bsize)
+	}
+	return nil
+}
+
 // Decode appends the len(src)/SampleSize samples of src to b, starting at
 // sample b.N, and sets b.N accordingly. src must hold whole samples; its
 // first sample is record firstRecord of the file path and starts at byte

@@ -3,7 +3,6 @@ package raw
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -208,11 +207,8 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
-	if err := r.dec.compatible(b); err != nil {
+	if err := r.dec.fits(b, r.bsize); err != nil {
 		return 0, err
-	}
-	if b.Cap() < r.bsize {
-		return 0, fmt.Errorf("ctrkit/formats/raw: batch capacity %d below batch size %d", b.Cap(), r.bsize)
 	}
 	if r.pipe != nil {
 		return r.pipe.next(r, b)
