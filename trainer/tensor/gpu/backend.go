@@ -1,0 +1,360 @@
+// Package gpu is the CUDA implementation of tensor.Backend: every operation
+// of the trainer runs on an NVIDIA GPU, launched asynchronously on one
+// stream, with the errors of data-dependent kernels (a key outside its slot,
+// a full hash table) recorded on the device and reported at the next
+// synchronisation, as tensor's execution model specifies.
+//
+// Floating-point tensors are Float32 (Float64 is the CPU reference's type
+// and is refused with ErrDType); integer tensors are Int32, Int64 and
+// Uint32. GEMMs run through cuBLAS in the arithmetic Options.Math selects
+// (FP32, TF32 or BF16 tensor cores); everything else is ctrkit's own
+// kernels (kernels/*.cu, compiled by NVRTC for the device and cached on
+// disk, see package cuda).
+//
+// A Backend is a stream: use it from one goroutine at a time. Its CUDA calls
+// run on the device's own goroutine (cuda.Device.Do).
+package gpu
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"unsafe"
+
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+//go:embed kernels/*.cu kernels/*.cuh
+var kernelFS embed.FS
+
+// Options configure a GPU backend. The zero value uses device 0 in FP32.
+type Options struct {
+	// Device is the CUDA ordinal.
+	Device int
+	// Math is the GEMM arithmetic (cuda.FP32, TF32, BF16).
+	Math cuda.Math
+	// Debug synchronises after every operation, so a failing kernel is
+	// named by the operation that launched it.
+	Debug bool
+}
+
+// Validate reports an invalid option.
+func (o Options) Validate() error {
+	if o.Device < 0 {
+		return fmt.Errorf("gpu: Device %d < 0", o.Device)
+	}
+	if o.Math > cuda.BF16 {
+		return fmt.Errorf("gpu: unknown Math %d", o.Math)
+	}
+	return nil
+}
+
+// Backend is the CUDA tensor.Backend.
+type Backend struct {
+	dev   *cuda.Device
+	own   bool // dev opened by New, closed by Close
+	opts  Options
+	err   error
+	op    string // the operation being issued (for errors)
+	s     cuda.Stream
+	mod   cuda.Module
+	fns   map[string]cuda.Func
+	flag  cuda.Ptr // u64[4] device error record
+	ws    cuda.Ptr // workspace for one operation's temporaries
+	wsLen int
+	host  []byte // pinned staging for Upload/Download
+	sms   int
+}
+
+var _ tensor.Backend = (*Backend)(nil)
+
+// New opens device o.Device and compiles the kernels. The error wraps
+// cuda.ErrNoDriver when there is no usable GPU.
+func New(o Options) (*Backend, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	dev, err := cuda.Open(o.Device)
+	if err != nil {
+		return nil, err
+	}
+	be, err := NewOnDevice(dev, o)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	be.own = true
+	return be, nil
+}
+
+// NewOnDevice makes a backend on an open device (which it does not close).
+func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	src, err := Source()
+	if err != nil {
+		return nil, err
+	}
+	be := &Backend{dev: dev, opts: o, fns: map[string]cuda.Func{}, sms: dev.SMs}
+	err = dev.Do(func(c *cuda.Ctx) error {
+		var err error
+		if be.s, err = c.NewStream(); err != nil {
+			return err
+		}
+		if be.mod, err = c.Compile("ctrkit-kernels.cu", src); err != nil {
+			return err
+		}
+		if be.flag, err = c.Malloc(32); err != nil {
+			return err
+		}
+		return c.Memset8(be.flag, 0, 32, be.s)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gpu: starting on %s: %w", dev.Name, err)
+	}
+	return be, nil
+}
+
+// Source is the kernels' CUDA source as NVRTC compiles it: common.cuh, then
+// every .cu file in name order.
+func Source() (string, error) {
+	var b strings.Builder
+	head, err := kernelFS.ReadFile("kernels/common.cuh")
+	if err != nil {
+		return "", err
+	}
+	b.Write(head)
+	names, err := fs.Glob(kernelFS, "kernels/*.cu")
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s, err := kernelFS.ReadFile(n)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "\n// ---- %s ----\n", n)
+		b.Write(s)
+	}
+	return b.String(), nil
+}
+
+// Device is the backend's device.
+func (be *Backend) Device() *cuda.Device { return be.dev }
+
+// Stream is the backend's compute stream.
+func (be *Backend) Stream() cuda.Stream { return be.s }
+
+// Name returns "cuda:<ordinal>".
+func (be *Backend) Name() string { return fmt.Sprintf("cuda:%d", be.dev.Ordinal) }
+
+// Err returns the first error seen on the host (device-side errors appear
+// after Sync or Download).
+func (be *Backend) Err() error { return be.err }
+
+// Reset clears the sticky error and the device error record (for tests).
+func (be *Backend) Reset() {
+	be.err = nil
+	be.dev.Do(func(c *cuda.Ctx) error { return c.Memset8(be.flag, 0, 32, be.s) })
+}
+
+// Close waits for the stream and releases the backend (and the device when
+// New opened it).
+func (be *Backend) Close() error {
+	err := be.Sync()
+	be.dev.Do(func(c *cuda.Ctx) error {
+		if be.host != nil {
+			c.HostFree(be.host)
+		}
+		return c.DestroyStream(be.s)
+	})
+	if be.own {
+		be.dev.Close()
+	}
+	return err
+}
+
+func (be *Backend) fail(op string, err error, format string, args ...any) {
+	if be.err == nil {
+		be.err = tensor.Errorf(op, err, format, args...)
+	}
+}
+
+// do runs fn on the device goroutine unless an error is pending; a CUDA
+// failure becomes the sticky error, attributed to op.
+func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
+	if be.err != nil {
+		return
+	}
+	be.op = op
+	err := be.dev.Do(func(c *cuda.Ctx) error {
+		if err := fn(c); err != nil {
+			return err
+		}
+		if be.opts.Debug {
+			return c.StreamSync(be.s)
+		}
+		return nil
+	})
+	if err != nil && be.err == nil {
+		be.err = &tensor.OpError{Op: op, Detail: err.Error(), Err: deviceErr(err)}
+	}
+}
+
+func deviceErr(err error) error {
+	if errors.Is(err, cuda.ErrNoDriver) || errors.Is(err, cuda.ErrClosed) {
+		return tensor.ErrNoDevice
+	}
+	return fmt.Errorf("%w: %v", tensor.ErrNoDevice, err)
+}
+
+// Sync waits for the stream and returns Err, turning a device-side error
+// record into an error.
+func (be *Backend) Sync() error {
+	if be.err != nil {
+		return be.err
+	}
+	var rec [4]uint64
+	err := be.dev.Do(func(c *cuda.Ctx) error {
+		if err := c.StreamSync(be.s); err != nil {
+			return err
+		}
+		return be.readFlag(c, &rec)
+	})
+	if err != nil {
+		be.fail("sync", tensor.ErrNoDevice, "%v", err)
+		return be.err
+	}
+	be.flagError(rec)
+	return be.err
+}
+
+func (be *Backend) readFlag(c *cuda.Ctx, rec *[4]uint64) error {
+	h, err := be.staging(c, 32)
+	if err != nil {
+		return err
+	}
+	if err := c.DtoH(unsafe.Pointer(&h[0]), be.flag, 32, be.s); err != nil {
+		return err
+	}
+	if err := c.StreamSync(be.s); err != nil {
+		return err
+	}
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&rec[0])), 32), h[:32])
+	return nil
+}
+
+// Device-side error codes and the operations that report them (the op
+// argument of report() in common.cuh).
+const (
+	errRange = 1
+	errFull  = 2
+)
+
+// Operation codes for the device error record.
+const (
+	opSlotRows = iota + 1
+	opHashLookup
+	opSoftmaxCE
+	opEmbedding
+	opSparseUpdate
+)
+
+var opNames = map[uint64]string{
+	opSlotRows: "SlotRows", opHashLookup: "HashLookup", opSoftmaxCE: "SoftmaxCE",
+	opEmbedding: "EmbeddingBag", opSparseUpdate: "SparseUpdate",
+}
+
+func (be *Backend) flagError(rec [4]uint64) {
+	if rec[0] == 0 {
+		return
+	}
+	op := opNames[rec[1]]
+	switch rec[0] {
+	case errRange:
+		be.fail(op, tensor.ErrRange, "index %d: value %d out of range", int64(rec[2]), int64(rec[3]))
+	case errFull:
+		be.fail(op, tensor.ErrTableFull, "key %d does not fit: %d rows", int64(rec[2]), int64(rec[3]))
+	default:
+		be.fail(op, tensor.ErrNoDevice, "device error record %v", rec)
+	}
+}
+
+// staging returns at least n bytes of pinned host memory owned by the
+// backend (for Upload, Download and the error record).
+func (be *Backend) staging(c *cuda.Ctx, n int) ([]byte, error) {
+	if len(be.host) >= n {
+		return be.host, nil
+	}
+	if be.host != nil {
+		if err := c.StreamSync(be.s); err != nil {
+			return nil, err
+		}
+		c.HostFree(be.host)
+		be.host = nil
+	}
+	h, err := c.HostAlloc(max(n, 1<<20))
+	if err != nil {
+		return nil, err
+	}
+	be.host = h
+	return h, nil
+}
+
+// workspace returns at least n bytes of device memory for one operation's
+// temporaries; the next operation may reuse it (stream order makes that
+// safe).
+func (be *Backend) workspace(c *cuda.Ctx, n int) (cuda.Ptr, error) {
+	if n <= be.wsLen {
+		return be.ws, nil
+	}
+	if be.ws != 0 {
+		c.Free(be.ws)
+	}
+	n = max(n, 2*be.wsLen, 1<<20)
+	p, err := c.Malloc(n)
+	if err != nil {
+		be.ws, be.wsLen = 0, 0
+		return 0, err
+	}
+	be.ws, be.wsLen = p, n
+	return p, nil
+}
+
+// fn returns a kernel of the module by name.
+func (be *Backend) fn(c *cuda.Ctx, name string) (cuda.Func, error) {
+	if f, ok := be.fns[name]; ok {
+		return f, nil
+	}
+	f, err := c.Func(be.mod, name)
+	if err != nil {
+		return 0, err
+	}
+	be.fns[name] = f
+	return f, nil
+}
+
+// launch1 runs kernel name over n elements with 256-thread blocks and a
+// grid-stride loop (at most 32 blocks per SM).
+func (be *Backend) launch1(c *cuda.Ctx, name string, n int, args ...any) error {
+	blocks := min((n+255)/256, be.sms*32)
+	return be.launch(c, name, cuda.D1(max(blocks, 1)), cuda.D1(256), 0, args...)
+}
+
+// launch runs kernel name with an explicit shape.
+func (be *Backend) launch(c *cuda.Ctx, name string, grid, block cuda.Dim3, shmem int, args ...any) error {
+	f, err := be.fn(c, name)
+	if err != nil {
+		return err
+	}
+	if err := c.Launch(f, grid, block, shmem, be.s, args...); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}

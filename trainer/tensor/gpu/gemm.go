@@ -1,0 +1,67 @@
+package gpu
+
+import (
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// Gemm: C = alpha·op(A)·op(B) + beta·C in row-major. cuBLAS is
+// column-major, and a row-major matrix is its transpose in column-major, so
+// the call computes Cᵀ = op(B)ᵀ·op(A)ᵀ: operands swapped, same transposes.
+func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor) {
+	m, k, n, ok := be.gemmShape("gemm", transA, transB, a, b, c)
+	if !ok || m == 0 || n == 0 {
+		return
+	}
+	be.do("gemm", func(x *cuda.Ctx) error {
+		return x.Gemm(be.s, be.opts.Math, transB, transA, n, m, k, float32(alpha),
+			Ptr(b), b.Cols(), Ptr(a), a.Cols(), float32(beta), Ptr(c), n)
+	})
+}
+
+// GemmBiasAct: y = act(x·W + bias) in one cuBLASLt call (the fused
+// InnerProduct forward) for Identity and ReLU; other activations fall back
+// to Gemm then BiasAct. It reports whether the fused path ran.
+func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor) bool {
+	if a != tensor.Identity && a != tensor.ReLU {
+		return false
+	}
+	m, k, n, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
+	if !ok || !be.floats("gemm_bias_act", bias) || !be.want("gemm_bias_act", bias, tensor.Float32, n) {
+		return true
+	}
+	if m == 0 || n == 0 {
+		return true
+	}
+	epi := cuda.EpilogueBias
+	if a == tensor.ReLU {
+		epi = cuda.EpilogueReLUBias
+	}
+	be.do("gemm_bias_act", func(c *cuda.Ctx) error {
+		return c.LtMatmul(be.s, be.opts.Math, false, false, n, m, k, 1, Ptr(w), n, Ptr(x), k, 0, Ptr(y), n, epi, Ptr(bias))
+	})
+	return true
+}
+
+func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tensor) (m, k, n int, ok bool) {
+	if !be.floats(op, a, b, c) {
+		return 0, 0, 0, false
+	}
+	m, k = a.Rows(), a.Cols()
+	if transA {
+		m, k = k, m
+	}
+	kb, n := b.Rows(), b.Cols()
+	if transB {
+		kb, n = n, kb
+	}
+	if k != kb || c.Rows() != m || c.Cols() != n {
+		be.fail(op, tensor.ErrShape, "%v × %v → %v (transA %v, transB %v)", a, b, c, transA, transB)
+		return 0, 0, 0, false
+	}
+	if Ptr(c) == Ptr(a) || Ptr(c) == Ptr(b) {
+		be.fail(op, tensor.ErrShape, "C aliases an operand")
+		return 0, 0, 0, false
+	}
+	return m, k, n, true
+}
