@@ -3,7 +3,7 @@ GO      ?= go
 PKG     ?= ./...
 FUZZTIME ?= 5m
 
-.PHONY: help build test ci bench fuzz gpu clean
+.PHONY: help build test ci bench fuzz gpu kernels-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -29,9 +29,17 @@ fuzz: ## fuzz every decoder for FUZZTIME each (default 5m)
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadVocab$$' -fuzztime $(FUZZTIME) ./formats/criteo
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./trainer/graph
 
-gpu: ## build ctrkit and the GPU test binaries into .gpu/ for the GPU machine
+gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the GPU machine
 	mkdir -p .gpu
-	CGO_ENABLED=0 $(GO) build -o .gpu/ctrkit ./cmd/ctrkit
+	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o .gpu/ctrkit ./cmd/ctrkit
+	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/gpu.test ./trainer/tensor/gpu
+	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/model.test ./trainer/model
+	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test  # the device tool carries 64 MiB
+	cp scripts/gpu_check.sh .gpu/
+	-cp ../shared/anchors/pytorch_dlrm.py .gpu/
+
+kernels-check: ## syntax-check the CUDA kernels with the host C++ compiler (no CUDA needed)
+	trainer/tensor/gpu/check_kernels.sh
 
 clean: ## remove build outputs
 	rm -rf ctrkit .gpu

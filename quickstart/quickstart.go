@@ -34,6 +34,9 @@ type Options struct {
 	Epochs int
 	// Seed of the generator and the model (default 1).
 	Seed uint64
+	// Device trains on: auto (default: the GPU when a CUDA driver loads),
+	// gpu, gpu:N or cpu.
+	Device string
 }
 
 // DatasetParams are the generator parameters of the quickstart's dataset in
@@ -131,9 +134,13 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 		rr.Samples, rr.SamplesPerSecond/1e6, rr.FileBytesPerSecond/1e6, rr.CPUPercent)
 
 	// 4. Train.
-	res.Backend = "cpu"
+	be, err := model.OpenBackend(o.Device, graph.Solver{}, w)
+	if err != nil {
+		return nil, err
+	}
+	defer model.CloseBackend(be)
+	res.Backend = be.Name()
 	fmt.Fprintf(w, "4. train: a small DLRM (embeddings 16 wide, MLPs at 1/8 of SPEC §9's widths) for %d epochs on the %s backend\n", o.Epochs, res.Backend)
-	fmt.Fprintf(w, "   (the CUDA backend is not built yet: training runs on the CPU)\n")
 	opt := graph.DefaultOptimizer()
 	opt.LearningRate = 0.02
 	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: p.DenseDim, SlotSizes: p.SlotSizeArray, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
@@ -148,7 +155,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	src := model.Source{Format: "Norm", Path: p.Source, Check: "Sum"}
 	eval := src
 	eval.Path = p.EvalSource
-	job := model.Job{Config: cfg, Solver: *s, Optimizer: opt, Train: src, Eval: eval}
+	job := model.Job{Config: cfg, Solver: *s, Optimizer: opt, Train: src, Eval: eval, Backend: be}
 	t0 := time.Now()
 	m, fit, err := model.Train(ctx, job, model.TrainOutput{Log: io.Discard})
 	if err != nil {

@@ -19,6 +19,7 @@ Example:
    ctrkit quickstart
    ctrkit quickstart --dir /tmp/qs     # keep the files to explore them`,
 		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "device", Value: "auto", Usage: "train on: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
 			&cli.StringFlag{Name: "dir", Usage: "work in `DIR` and keep the files"},
 			&cli.IntFlag{Name: "samples-per-file", Value: 65536, Usage: "samples per train file (4 train files, 1 eval)"},
 			&cli.IntFlag{Name: "epochs", Value: 1, Usage: "training epochs"},
@@ -27,6 +28,7 @@ Example:
 		Action: func(c *cli.Context) error {
 			_, err := quickstart.Run(c.Context, c.App.Writer, quickstart.Options{
 				Dir: c.String("dir"), SamplesPerFile: c.Int("samples-per-file"), Epochs: c.Int("epochs"), Seed: c.Uint64("seed"),
+				Device: c.String("device"),
 			})
 			return err
 		},

@@ -74,6 +74,9 @@ func solverFlags() []cli.Flag {
 		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
 		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
+		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
+		&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs on the GPU (the solver's enable_tf32_compute)"},
+		&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs on the GPU (the solver's use_mixed_precision)"},
 	}
 }
 
@@ -132,6 +135,12 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	}
 	if c.IsSet("i64-input-key") {
 		s.I64InputKey = c.Bool("i64-input-key")
+	}
+	if c.IsSet("tf32") {
+		s.EnableTF32 = c.Bool("tf32")
+	}
+	if c.IsSet("mixed-precision") {
+		s.UseMixedPrecision = c.Bool("mixed-precision")
 	}
 	j.Solver = *s
 	if train {
@@ -221,6 +230,9 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	} else if !train {
 		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
 	}
+	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
+		return j, nil, err
+	}
 	return j, cfg, nil
 }
 
@@ -280,6 +292,7 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer model.CloseBackend(j.Backend)
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}
@@ -320,6 +333,7 @@ func runEvaluate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer model.CloseBackend(j.Backend)
 	_, err = model.RunEvaluate(j, c.App.Writer)
 	return err
 }
@@ -329,6 +343,7 @@ func runPredict(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	defer model.CloseBackend(j.Backend)
 	n, err := model.RunPredict(j, c.String("output"))
 	if err != nil {
 		return err

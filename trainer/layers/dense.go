@@ -34,8 +34,19 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation) (*InnerPr
 }
 
 // Forward computes y.
+// FusedGemm is implemented by backends with a fused InnerProduct forward
+// (the GPU's cuBLASLt bias+ReLU epilogue): y = act(x·W + bias) in one call.
+// It reports false when it does not handle act (the layer then runs Gemm
+// and BiasAct).
+type FusedGemm interface {
+	GemmBiasAct(act tensor.Activation, x, w, bias, y tensor.Tensor) bool
+}
+
 func (l *InnerProduct) Forward(Pass) {
 	be := l.c.BE
+	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Value, l.B.Value, l.out.Value) {
+		return
+	}
 	be.Gemm(false, false, 1, l.in.Value, l.W.Value, 0, l.out.Value)
 	be.BiasAct(l.Act, 1, l.out.Value, l.out.Value, l.B.Value)
 }

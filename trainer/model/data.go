@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
@@ -23,10 +24,7 @@ type feeder struct {
 	// oneHot[k] holds the offsets to take off input k's keys (per slot of
 	// the input) when its embedding is OneHot and the reader adds offsets.
 	oneHot    [][]int64
-	hostLabel []float32
-	hostDense []float32
-	hostKeys  [][]int64
-	hostOff   [][]int32
+	host      *hostInputs // for synchronous loads (evaluation, TrainStep)
 	totalSlot int
 }
 
@@ -34,10 +32,8 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 	B := m.batch
 	f := &feeder{m: m, labelDim: g.Input.LabelDims[0], denseDim: g.Input.DenseDim}
 	f.label = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.labelDim)}
-	f.hostLabel = make([]float32, B*f.labelDim)
 	if f.denseDim > 0 {
 		f.dense = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.denseDim)}
-		f.hostDense = make([]float32, B*f.denseDim)
 	}
 	for _, s := range g.Input.Sparse {
 		c := B * s.MaxFeatures()
@@ -46,8 +42,6 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 		f.first = append(f.first, f.totalSlot)
 		f.slots = append(f.slots, s.SlotNum)
 		f.capKeys = append(f.capKeys, c)
-		f.hostKeys = append(f.hostKeys, make([]int64, max(c, 1)))
-		f.hostOff = append(f.hostOff, make([]int32, B*s.SlotNum+1))
 		f.totalSlot += s.SlotNum
 	}
 	f.oneHot = make([][]int64, len(f.inputs))
@@ -66,6 +60,10 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 			}
 		}
 	}
+	var err error
+	if f.host, err = newHostInputs(f, nil); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -81,25 +79,93 @@ func (m *Model) Schema(kt formats.KeyType) formats.Schema {
 	return s
 }
 
-// load uploads batch b (n ≤ B samples; the rest padded with empty samples).
+// load uploads batch b (n ≤ B samples; the rest padded with empty samples)
+// synchronously through the feeder's own host buffers.
 func (f *feeder) load(b *formats.Batch) error {
+	nnz, err := f.host.pack(f, b)
+	if err != nil {
+		return err
+	}
+	for k, in := range f.inputs {
+		in.NNZ = nnz[k]
+		f.m.be.Upload(in.Keys, f.host.keys[k])
+		f.m.be.Upload(in.Offsets, f.host.off[k])
+	}
+	f.m.be.Upload(f.label.Value, f.host.label)
+	if f.dense != nil {
+		f.m.be.Upload(f.dense.Value, f.host.dense)
+	}
+	return nil
+}
+
+// hostInputs are host copies of the network's inputs in their device layout
+// (keys per input with one-hot offsets removed, padded offsets).
+type hostInputs struct {
+	label, dense []float32
+	keys         [][]int64
+	off          [][]int32
+}
+
+func newHostInputs(f *feeder, alloc formats.Allocator) (*hostInputs, error) {
+	h := &hostInputs{}
+	var err error
+	if h.label, err = allocSlice[float32](alloc, f.m.batch*f.labelDim); err != nil {
+		return nil, err
+	}
+	if f.dense != nil {
+		if h.dense, err = allocSlice[float32](alloc, f.m.batch*f.denseDim); err != nil {
+			return nil, err
+		}
+	}
+	for k := range f.inputs {
+		keys, err := allocSlice[int64](alloc, max(f.capKeys[k], 1))
+		if err != nil {
+			return nil, err
+		}
+		off, err := allocSlice[int32](alloc, f.m.batch*f.slots[k]+1)
+		if err != nil {
+			return nil, err
+		}
+		h.keys = append(h.keys, keys)
+		h.off = append(h.off, off)
+	}
+	return h, nil
+}
+
+// allocSlice returns n elements of T from alloc (Go heap when nil).
+func allocSlice[T any](alloc formats.Allocator, n int) ([]T, error) {
+	if alloc == nil {
+		return make([]T, n), nil
+	}
+	var z T
+	sz := int(unsafe.Sizeof(z))
+	b, err := alloc.Alloc(max(n*sz, sz))
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), nil
+}
+
+// pack converts batch b into h and returns each input's key count.
+func (h *hostInputs) pack(f *feeder, b *formats.Batch) ([]int, error) {
 	n, B := b.N, f.m.batch
 	if n > B {
-		return fmt.Errorf("ctrkit/trainer/model: batch of %d samples for a model of batch size %d", n, B)
+		return nil, fmt.Errorf("ctrkit/trainer/model: batch of %d samples for a model of batch size %d", n, B)
 	}
 	if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
-		return fmt.Errorf("ctrkit/trainer/model: data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
+		return nil, fmt.Errorf("ctrkit/trainer/model: data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
 			b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
 	}
-	copy(f.hostLabel, b.Labels[:n*f.labelDim])
-	clear(f.hostLabel[n*f.labelDim:])
+	copy(h.label, b.Labels[:n*f.labelDim])
+	clear(h.label[n*f.labelDim:])
 	if f.dense != nil {
-		copy(f.hostDense, b.Dense[:n*f.denseDim])
-		clear(f.hostDense[n*f.denseDim:])
+		copy(h.dense, b.Dense[:n*f.denseDim])
+		clear(h.dense[n*f.denseDim:])
 	}
 	S := f.totalSlot
-	for k, in := range f.inputs {
-		keys, off, sk, first := f.hostKeys[k], f.hostOff[k], f.slots[k], f.first[k]
+	nnz := make([]int, len(f.inputs))
+	for k := range f.inputs {
+		keys, off, sk, first := h.keys[k], h.off[k], f.slots[k], f.first[k]
 		sub := f.oneHot[k]
 		nk := 0
 		off[0] = 0
@@ -107,7 +173,7 @@ func (f *feeder) load(b *formats.Batch) error {
 			for s := 0; s < sk; s++ {
 				lo, hi := b.Offsets[i*S+first+s], b.Offsets[i*S+first+s+1]
 				if nk+int(hi-lo) > f.capKeys[k] {
-					return fmt.Errorf("ctrkit/trainer/model: sample %d of the batch has more keys than input %q allows (%d a sample)",
+					return nil, fmt.Errorf("ctrkit/trainer/model: sample %d of the batch has more keys than input %q allows (%d a sample)",
 						i, f.m.Graph.Input.Sparse[k].Top, f.capKeys[k]/B)
 				}
 				for j := lo; j < hi; j++ {
@@ -124,13 +190,7 @@ func (f *feeder) load(b *formats.Batch) error {
 		for j := n * sk; j < B*sk; j++ {
 			off[j+1] = int32(nk)
 		}
-		in.NNZ = nk
-		f.m.be.Upload(in.Keys, keys)
-		f.m.be.Upload(in.Offsets, off)
+		nnz[k] = nk
 	}
-	f.m.be.Upload(f.label.Value, f.hostLabel)
-	if f.dense != nil {
-		f.m.be.Upload(f.dense.Value, f.hostDense)
-	}
-	return nil
+	return nnz, nil
 }

@@ -25,6 +25,11 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 	if err := m.feed.load(b); err != nil {
 		return err
 	}
+	return m.step()
+}
+
+// step trains on the inputs already loaded.
+func (m *Model) step() error {
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
 	for _, e := range m.embs {
@@ -340,11 +345,11 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			r.Close()
 		}
 	}()
-	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
+	pf, err := m.newPrefetcher(r)
 	if err != nil {
 		return res, err
 	}
-	defer b.Free()
+	defer func() { pf.close() }()
 	start, lastIter := time.Now(), int64(0)
 	epoch := 0
 	evaluate := func() (bool, error) {
@@ -403,13 +408,20 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		if o.NumEpochs <= 0 && res.Iters >= int64(o.MaxIter) {
 			break
 		}
-		n, rerr := r.Read(b)
+		st := pf.next()
+		n, rerr := st.n, st.err
 		if rerr != nil && rerr != io.EOF {
+			pf.release(st)
 			return res, rerr
 		}
-		if n == m.batch {
+		if n != m.batch {
+			pf.release(st)
+		} else {
 			lr := m.LR()
-			if err := m.TrainStep(b); err != nil {
+			if err := pf.commit(st); err != nil {
+				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
+			}
+			if err := m.step(); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++
@@ -439,6 +451,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
+			pf.close()
 			r.Close()
 			r = nil
 			epoch++
@@ -454,6 +467,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				}
 			}
 			if r, err = o.OpenTrain(); err != nil {
+				return res, err
+			}
+			if pf, err = m.newPrefetcher(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == 0 && n < m.batch && o.NumEpochs <= 0 {

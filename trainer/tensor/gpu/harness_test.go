@@ -173,7 +173,7 @@ func (h *harness) Check(name string, p pair, tol float64) float64 {
 		}
 		ref := cpu.Data[float64](p.C)
 		e := RelErr(g, ref)
-		if !(e < tol) {
+		if !(e <= tol) {
 			i := worst(g, ref)
 			h.t.Errorf("%s: relative error %.3g ≥ %.0e (worst [%d]: gpu %v, ref %v)", name, e, tol, i, g[i], ref[i])
 		}

@@ -47,6 +47,7 @@ unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned l
 int atomicMax(int*, int);
 int atomicMin(int*, int);
 unsigned atomicOr(unsigned*, unsigned);
+unsigned long long atomicOr(unsigned long long*, unsigned long long);
 int atomicExch(int*, int);
 unsigned long long atomicExch(unsigned long long*, unsigned long long);
 long long atomicMax(long long*, long long);

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ctrkit/ctrkit/dataset"
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/model"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// TrainOptions configure a training-throughput run.
+type TrainOptions struct {
+	// Model is a reference model name (graph.ReferenceModels; default dlrm).
+	Model string
+	// BatchSize per step (default 65536).
+	BatchSize int
+	// Warmup steps (untimed) and timed Steps (defaults 10 and 50).
+	Warmup, Steps int
+	// VecSize overrides the embedding width (0: the model's).
+	VecSize int
+	// LearningRate of plain SGD (default 0.01, like the PyTorch anchor).
+	LearningRate float64
+	// Resident also times the model on one batch loaded once (no input
+	// pipeline), the ceiling the pipeline is compared with.
+	Resident bool
+}
+
+// TrainResult is what a training-throughput run measured.
+type TrainResult struct {
+	Backend  string            `json:"backend"`
+	Model    string            `json:"model"`
+	Batch    int               `json:"batch"`
+	Pipeline model.Throughput  `json:"pipeline"`
+	Resident *model.Throughput `json:"resident,omitempty"`
+	// PipelineLoss is 1 − pipeline/resident samples/s.
+	PipelineLoss float64 `json:"pipeline_loss"`
+}
+
+// Train builds the reference model over the dataset's shape, with a
+// one-hot embedding over d.Spec.SlotSizeArray (keys local to their slot;
+// the embedding adds the offsets on the device), SGD, and times it on be:
+// steps fed by the input pipeline from d's files, then (Resident) steps on
+// one batch already on the device.
+func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer) (TrainResult, error) {
+	if o.Model == "" {
+		o.Model = "dlrm"
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 65536
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 10
+	}
+	if o.Steps <= 0 {
+		o.Steps = 50
+	}
+	if o.LearningRate == 0 {
+		o.LearningRate = 0.01
+	}
+	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize}
+	sizes := d.Spec.SlotSizeArray
+	if len(sizes) != d.Schema.NumSlots() {
+		return res, fmt.Errorf("bench train: give the slot sizes (%d slots, %d sizes)", d.Schema.NumSlots(), len(sizes))
+	}
+	if d.Spec.Offsets {
+		return res, fmt.Errorf("bench train: read keys without slot offsets (the one-hot embedding adds them)")
+	}
+	opt := graph.DefaultOptimizer()
+	opt.Type, opt.LearningRate, opt.WarmupSteps = "SGD", float32(o.LearningRate), 0
+	cfg, err := graph.Reference(o.Model, graph.RefOptions{DenseDim: d.Schema.DenseDim, SlotSizes: sizes,
+		VecSize: o.VecSize, EmbeddingType: graph.LocalizedOneHot, Optimizer: opt})
+	if err != nil {
+		return res, err
+	}
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: opt})
+	if err != nil {
+		return res, err
+	}
+	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
+	fmt.Fprintf(log, "%s on %s: batch %d, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, o.Warmup, o.Steps, d.Path)
+	if res.Pipeline, err = m.TrainThroughput(open, o.Warmup, o.Steps); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(log, "pipeline: %.3f M samples/s (%.2f ms/step), loss %.4f → %.4f\n",
+		res.Pipeline.SamplesPerSec/1e6, res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	if !o.Resident {
+		return res, nil
+	}
+	r, err := open()
+	if err != nil {
+		return res, err
+	}
+	b, err := formats.NewBatch(r.Schema(), o.BatchSize, nil)
+	if err != nil {
+		r.Close()
+		return res, err
+	}
+	defer b.Free()
+	n, err := r.Read(b)
+	r.Close()
+	if n != o.BatchSize {
+		return res, fmt.Errorf("bench train: the data holds less than one batch (%d samples): %v", n, err)
+	}
+	rt, err := m.ResidentThroughput(b, o.Warmup, o.Steps)
+	if err != nil {
+		return res, err
+	}
+	res.Resident = &rt
+	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
+	fmt.Fprintf(log, "resident: %.3f M samples/s (%.2f ms/step); the pipeline costs %.1f%%\n",
+		rt.SamplesPerSec/1e6, rt.StepMillis, 100*res.PipelineLoss)
+	return res, nil
+}

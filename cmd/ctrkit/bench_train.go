@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/bench"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/model"
+)
+
+func init() {
+	for _, c := range commands {
+		if c.Name != "bench" {
+			continue
+		}
+		c.Subcommands = append(c.Subcommands, &cli.Command{
+			Name:      "train",
+			Usage:     "time training steps of a reference model through the input pipeline, and on resident batches",
+			ArgsUsage: "PATH",
+			Description: `Builds a reference model (default DLRM: 128-wide one-hot embeddings over
+--slot-size-array, bottom MLP 512-256-128, dot interaction, top MLP 1024-1024-512-256-1,
+SGD) and trains it on PATH's shape: --warmup untimed steps, then --steps timed steps
+fed by the input pipeline (pinned batches, uploads on a copy stream), then with
+--resident the same steps on one batch already on the device. The difference is
+what the pipeline costs.
+
+Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
+   ctrkit gen --format raw --source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
+   ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
+			Flags: append(schemaFlags(false),
+				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | deepfm"},
+				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per step"},
+				&cli.IntFlag{Name: "warmup", Value: 10, Usage: "untimed steps"},
+				&cli.IntFlag{Name: "steps", Value: 50, Usage: "timed steps"},
+				&cli.IntFlag{Name: "vec-size", Usage: "embedding width (default: the model's)"},
+				&cli.Float64Flag{Name: "lr", Value: 0.01, Usage: "SGD learning rate"},
+				&cli.BoolFlag{Name: "resident", Usage: "also time steps on one batch already on the device"},
+				&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "auto | gpu | gpu:N | cpu"},
+				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
+				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+			),
+			Action: runBenchTrain,
+		})
+	}
+}
+
+func runBenchTrain(c *cli.Context) error {
+	d, err := resolveArg(c, "PATH")
+	if err != nil {
+		return err
+	}
+	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision")}
+	be, err := model.OpenBackend(c.String("device"), s, c.App.ErrWriter)
+	if err != nil {
+		return err
+	}
+	defer model.CloseBackend(be)
+	log := c.App.Writer
+	if c.Bool("json") {
+		log = c.App.ErrWriter
+	}
+	res, err := bench.Train(d, be, bench.TrainOptions{
+		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
+		VecSize: c.Int("vec-size"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"),
+	}, log)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		e := json.NewEncoder(c.App.Writer)
+		e.SetIndent("", "  ")
+		return e.Encode(res)
+	}
+	fmt.Fprintf(c.App.Writer, "%s %s batch %d: %.3f M samples/s through the pipeline\n", res.Model, res.Backend, res.Batch, res.Pipeline.SamplesPerSec/1e6)
+	return nil
+}

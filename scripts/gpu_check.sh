@@ -1,0 +1,59 @@
+#!/bin/sh
+# The GPU machine's whole check-and-measure, run from the folder that
+# `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
+# the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
+# $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
+#   sh .gpu/gpu_check.sh [tests] [quickstart] [dlrm] [planted]   (default: all)
+G=$(cd "$(dirname "$0")" && pwd)
+for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
+chmod +x "$G"/ctrkit "$G"/*.test 2>/dev/null
+OUT=${OUT:-/tmp/ctrkit-gpu}
+W=${WORK:-/tmp/ctrkit-work}
+mkdir -p "$OUT" "$W"
+export CTRKIT_REQUIRE_GPU=1 CTRKIT_KERNEL_CACHE="$W/kernels"
+stages=${*:-tests quickstart dlrm planted}
+summary="$OUT/summary.txt"
+: >"$summary"
+row() { printf '%-34s %s\n' "$1" "$2" | tee -a "$summary"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+row "gpu" "$(cat "$OUT/gpu.txt")"
+
+for s in $stages; do case $s in
+tests)
+	"$G/gpu.test" -test.v -test.count=1 >"$OUT/gpu_test.log" 2>&1
+	row "gpu parity tests (trainer/tensor/gpu)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/gpu_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/gpu_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/gpu_test.log")"
+	"$G/model.test" -test.v -test.count=1 -test.run 'GPU' >"$OUT/model_test.log" 2>&1
+	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
+	grep -h "worst relative\|relative error" "$OUT/model_test.log" "$OUT/gpu_test.log" | head -20 | tee -a "$summary"
+	;;
+quickstart)
+	( cd "$W" && /usr/bin/time -f "%e s" "$G/ctrkit" quickstart --device gpu ) >"$OUT/quickstart.log" 2>&1
+	row "quickstart --device gpu" "rc=$? $(grep -h 'eval\|train:' "$OUT/quickstart.log" | tail -2 | tr '\n' ' ')"
+	;;
+dlrm)
+	S=$(python3 -c "print(','.join(['1000000']*26))")
+	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --source "$W/dlrm.bin" --eval-source "$W/dlrm_eval.bin" \
+		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
+	for m in tf32 fp32; do
+		flag=""; [ $m = tf32 ] && flag=--tf32
+		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident \
+			--warmup 10 --steps 50 >"$OUT/dlrm_$m.log" 2>&1
+		row "ctrkit DLRM $m B=65536" "rc=$? $(grep -h 'pipeline:\|resident:' "$OUT/dlrm_$m.log" | tr '\n' ' ')"
+	done
+	if [ -f "$G/pytorch_dlrm.py" ]; then
+		python3 "$G/pytorch_dlrm.py" 65536 1000000 tf32,fp32 >"$OUT/pytorch_dlrm.log" 2>&1
+		row "pytorch DLRM B=65536" "$(tail -3 "$OUT/pytorch_dlrm.log" | tr '\n' ' ')"
+	fi
+	;;
+planted)
+	S=$(python3 -c "print(','.join(['1000']*26))")
+	[ -f "$W/planted.bin" ] || "$G/ctrkit" gen --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
+		--num-samples 10000000 --eval-num-samples 1000000 --slot-size-array "$S" --seed 7 >"$OUT/planted_gen.log" 2>&1
+	row "planted dataset" "$(grep -o 'planted AUC [0-9.]*' "$OUT/planted_gen.log")"
+	"$G/ctrkit" train --model dlrm --slot-size-array "$S" --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
+		--batchsize 8192 --num-epochs 1 --display 200 --device gpu --tf32 >"$OUT/planted_train.log" 2>&1
+	row "train planted 10^7 on GPU" "rc=$? $(grep -h 'eval iter' "$OUT/planted_train.log" | tail -1)"
+	;;
+esac; done
+echo "---- summary ----"
+cat "$summary"

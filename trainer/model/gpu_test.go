@@ -1,0 +1,148 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
+)
+
+// gpuOrSkip opens GPU 0 or skips the test when there is no CUDA driver
+// (CTRKIT_REQUIRE_GPU=1 makes that a failure, for the GPU machine's runs).
+func gpuOrSkip(t *testing.T, o gpu.Options) *gpu.Backend {
+	t.Helper()
+	be, err := gpu.New(o)
+	if err != nil {
+		if errors.Is(err, cuda.ErrNoDriver) && os.Getenv("CTRKIT_REQUIRE_GPU") == "" {
+			t.Skipf("GPU test skipped: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	return be
+}
+
+// TestGPUMatchesCPU trains DLRM and WDL for 50 steps on the same data on
+// the GPU (FP32) and on the CPU backend (float32): every step's loss must
+// agree within 1e-3 relative. The hash embeddings insert keys as they come,
+// so this also checks the device hash table's row assignment.
+func TestGPUMatchesCPU(t *testing.T) {
+	g := gpuOrSkip(t, gpu.Options{})
+	sizes := make([]int64, 26)
+	for i := range sizes {
+		sizes[i] = 2000
+	}
+	const batch, steps = 1024, 50
+	data := newPlanted(3, batch*steps, 13, sizes)
+	for _, name := range []string{"dlrm", "wdl"} {
+		t.Run(name, func(t *testing.T) {
+			opt := graph.DefaultOptimizer()
+			opt.LearningRate = 0.01
+			cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := trainLosses(t, cfg, c, data, batch, steps)
+			lg := trainLosses(t, cfg, g, data, batch, steps)
+			worst := 0.0
+			for i := range lc {
+				d := math.Abs(lg[i]-lc[i]) / math.Abs(lc[i])
+				if !(d <= 1e-3) {
+					t.Errorf("step %d: GPU loss %.7f, CPU %.7f (relative %.2e)", i+1, lg[i], lc[i], d)
+				}
+				worst = max(worst, d)
+			}
+			t.Logf("%s: %d steps, loss %.5f → %.5f, worst relative difference %.2e", name, steps, lc[0], lc[steps-1], worst)
+		})
+	}
+}
+
+func trainLosses(t *testing.T, cfg *graph.Config, be tensor.Backend, data *planted, batch, steps int) []float64 {
+	t.Helper()
+	m, err := Build(cfg, be, Options{BatchSize: batch, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := data.reader(batch)
+	b, err := formats.NewBatch(r.Schema(), batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for i := 0; i < steps; i++ {
+		if _, err := r.Read(b); err != nil && i < steps-1 {
+			t.Fatal(err)
+		}
+		if err := m.TrainStep(b); err != nil {
+			t.Fatalf("%s step %d: %v", be.Name(), i+1, err)
+		}
+		l, err := m.Loss()
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, l)
+	}
+	return losses
+}
+
+// TestGPUPipelineFit runs Fit (the prefetching, pinned, copy-stream input
+// pipeline) on the GPU and checks its losses against TrainStep's on the
+// CPU: the pipeline must deliver the same batches in the same order.
+func TestGPUPipelineFit(t *testing.T) {
+	g := gpuOrSkip(t, gpu.Options{})
+	sizes := make([]int64, 26)
+	for i := range sizes {
+		sizes[i] = 500
+	}
+	const batch, steps = 512, 20
+	data := newPlanted(5, batch*steps, 13, sizes)
+	opt := graph.DefaultOptimizer()
+	opt.LearningRate = 0.01
+	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := trainLosses(t, cfg, c, data, batch, steps)
+	m, err := Build(cfg, g, Options{BatchSize: batch, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Fit(t.Context(), FitOptions{
+		OpenTrain: func() (formats.Reader, error) { return data.reader(batch), nil },
+		MaxIter:   steps, Display: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, p := range res.History {
+		if p.Loss != nil {
+			got = append(got, *p.Loss)
+		}
+	}
+	if len(got) != steps {
+		t.Fatalf("%d losses, want %d", len(got), steps)
+	}
+	for i := range got {
+		if d := math.Abs(got[i]-want[i]) / want[i]; !(d <= 1e-3) {
+			t.Errorf("step %d: pipeline loss %.7f, CPU %.7f", i+1, got[i], want[i])
+		}
+	}
+	fmt.Fprintf(os.Stderr, "pipeline fit: %d steps match the CPU\n", steps)
+}

@@ -1,0 +1,126 @@
+package model
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// Throughput is a timed run of training steps.
+type Throughput struct {
+	Steps         int
+	Samples       int64
+	Elapsed       time.Duration
+	SamplesPerSec float64
+	StepMillis    float64
+	LossFirst     float64 // loss after the first timed step
+	LossLast      float64 // loss after the last step
+}
+
+// TrainThroughput trains warmup steps, then times steps through the input
+// pipeline (the prefetcher: read, pin, upload on the copy stream) reading
+// open's reader, reopened at its end. The clock starts and stops with the
+// backend synchronised, so it counts every step's device time.
+func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, steps int) (Throughput, error) {
+	var res Throughput
+	r, err := open()
+	if err != nil {
+		return res, err
+	}
+	pf, err := m.newPrefetcher(r)
+	if err != nil {
+		r.Close()
+		return res, err
+	}
+	defer func() {
+		pf.close()
+		r.Close()
+	}()
+	var start time.Time
+	for i := 0; i < warmup+steps; {
+		if i == warmup {
+			if err := m.be.Sync(); err != nil {
+				return res, err
+			}
+			start = time.Now()
+		}
+		st := pf.next()
+		if st.err != nil && st.err != io.EOF {
+			return res, st.err
+		}
+		if st.n == m.batch {
+			if err := pf.commit(st); err != nil {
+				return res, err
+			}
+			if err := m.step(); err != nil {
+				return res, err
+			}
+			if i == warmup {
+				if res.LossFirst, err = m.Loss(); err != nil {
+					return res, err
+				}
+			}
+			i++
+		} else {
+			pf.release(st)
+		}
+		if st.err == io.EOF {
+			pf.close()
+			r.Close()
+			if r, err = open(); err != nil {
+				return res, err
+			}
+			if pf, err = m.newPrefetcher(r); err != nil {
+				return res, err
+			}
+		}
+	}
+	return m.finish(res, start, steps)
+}
+
+// ResidentThroughput times steps on one batch loaded once: the model alone,
+// with no input pipeline (the ceiling TrainThroughput is compared with).
+func (m *Model) ResidentThroughput(b *formats.Batch, warmup, steps int) (Throughput, error) {
+	var res Throughput
+	if b.N != m.batch {
+		return res, fmt.Errorf("ctrkit/trainer/model: batch of %d samples, want %d", b.N, m.batch)
+	}
+	if err := m.feed.load(b); err != nil {
+		return res, err
+	}
+	var start time.Time
+	for i := 0; i < warmup+steps; i++ {
+		if i == warmup {
+			if err := m.be.Sync(); err != nil {
+				return res, err
+			}
+			start = time.Now()
+		}
+		if err := m.step(); err != nil {
+			return res, err
+		}
+		if i == warmup {
+			var err error
+			if res.LossFirst, err = m.Loss(); err != nil {
+				return res, err
+			}
+		}
+	}
+	return m.finish(res, start, steps)
+}
+
+func (m *Model) finish(res Throughput, start time.Time, steps int) (Throughput, error) {
+	loss, err := m.Loss() // synchronises
+	if err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	res.Steps = steps
+	res.Samples = int64(steps) * int64(m.batch)
+	res.SamplesPerSec = float64(res.Samples) / res.Elapsed.Seconds()
+	res.StepMillis = res.Elapsed.Seconds() * 1000 / float64(steps)
+	res.LossLast = loss
+	return res, nil
+}

@@ -1,0 +1,368 @@
+package gpu
+
+import (
+	"math/bits"
+
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// The dense operations (kernels/dense.cu): shape checks and error
+// sentinels follow the CPU backend (trainer/tensor/cpu ops.go, nn.go), op
+// names included.
+
+// denseSmall is 1 when every index below n fits in 32 bits, letting the
+// kernels divide in 32-bit arithmetic.
+func denseSmall(n int) int {
+	if uint64(n) <= 1<<32-1 {
+		return 1
+	}
+	return 0
+}
+
+// densePresent fails op when a required operand is absent although the
+// operation has elements to touch (the CPU backend would panic).
+func (be *Backend) densePresent(op string, n int, ts ...tensor.Tensor) bool {
+	if n == 0 {
+		return true
+	}
+	for _, t := range ts {
+		if t.IsZero() {
+			be.fail(op, tensor.ErrShape, "absent operand in %v", ts)
+			return false
+		}
+	}
+	return true
+}
+
+// AddBias: y[r,c] += bias[c].
+func (be *Backend) AddBias(y, bias tensor.Tensor) {
+	be.BiasAct(tensor.Identity, 0, y, y, bias)
+}
+
+// BiasAct: y = act(x + bias) per row; y may alias x.
+func (be *Backend) BiasAct(a tensor.Activation, alpha float64, y, x, bias tensor.Tensor) {
+	const op = "bias_act"
+	if !be.floats(op, y, x, bias) || !be.sameLen(op, y, x) {
+		return
+	}
+	if bias.Len() != x.Cols() {
+		be.fail(op, tensor.ErrShape, "bias %v for %v", bias, x)
+		return
+	}
+	n, cols := x.Len(), bias.Len()
+	if cols == 0 || n == 0 || !be.densePresent(op, n, y, x) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_bias_act", n, p(y), p(x), p(bias), int(a), float32(alpha),
+			int64(n), int64(cols), denseSmall(n))
+	})
+}
+
+// Act: y = act(x); y may alias x.
+func (be *Backend) Act(a tensor.Activation, alpha float64, y, x tensor.Tensor) {
+	const op = "act"
+	if !be.floats(op, y, x) || !be.sameLen(op, y, x) {
+		return
+	}
+	n := x.Len()
+	if n == 0 || !be.densePresent(op, n, y, x) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_act_fwd", n, p(y), p(x), int(a), float32(alpha), int64(n))
+	})
+}
+
+// ActGrad: dx = dy·act'(x), reading y for ReLU and Sigmoid, x for ELU; dx
+// may alias dy.
+func (be *Backend) ActGrad(a tensor.Activation, alpha float64, dx, dy, x, y tensor.Tensor) {
+	const op = "act_grad"
+	if !be.floats(op, dx, dy, x, y) || !be.sameLen(op, dx, dy, x, y) {
+		return
+	}
+	if (a == tensor.ELU && x.IsZero()) || ((a == tensor.ReLU || a == tensor.Sigmoid) && y.IsZero()) {
+		be.fail(op, tensor.ErrShape, "missing x (ELU) or y (ReLU, Sigmoid)")
+		return
+	}
+	n := dx.Len()
+	if n == 0 || !be.densePresent(op, n, dx, dy) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_act_grad", n, p(dx), p(dy), p(x), p(y), int(a), float32(alpha), int64(n))
+	})
+}
+
+// Axpby: dst = a·x + b·y; y may be the zero Tensor; dst may alias x or y.
+func (be *Backend) Axpby(dst tensor.Tensor, a float64, x tensor.Tensor, b float64, y tensor.Tensor) {
+	const op = "axpby"
+	if !be.floats(op, dst, x, y) || !be.sameLen(op, dst, x, y) {
+		return
+	}
+	n := dst.Len()
+	if n == 0 || !be.densePresent(op, n, dst, x) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_axpby", n, p(dst), float32(a), p(x), float32(b), p(y), int64(n))
+	})
+}
+
+// Mul: dst = beta·dst + x⊙y.
+func (be *Backend) Mul(dst tensor.Tensor, beta float64, x, y tensor.Tensor) {
+	const op = "mul"
+	if !be.floats(op, dst, x, y) || !be.sameLen(op, dst, x, y) {
+		return
+	}
+	n := dst.Len()
+	if n == 0 || !be.densePresent(op, n, dst, x, y) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_mul", n, p(dst), float32(beta), p(x), p(y), int64(n))
+	})
+}
+
+// RowScale: dst[r,c] = beta·dst[r,c] + x[r,c]·s[r].
+func (be *Backend) RowScale(dst tensor.Tensor, beta float64, x, s tensor.Tensor) {
+	const op = "row_scale"
+	if !be.floats(op, dst, x, s) || !be.sameLen(op, dst, x) {
+		return
+	}
+	if s.Len() != x.Rows() {
+		be.fail(op, tensor.ErrShape, "scale %v for %v", s, x)
+		return
+	}
+	rows, n := s.Len(), x.Len()
+	if rows == 0 || n == 0 || !be.densePresent(op, n, dst, x) {
+		return
+	}
+	cols := n / rows
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_row_scale", n, p(dst), float32(beta), p(x), p(s), int64(n), int64(cols), denseSmall(n))
+	})
+}
+
+// RowDot: dst[r] = Σ_c x[r,c]·y[r,c].
+func (be *Backend) RowDot(dst, x, y tensor.Tensor) {
+	const op = "row_dot"
+	if !be.floats(op, dst, x, y) || !be.sameLen(op, x, y) {
+		return
+	}
+	if dst.Len() != x.Rows() {
+		be.fail(op, tensor.ErrShape, "%v for %v", dst, x)
+		return
+	}
+	rows := dst.Len()
+	if rows == 0 || !be.densePresent(op, rows, dst, x, y) {
+		return
+	}
+	cols := x.Len() / rows
+	// One warp per row, 8 rows per 256-thread block.
+	blocks := min((rows+7)/8, be.sms*32)
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch(c, "dense_row_dot", cuda.D1(blocks), cuda.D1(256), 0, p(dst), p(x), p(y), int64(rows), int64(cols))
+	})
+}
+
+// ColSum: dst[c] = beta·dst[c] + Σ_r x[r,c].
+func (be *Backend) ColSum(dst tensor.Tensor, beta float64, x tensor.Tensor) {
+	const op = "col_sum"
+	if !be.floats(op, dst, x) {
+		return
+	}
+	if dst.Len() != x.Cols() {
+		be.fail(op, tensor.ErrShape, "%v for columns of %v", dst, x)
+		return
+	}
+	be.reduce(dst, beta, x, 1, x.Rows(), x.Cols(), 1)
+}
+
+// Reduce: dst[o,i] = scale·Σ_k src[o,k,i].
+func (be *Backend) Reduce(dst, src tensor.Tensor, outer, n, inner int, scale float64) {
+	be.reduce(dst, 0, src, outer, n, inner, scale)
+}
+
+// reducePlan shapes dense_reduce_part for [outer, n, inner]: TX = 2^txLog
+// columns per tile (32, or the power of two covering a narrower inner),
+// the k range cut into chunks of nPer when there are too few tiles to fill
+// the GPU (then dense_reduce_final adds the chunks' partials), TY = 2^tyLog
+// lanes per tile over k, and the number of blocks along x.
+func (be *Backend) reducePlan(outer, n, inner int) (txLog, tyLog, nPer, chunks, blocks int) {
+	const (
+		minChunk = 256 // rows per chunk, at least
+		maxTiles = 1 << 20
+	)
+	txLog = 5
+	if inner < 32 {
+		txLog = bits.Len(uint(inner - 1)) // ⌈log₂ inner⌉, 0 for inner = 1
+	}
+	tiles := outer * ((inner + 1<<txLog - 1) >> txLog)
+	target := be.sms * 8 // resident 256-thread blocks
+	chunks = 1
+	if tiles < target && n > minChunk {
+		chunks = min((target+tiles-1)/tiles, (n+minChunk-1)/minChunk, 65535)
+	}
+	nPer = max(1, (n+chunks-1)/chunks)
+	if n > 0 {
+		chunks = (n + nPer - 1) / nPer
+	}
+	// About four rows per lane, at most 256/TX lanes.
+	tyLog = min(bits.Len(uint((nPer+3)/4-1)), 8-txLog)
+	g := 256 >> (txLog + tyLog)
+	blocks = min((tiles+g-1)/g, maxTiles)
+	return txLog, tyLog, nPer, chunks, blocks
+}
+
+// reduce is Reduce with dst = beta·dst + scale·Σ (ColSum is outer 1).
+func (be *Backend) reduce(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
+	const op = "reduce"
+	if !be.floats(op, dst, src) {
+		return
+	}
+	if src.Len() != outer*n*inner || dst.Len() != outer*inner {
+		be.fail(op, tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+		return
+	}
+	m := outer * inner
+	if outer <= 0 || inner <= 0 || !be.densePresent(op, m, dst) || !be.densePresent(op, src.Len(), src) {
+		return
+	}
+	txLog, tyLog, nPer, chunks, blocks := be.reducePlan(outer, n, inner)
+	be.do(op, func(c *cuda.Ctx) error {
+		var part cuda.Ptr
+		if chunks > 1 {
+			var err error
+			if part, err = be.workspace(c, chunks*m*8); err != nil {
+				return err
+			}
+		}
+		err := be.launch(c, "dense_reduce_part", cuda.Dim3{X: blocks, Y: chunks, Z: 1}, cuda.D1(256), 0,
+			p(dst), p(src), part, int64(outer), int64(n), int64(inner), txLog, tyLog, int64(nPer), scale, beta)
+		if err != nil || chunks == 1 {
+			return err
+		}
+		return be.launch1(c, "dense_reduce_final", m, p(dst), part, int64(m), chunks, scale, beta)
+	})
+}
+
+// Broadcast: dst[o,k,i] = beta·dst[o,k,i] + scale·src[o,i].
+func (be *Backend) Broadcast(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
+	const op = "broadcast"
+	if !be.floats(op, dst, src) {
+		return
+	}
+	if dst.Len() != outer*n*inner || src.Len() != outer*inner {
+		be.fail(op, tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+		return
+	}
+	total := dst.Len()
+	if total == 0 || outer <= 0 || n <= 0 || inner <= 0 || !be.densePresent(op, total, dst, src) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_broadcast", total, p(dst), float32(beta), p(src), int64(total), int64(n),
+			int64(inner), float32(scale), denseSmall(total))
+	})
+}
+
+// CopyCols: dst[r, dc+j] = beta·dst[r, dc+j] + src[r, sc+j] for j < width.
+func (be *Backend) CopyCols(dst tensor.Tensor, dstCol int, src tensor.Tensor, srcCol, width int, beta float64) {
+	const op = "copy_cols"
+	if !be.floats(op, dst, src) {
+		return
+	}
+	if dst.Rows() != src.Rows() || dstCol < 0 || srcCol < 0 || width < 0 || dstCol+width > dst.Cols() || srcCol+width > src.Cols() {
+		be.fail(op, tensor.ErrShape, "%v[:, %d:+%d] ← %v[:, %d:+%d]", dst, dstCol, width, src, srcCol, width)
+		return
+	}
+	total := dst.Rows() * width
+	if total == 0 || !be.densePresent(op, total, dst, src) {
+		return
+	}
+	d, s := p(dst).Add(4*dstCol), p(src).Add(4*srcCol)
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_copy_cols", total, d, int64(dst.Cols()), s, int64(src.Cols()), int64(width),
+			int64(total), float32(beta), denseSmall(total))
+	})
+}
+
+// SumSquares: out[0] += scale·Σ x².
+func (be *Backend) SumSquares(out tensor.Tensor, x tensor.Tensor, scale float64) {
+	be.sumFn("sum_squares", out, x, scale, 0)
+}
+
+// SumAbs: out[0] += scale·Σ|x|.
+func (be *Backend) SumAbs(out tensor.Tensor, x tensor.Tensor, scale float64) {
+	be.sumFn("sum_abs", out, x, scale, 1)
+}
+
+// sumFn reduces x in two launches: one double partial per block of
+// dense_sum_part (at most 1024 blocks), then one block adding them in
+// order into out[0], so the result is deterministic and free of atomics.
+func (be *Backend) sumFn(op string, out, x tensor.Tensor, scale float64, absval int) {
+	if !be.floats(op, out, x) || out.Len() < 1 {
+		return
+	}
+	n := x.Len()
+	if !be.densePresent(op, n, x) {
+		return
+	}
+	parts := max(1, min((n+255)/256, 1024, be.sms*4))
+	be.do(op, func(c *cuda.Ctx) error {
+		part, err := be.workspace(c, parts*8)
+		if err != nil {
+			return err
+		}
+		if err := be.launch(c, "dense_sum_part", cuda.D1(parts), cuda.D1(256), 0, part, p(x), int64(n), absval); err != nil {
+			return err
+		}
+		return be.launch(c, "dense_sum_final", cuda.D1(1), cuda.D1(256), 0, p(out), part, parts, scale)
+	})
+}
+
+// SignAxpy: dst += a·sign(x).
+func (be *Backend) SignAxpy(dst tensor.Tensor, a float64, x tensor.Tensor) {
+	const op = "sign_axpy"
+	if !be.floats(op, dst, x) || !be.sameLen(op, dst, x) {
+		return
+	}
+	n := dst.Len()
+	if n == 0 || !be.densePresent(op, n, dst, x) {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_sign_axpy", n, p(dst), float32(a), p(x), int64(n))
+	})
+}
+
+// Dropout: y = x·keep/(1−rate), keep from tensor.PhiloxUniform ≥ rate.
+func (be *Backend) Dropout(y, x tensor.Tensor, rate float64, seed, counter uint64) {
+	be.dropout("dropout", y, x, rate, seed, counter)
+}
+
+// DropoutGrad: dx = dy·keep/(1−rate) with Dropout's mask.
+func (be *Backend) DropoutGrad(dx, dy tensor.Tensor, rate float64, seed, counter uint64) {
+	be.dropout("dropout_grad", dx, dy, rate, seed, counter)
+}
+
+func (be *Backend) dropout(op string, y, x tensor.Tensor, rate float64, seed, counter uint64) {
+	if !be.floats(op, y, x) || !be.sameLen(op, y, x) {
+		return
+	}
+	if !(rate >= 0 && rate < 1) {
+		be.fail(op, tensor.ErrShape, "rate %v outside [0,1)", rate)
+		return
+	}
+	n := x.Len()
+	if n == 0 || !be.densePresent(op, n, y, x) {
+		return
+	}
+	r := float32(rate)
+	scale := 1 / (1 - r) // in float32, as the CPU's float32 path
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "dense_dropout", (n+3)/4, p(y), p(x), int64(n), r, scale, seed, counter)
+	})
+}

@@ -1,0 +1,346 @@
+package gpu
+
+import (
+	"math"
+	"unsafe"
+
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// The embedding group (kernels/embed.cu): HashLookup, SlotRows,
+// EmbeddingBag, EmbeddingBagGrad and AUC. CSR offsets are not validated on
+// the device (the CPU checks them); the kernels clamp bag ranges to the
+// keys so bad offsets cannot fault.
+
+// EmbeddingBagGrad splits segments longer than embLong occurrences into
+// chunks of embChunk (hot rows, see embed.cu).
+const (
+	embLong  = 64
+	embChunk = 64
+)
+
+// HashLookup maps keys to rows, inserting missing keys when asked. Insert
+// is: probe (miss flags) → compaction of the missing keys → 64-bit radix
+// sort → ranks of the distinct keys by a scan of run heads → atomicCAS
+// insert at Count + rank (nothing when Count would exceed MaxRows) → Count
+// update → probe again at the missed positions. Count stays on the device.
+// The key→row map equals the CPU's; the slot layout of Keys may differ
+// (concurrent inserts).
+func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, insert bool) {
+	const op = "hash_lookup"
+	if !be.owned(op, h.Keys, h.Rows, h.Count, keys, rows) {
+		return
+	}
+	capy := h.Keys.Len()
+	if capy == 0 || capy&(capy-1) != 0 || h.Rows.Len() != capy || h.Keys.DType != tensor.Int64 ||
+		!be.want(op, h.Rows, tensor.Int32, capy) || !be.want(op, h.Count, tensor.Int32, 1) ||
+		!be.want(op, keys, tensor.Int64, 0) || !be.want(op, rows, tensor.Int32, keys.Len()) {
+		be.fail(op, tensor.ErrShape, "bad table or operands")
+		return
+	}
+	n := keys.Len()
+	if n == 0 {
+		return
+	}
+	mask := uint64(capy - 1)
+	tk, tr, cnt := p(h.Keys), p(h.Rows), p(h.Count)
+	be.do(op, func(c *cuda.Ctx) error {
+		if !insert {
+			return be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), cuda.Ptr(0), int64(n), be.flag, opHashLookup)
+		}
+		var miss, pos, upos, part cuda.Ptr
+		var srt primSort
+		err := be.primWorkspace(c, func(a *primArena) {
+			miss = a.take(4 * n)
+			pos = a.take(4 * (n + 1))
+			upos = a.take(4 * (n + 1))
+			part = a.take(4 * primScanPart(n))
+			srt = newPrimSort(a, n, true, false)
+		})
+		if err != nil {
+			return err
+		}
+		nmiss := pos.Add(4 * n) // device u32: the number of missing keys
+		if err := be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), miss, int64(n), be.flag, opHashLookup); err != nil {
+			return err
+		}
+		if err := be.scan(c, primU32, miss, pos, n, part); err != nil {
+			return err
+		}
+		if err := be.launch1(c, "emb_hash_gather", n, p(keys), miss, pos, srt.keys[0], int64(n)); err != nil {
+			return err
+		}
+		i, err := srt.run(be, c, nmiss, 64)
+		if err != nil {
+			return err
+		}
+		mk := srt.keys[i]
+		if err := be.launch1(c, "emb_hash_heads", n, mk, nmiss, upos, int64(n)); err != nil {
+			return err
+		}
+		if err := be.scan(c, primU32, upos, upos, n, part); err != nil {
+			return err
+		}
+		if err := be.launch1(c, "emb_hash_insert", n, tk, tr, mask, cnt, h.MaxRows, mk, upos, nmiss, int64(n), be.flag, opHashLookup); err != nil {
+			return err
+		}
+		if err := be.launch(c, "emb_hash_count", cuda.D1(1), cuda.D1(32), 0, cnt, upos, int64(n), be.flag); err != nil {
+			return err
+		}
+		return be.launch1(c, "emb_hash_reprobe", n, tk, tr, mask, p(keys), p(rows), int64(n))
+	})
+}
+
+// SlotRows computes one-hot rows (key + slot offset), one thread per bag;
+// a key outside its slot is ErrRange at the next Sync.
+func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.Tensor) {
+	const op = "slot_rows"
+	if !be.owned(op, rows, keys, offsets, slotOffsets, slotSizes) {
+		return
+	}
+	ns := slotOffsets.Len()
+	if !be.want(op, keys, tensor.Int64, 0) || !be.want(op, rows, tensor.Int32, keys.Len()) ||
+		!be.want(op, offsets, tensor.Int32, 1) || !be.want(op, slotOffsets, tensor.Int64, 1) ||
+		!be.want(op, slotSizes, tensor.Int64, ns) {
+		return
+	}
+	bags := offsets.Len() - 1
+	if bags%ns != 0 || (bags == 0 && keys.Len() > 0) {
+		be.fail(op, tensor.ErrShape, "%d bags for %d slots", bags, ns)
+		return
+	}
+	if bags == 0 {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "emb_slot_rows", bags, p(rows), p(keys), p(offsets), p(slotOffsets), p(slotSizes),
+			int64(bags), ns, int64(keys.Len()), be.flag, opSlotRows)
+	})
+}
+
+// embTeam is the team shape for V-wide vectors: W = 4 (16-byte accesses)
+// when V % 4 == 0 and every pointer is 16-byte aligned, else 1; ts lanes
+// (a power of two ≤ 32) cover ⌈V/W⌉ columns.
+func embTeam(v int, ptrs ...cuda.Ptr) (w, ts int) {
+	w = 1
+	if v%4 == 0 {
+		w = 4
+		for _, q := range ptrs {
+			if q%16 != 0 {
+				w = 1
+			}
+		}
+	}
+	need := (v + w - 1) / w
+	ts = 1
+	for ts < need && ts < 32 {
+		ts <<= 1
+	}
+	return w, ts
+}
+
+// launchTeams runs a team kernel (name + "_v1"/"_v4") over items teams of ts
+// lanes (grid-stride beyond 32 blocks per SM).
+func (be *Backend) launchTeams(c *cuda.Ctx, name string, w, ts, items int, args ...any) error {
+	if w == 4 {
+		name += "_v4"
+	} else {
+		name += "_v1"
+	}
+	blocks := min((items*ts+255)/256, be.sms*32)
+	return be.launch(c, name, cuda.D1(max(blocks, 1)), cuda.D1(256), 0, args...)
+}
+
+func embMean(c tensor.Combiner) int {
+	if c == tensor.Mean {
+		return 1
+	}
+	return 0
+}
+
+// EmbeddingBag pools table rows per bag, one team per bag; a row ≥ the
+// table's rows is ErrRange at the next Sync.
+func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tensor.Combiner) {
+	const op = "embedding_bag"
+	if !be.floats(op, out, table) || !be.owned(op, rows, offsets) || !be.want(op, rows, tensor.Int32, 0) ||
+		!be.want(op, offsets, tensor.Int32, 1) {
+		return
+	}
+	bags := offsets.Len() - 1
+	v := table.Cols()
+	if out.Len() != bags*v || (bags == 0 && rows.Len() > 0) {
+		be.fail(op, tensor.ErrShape, "out %v for %d bags of table %v", out, bags, table)
+		return
+	}
+	if bags == 0 || v == 0 {
+		return
+	}
+	w, ts := embTeam(v, p(out), p(table))
+	be.do(op, func(x *cuda.Ctx) error {
+		return be.launchTeams(x, "emb_bag_fwd", w, ts, bags, p(out), p(table), p(rows), p(offsets), int64(bags), v,
+			table.Rows(), embMean(c), ts, be.flag, opEmbedding)
+	})
+}
+
+// EmbeddingBagGrad aggregates per distinct row: pairs (row+1, bag) are
+// radix-sorted stably (bits bounded on the device by the keys' spread), run
+// heads are scanned into segments, and each distinct row's occurrences are
+// summed in order (hot rows in chunks, see embed.cu). numUniq stays on the
+// device.
+func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
+	const op = "embedding_bag_grad"
+	if !be.floats(op, uniqGrad, dOut) || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
+		!be.want(op, rows, tensor.Int32, 0) || !be.want(op, offsets, tensor.Int32, 1) ||
+		!be.want(op, numUniq, tensor.Int32, 1) {
+		return
+	}
+	bags, nnz := offsets.Len()-1, rows.Len()
+	v := uniqGrad.Cols()
+	if dOut.Len() != bags*v || !be.want(op, uniqRows, tensor.Int32, nnz) || uniqGrad.Rows() < nnz || (bags == 0 && nnz > 0) {
+		be.fail(op, tensor.ErrShape, "dOut %v, %d bags, %d keys, uniq %v %v", dOut, bags, nnz, uniqRows, uniqGrad)
+		return
+	}
+	if nnz == 0 {
+		be.do(op, func(x *cuda.Ctx) error { return x.Memset32(p(numUniq), 0, 1, be.s) })
+		return
+	}
+	n := nnz
+	maxChunks := n/embChunk + n/embLong + 1
+	be.do(op, func(x *cuda.Ctx) error {
+		var srt primSort
+		var hpos, seg, cstart, chunkSeg, partial, part cuda.Ptr
+		err := be.primWorkspace(x, func(a *primArena) {
+			srt = newPrimSort(a, n, false, true)
+			hpos = a.take(4 * (n + 1))
+			seg = a.take(4 * (n + 1))
+			cstart = a.take(4 * (n + 1))
+			chunkSeg = a.take(4 * maxChunks)
+			partial = a.take(4 * maxChunks * v)
+			part = a.take(4 * primScanPart(n))
+		})
+		if err != nil {
+			return err
+		}
+		w, ts := embTeam(v, p(dOut), p(uniqGrad), partial)
+		if err := be.launch1(x, "emb_grad_prep", bags, p(rows), p(offsets), int64(bags), int64(n), srt.keys[0], srt.vals[0]); err != nil {
+			return err
+		}
+		i, err := srt.run(be, x, 0, 32)
+		if err != nil {
+			return err
+		}
+		keys, bag := srt.keys[i], srt.vals[i]
+		if err := be.launch1(x, "emb_grad_heads", n, keys, hpos, int64(n)); err != nil {
+			return err
+		}
+		if err := be.scan(x, primU32, hpos, hpos, n, part); err != nil {
+			return err
+		}
+		if err := be.launch1(x, "emb_grad_rle", n+1, keys, hpos, p(uniqRows), seg, p(numUniq), int64(n)); err != nil {
+			return err
+		}
+		if v == 0 {
+			return nil
+		}
+		mean := embMean(c)
+		if err := be.launchTeams(x, "emb_grad_sum", w, ts, n, p(uniqGrad), p(dOut), bag, p(offsets), seg, p(numUniq),
+			v, mean, ts, embLong); err != nil {
+			return err
+		}
+		// Hot rows: chunk counts → chunk starts → chunk→row map → chunk sums →
+		// per-row sums of the partials.
+		if err := be.launch1(x, "emb_grad_nchunks", n, seg, p(numUniq), cstart, int64(n), embLong, embChunk); err != nil {
+			return err
+		}
+		if err := be.scan(x, primU32, cstart, cstart, n, part); err != nil {
+			return err
+		}
+		if err := be.launch1(x, "emb_grad_chunkmap", n, cstart, p(numUniq), chunkSeg); err != nil {
+			return err
+		}
+		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, maxChunks, partial, p(dOut), bag, p(offsets), seg, cstart,
+			chunkSeg, int64(n), v, mean, ts, embChunk); err != nil {
+			return err
+		}
+		return be.launchTeams(x, "emb_grad_fin", w, ts, maxChunks, p(uniqGrad), partial, cstart, chunkSeg, int64(n), v, ts)
+	})
+}
+
+// AUC is the exact ROC AUC on the device: radix sort of (score key, label)
+// pairs, a float64 scan of the sorted labels, compaction of the tie-group
+// boundaries and a float64 reduction over the groups (metrics.AUC's
+// formula); one 24-byte download at the end. NaN when a class has no
+// weight.
+func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
+	const op = "auc"
+	if !be.floats(op, scores, labels) || !be.sameLen(op, scores, labels) {
+		return 0, be.err
+	}
+	n := scores.Len()
+	if n == 0 {
+		return math.NaN(), be.err
+	}
+	groups := min((n+256)/256, be.sms*4) // emb_auc_area's grid: fixed, so the sum order is too
+	var res [3]float64
+	be.do(op, func(c *cuda.Ctx) error {
+		var srt primSort
+		var pre, flag, bpos, bidx, part, gpart, out cuda.Ptr
+		err := be.primWorkspace(c, func(a *primArena) {
+			srt = newPrimSort(a, n, false, true)
+			pre = a.take(8 * (n + 1))
+			flag = a.take(4 * (n + 1))
+			bpos = a.take(4 * (n + 2))
+			bidx = a.take(4 * (n + 1))
+			part = a.take(8 * primScanPart(n+1))
+			gpart = a.take(8 * groups)
+			out = a.take(8 * 3)
+		})
+		if err != nil {
+			return err
+		}
+		if err := be.launch1(c, "emb_auc_prep", n, p(scores), p(labels), srt.keys[0], srt.vals[0], int64(n)); err != nil {
+			return err
+		}
+		i, err := srt.run(be, c, 0, 32)
+		if err != nil {
+			return err
+		}
+		keys, lab := srt.keys[i], srt.vals[i]
+		if err := be.scan(c, primF2D, lab, pre, n, part); err != nil {
+			return err
+		}
+		if err := be.launch1(c, "emb_auc_bounds", n+1, keys, flag, int64(n)); err != nil {
+			return err
+		}
+		if err := be.compact(c, flag, bpos, bidx, n+1, part); err != nil {
+			return err
+		}
+		if err := be.launch(c, "emb_auc_area", cuda.D1(groups), cuda.D1(256), 0, pre, bidx, bpos.Add(4*(n+1)), gpart); err != nil {
+			return err
+		}
+		if err := be.launch(c, "emb_auc_final", cuda.D1(1), cuda.D1(256), 0, pre, gpart, groups, int64(n), out); err != nil {
+			return err
+		}
+		hb, err := be.staging(c, 24)
+		if err != nil {
+			return err
+		}
+		if err := c.DtoH(unsafe.Pointer(&hb[0]), out, 24, be.s); err != nil {
+			return err
+		}
+		if err := c.StreamSync(be.s); err != nil {
+			return err
+		}
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&res[0])), 24), hb[:24])
+		return nil
+	})
+	if err := be.Sync(); err != nil {
+		return 0, err
+	}
+	area, pos, neg := res[0], res[1], res[2]
+	if pos == 0 || neg == 0 {
+		return math.NaN(), nil
+	}
+	return area / (pos * neg), nil
+}

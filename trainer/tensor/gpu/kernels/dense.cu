@@ -1,0 +1,295 @@
+// Dense operations: bias, activations, elementwise arithmetic, row and
+// column reductions, column-block copies, regularizer sums and dropout
+// (dense.go). Elementwise kernels map one thread to one element with a
+// grid-stride loop (FOR); reductions accumulate in double like the CPU
+// reference. Activation codes are tensor.Activation: 0 Identity, 1 ReLU,
+// 2 Sigmoid, 3 ELU.
+
+// dense_div is a / b, in 32-bit arithmetic when the host says every index
+// of the launch fits in 32 bits (small), as 64-bit division is slow.
+static __device__ __forceinline__ i64 dense_div(i64 a, i64 b, int small) {
+    return small ? (i64)((u32)a / (u32)b) : a / b;
+}
+
+static __device__ __forceinline__ float dense_act(int a, float alpha, float v) {
+    switch (a) {
+    case 1: return v > 0.f ? v : 0.f;
+    case 2:
+        if (v >= 0.f) return 1.f / (1.f + expf(-v));
+        else {
+            float e = expf(v);
+            return e / (1.f + e);
+        }
+    case 3: return v > 0.f ? v : alpha * expm1f(v);
+    }
+    return v;
+}
+
+// dense_bias_act: y[i] = act(x[i] + bias[i mod cols]); y may alias x.
+extern "C" __global__ void dense_bias_act(float* y, const float* x, const float* __restrict__ bias, int a,
+                                          float alpha, i64 n, i64 cols, int small) {
+    FOR(i, n) {
+        i64 c = i - dense_div(i, cols, small) * cols;
+        y[i] = dense_act(a, alpha, x[i] + bias[c]);
+    }
+}
+
+// dense_act_fwd: y = act(x); y may alias x.
+extern "C" __global__ void dense_act_fwd(float* y, const float* x, int a, float alpha, i64 n) {
+    FOR(i, n) y[i] = dense_act(a, alpha, x[i]);
+}
+
+// dense_act_grad: dx = dy·act'(x), from y for ReLU/Sigmoid and x for ELU
+// (the other pointer may be null); dx may alias dy.
+extern "C" __global__ void dense_act_grad(float* dx, const float* dy, const float* x, const float* y, int a,
+                                          float alpha, i64 n) {
+    FOR(i, n) {
+        float g = dy[i];
+        switch (a) {
+        case 1:
+            if (y[i] <= 0.f) g = 0.f;
+            break;
+        case 2: {
+            float s = y[i];
+            g *= s * (1.f - s);
+            break;
+        }
+        case 3: {
+            float v = x[i];
+            if (v <= 0.f) g *= alpha * expf(v);
+            break;
+        }
+        }
+        dx[i] = g;
+    }
+}
+
+// dense_axpby: d = a·x + b·y, or a·x when y is null; d may alias x or y.
+extern "C" __global__ void dense_axpby(float* d, float a, const float* x, float b, const float* y, i64 n) {
+    if (y == 0) {
+        FOR(i, n) d[i] = a * x[i];
+        return;
+    }
+    FOR(i, n) d[i] = a * x[i] + b * y[i];
+}
+
+// dense_mul: d = beta·d + x⊙y (d is not read when beta = 0).
+extern "C" __global__ void dense_mul(float* d, float beta, const float* x, const float* y, i64 n) {
+    FOR(i, n) {
+        float v = x[i] * y[i];
+        if (beta != 0.f) v += beta * d[i];
+        d[i] = v;
+    }
+}
+
+// dense_row_scale: d[i] = beta·d[i] + x[i]·s[i / cols].
+extern "C" __global__ void dense_row_scale(float* d, float beta, const float* x, const float* __restrict__ s,
+                                           i64 n, i64 cols, int small) {
+    FOR(i, n) {
+        float v = x[i] * s[dense_div(i, cols, small)];
+        if (beta != 0.f) v += beta * d[i];
+        d[i] = v;
+    }
+}
+
+// dense_row_dot: d[r] = Σ_c x[r,c]·y[r,c]. One warp per row (grid-stride
+// over rows), lanes stride the columns, double accumulation.
+extern "C" __global__ void dense_row_dot(float* d, const float* __restrict__ x, const float* __restrict__ y,
+                                         i64 rows, i64 cols) {
+    const int lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 r = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        const float* xr = x + r * cols;
+        const float* yr = y + r * cols;
+        double s = 0;
+        for (i64 c = lane; c < cols; c += 32) s += (double)xr[c] * (double)yr[c];
+        s = warp_sum_d(s);
+        if (lane == 0) d[r] = (float)s;
+    }
+}
+
+// dense_reduce_part sums src seen as [outer, n, inner] over k. A block of
+// 256 threads is G groups × TY k-lanes × TX columns (TX = 2^txLog,
+// TY = 2^tyLog, G·TY·TX = 256; thread t = (g·TY + ty)·TX + tx). A group owns
+// one tile, (o, columns [ct·TX, ct·TX+TX)), tiles grid-strided over
+// blockIdx.x, and the k-chunk [y·nPer, min(n, y·nPer+nPer)) of y =
+// blockIdx.y. Lane ty sums k = k0+ty, k0+ty+TY, … of its column in double
+// (a warp reads 32/TX consecutive rows of TX columns), then the TY lanes are
+// tree-reduced in shared memory. With one chunk (gridDim.y = 1) lane 0
+// writes dst = scale·Σ + beta·dst; otherwise it stores the raw partial at
+// part[y·outer·inner + o·inner + c] for dense_reduce_final.
+extern "C" __global__ void __launch_bounds__(256)
+    dense_reduce_part(float* dst, const float* __restrict__ src, double* part, i64 outer, i64 n, i64 inner,
+                      int txLog, int tyLog, i64 nPer, double scale, double beta) {
+    __shared__ double sh[256];
+    const int TX = 1 << txLog, TY = 1 << tyLog, G = 256 >> (txLog + tyLog);
+    const int t = threadIdx.x;
+    const int tx = t & (TX - 1), ty = (t >> txLog) & (TY - 1), g = t >> (txLog + tyLog);
+    const i64 colTiles = (inner + TX - 1) >> txLog;
+    const i64 tiles = outer * colTiles;
+    const i64 k0 = (i64)blockIdx.y * nPer, k1 = min(n, k0 + nPer);
+    // base is uniform over the block, so every thread meets the barriers.
+    for (i64 base = (i64)blockIdx.x * G; base < tiles; base += (i64)gridDim.x * G) {
+        const i64 tile = base + g;
+        bool live = tile < tiles;
+        i64 o = 0, c = 0;
+        if (live) {
+            o = tile / colTiles;
+            c = (tile - o * colTiles) * TX + tx;
+            live = c < inner;
+        }
+        double acc = 0;
+        if (live) {
+            const float* s = src + o * n * inner + c;
+#pragma unroll 4
+            for (i64 k = k0 + ty; k < k1; k += TY) acc += (double)s[k * inner];
+        }
+        sh[t] = acc;
+        __syncthreads();
+        for (int h = TY >> 1; h > 0; h >>= 1) {
+            if (ty < h) sh[t] += sh[t + (h << txLog)];
+            __syncthreads();
+        }
+        if (live && ty == 0) {
+            const double v = sh[t];
+            const i64 j = o * inner + c;
+            if (gridDim.y == 1) {
+                double w = scale * v;
+                if (beta != 0.0) w += beta * (double)dst[j];
+                dst[j] = (float)w;
+            } else {
+                part[(i64)blockIdx.y * outer * inner + j] = v;
+            }
+        }
+        __syncthreads(); // sh is rewritten by the next tile
+    }
+}
+
+// dense_reduce_final: dst[j] = scale·Σ_y part[y·m + j] + beta·dst[j], the
+// chunks summed in order (deterministic); one thread per output.
+extern "C" __global__ void dense_reduce_final(float* dst, const double* __restrict__ part, i64 m, int chunks,
+                                              double scale, double beta) {
+    FOR(j, m) {
+        double a = 0;
+        for (int y = 0; y < chunks; y++) a += part[(i64)y * m + j];
+        double w = scale * a;
+        if (beta != 0.0) w += beta * (double)dst[j];
+        dst[j] = (float)w;
+    }
+}
+
+// dense_broadcast: dst[o,k,i] = beta·dst[o,k,i] + scale·src[o,i] over the
+// flat index e of dst ([outer, n, inner]).
+extern "C" __global__ void dense_broadcast(float* dst, float beta, const float* __restrict__ src, i64 total,
+                                           i64 n, i64 inner, float scale, int small) {
+    const i64 ni = n * inner;
+    FOR(e, total) {
+        i64 o = dense_div(e, ni, small);
+        i64 i = e - dense_div(e, inner, small) * inner;
+        float w = scale * src[o * inner + i];
+        if (beta != 0.f) w += beta * dst[e];
+        dst[e] = w;
+    }
+}
+
+// dense_copy_cols: dst[r·dn + j] = beta·dst[r·dn + j] + src[r·sn + j] for
+// j < width (dst, src already offset to their first column); one thread
+// per element of the rows × width block.
+extern "C" __global__ void dense_copy_cols(float* dst, i64 dn, const float* __restrict__ src, i64 sn, i64 width,
+                                           i64 total, float beta, int small) {
+    FOR(e, total) {
+        i64 r = dense_div(e, width, small), j = e - r * width;
+        float v = src[r * sn + j];
+        float* d = dst + r * dn + j;
+        *d = beta == 0.f ? v : beta * *d + v;
+    }
+}
+
+// dense_sum_part: part[block] = Σ x² (absval = 0) or Σ |x| over the block's
+// grid-stride share of x, in double.
+extern "C" __global__ void __launch_bounds__(256)
+    dense_sum_part(double* part, const float* __restrict__ x, i64 n, int absval) {
+    __shared__ double sh[32];
+    double a = 0;
+    FOR(i, n) {
+        double v = (double)x[i];
+        a += absval ? fabs(v) : v * v;
+    }
+    a = block_sum_d(a, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = a;
+}
+
+// dense_sum_final (one block): out[0] = out[0] + scale·Σ part, in double.
+extern "C" __global__ void __launch_bounds__(256)
+    dense_sum_final(float* out, const double* __restrict__ part, int parts, double scale) {
+    __shared__ double sh[32];
+    double a = 0;
+    for (int i = threadIdx.x; i < parts; i += blockDim.x) a += part[i];
+    a = block_sum_d(a, sh);
+    if (threadIdx.x == 0) out[0] = (float)((double)out[0] + scale * a);
+}
+
+// dense_sign_axpy: d += a·sign(x) (NaN and zero add nothing).
+extern "C" __global__ void dense_sign_axpy(float* d, float a, const float* __restrict__ x, i64 n) {
+    FOR(i, n) {
+        float v = x[i];
+        if (v > 0.f) d[i] += a;
+        else if (v < 0.f) d[i] -= a;
+    }
+}
+
+// dense_philox is tensor.Philox4x32: Philox-4x32-10 of counter (c0, c1, 0,
+// 0) under key (k0, k1).
+static __device__ __forceinline__ void dense_philox(u32 c0, u32 c1, u32 k0, u32 k1, u32 w[4]) {
+    u32 c2 = 0, c3 = 0;
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        const u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    w[0] = c0;
+    w[1] = c1;
+    w[2] = c2;
+    w[3] = c3;
+}
+
+struct alignas(16) dense_f4 {
+    float v[4];
+};
+
+// dense_dropout: y[i] = x[i]·scale if PhiloxUniform(seed, counter, i) ≥
+// rate, else 0. One thread per Philox block of 4 elements (block b takes
+// counter + b; element 4b+e takes word e, top 24 bits · 2⁻²⁴), with one
+// 16-byte load and store when the block is whole and both pointers are
+// 16-byte aligned; y may alias x.
+extern "C" __global__ void dense_dropout(float* y, const float* x, i64 n, float rate, float scale, u64 seed,
+                                         u64 counter) {
+    const i64 blocks = (n + 3) >> 2;
+    const bool vec = (((u64)x | (u64)y) & 15) == 0;
+    FOR(b, blocks) {
+        const u64 c = counter + (u64)b;
+        u32 w[4];
+        dense_philox((u32)c, (u32)(c >> 32), (u32)seed, (u32)(seed >> 32), w);
+        const i64 i = b * 4;
+        if (vec && i + 4 <= n) {
+            dense_f4 in = *(const dense_f4*)(x + i), out;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const float u = (float)(w[e] >> 8) * (1.0f / 16777216.0f);
+                out.v[e] = u >= rate ? in.v[e] * scale : 0.f;
+            }
+            *(dense_f4*)(y + i) = out;
+            continue;
+        }
+        for (int e = 0; e < 4 && i + e < n; e++) {
+            const float u = (float)(w[e] >> 8) * (1.0f / 16777216.0f);
+            y[i + e] = u >= rate ? x[i + e] * scale : 0.f;
+        }
+    }
+}

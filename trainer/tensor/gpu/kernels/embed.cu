@@ -1,0 +1,475 @@
+// Embedding kernels: hash-table lookup and insert, one-hot slot rows,
+// EmbeddingBag forward and backward, and AUC. They use the scan, compaction
+// and radix sort of sort.cu; embed.go has the launch sequences.
+//
+// "Team" kernels give each bag / distinct row / chunk a team of ts lanes (a
+// power of two ≤ 32 dividing the block, so a team never straddles a warp):
+// lane tl of the team owns columns tl·W + k·ts·W of the V-wide vector,
+// W = 4 (16-byte loads) when V % 4 == 0 and the pointers are 16-byte
+// aligned, else 1. Teams grid-stride over their items.
+
+#define EMB_EMPTY ((i64)0x8000000000000000ull)  // tensor.EmptyKey
+#define EMB_SIGN 0x8000000000000000ull
+
+template <int W>
+struct alignas(4 * W) emb_vec {
+    float v[W];
+};
+
+template <int W>
+static __device__ __forceinline__ void emb_zero(emb_vec<W>& a) {
+#pragma unroll
+    for (int e = 0; e < W; e++) a.v[e] = 0.f;
+}
+
+template <int W>
+static __device__ __forceinline__ emb_vec<W> emb_load(const float* p) {
+    return *(const emb_vec<W>*)p;
+}
+
+// emb_axpy: a += x·s, elementwise in order.
+template <int W>
+static __device__ __forceinline__ void emb_axpy(emb_vec<W>& a, const emb_vec<W>& x, float s) {
+#pragma unroll
+    for (int e = 0; e < W; e++) a.v[e] += x.v[e] * s;
+}
+
+template <int W>
+static __device__ __forceinline__ void emb_add(emb_vec<W>& a, const emb_vec<W>& x) {
+#pragma unroll
+    for (int e = 0; e < W; e++) a.v[e] += x.v[e];
+}
+
+// ---- HashLookup ----
+
+// emb_hash_slot is tensor.HashSlot: the splitmix64 finalizer of the key.
+static __device__ __forceinline__ u64 emb_hash_slot(i64 key, u64 mask) {
+    u64 z = (u64)key;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z & mask;
+}
+
+// emb_hash_find probes linearly from the key's slot: its row, or −1 at the
+// first free slot (the table is at most half full, so one is near).
+static __device__ __forceinline__ int emb_hash_find(const i64* tk, const int* tr, u64 mask, i64 key) {
+    u64 s = emb_hash_slot(key, mask);
+    for (u64 k = 0; k <= mask; k++) {
+        const i64 t = tk[s];
+        if (t == key) return tr[s];
+        if (t == EMB_EMPTY) return -1;
+        s = (s + 1) & mask;
+    }
+    return -1;
+}
+
+// emb_hash_probe: one thread per key: rows[i] = its row or −1; miss[i] (when
+// given) = 1 for a valid missing key. The reserved empty key is ErrRange.
+extern "C" __global__ void emb_hash_probe(const i64* tk, const int* tr, u64 mask, const i64* keys, int* rows, u32* miss,
+                                          i64 n, u64* flag, int op) {
+    FOR(i, n) {
+        const i64 key = keys[i];
+        int r = -1;
+        if (key == EMB_EMPTY)
+            report(flag, ERR_RANGE, op, i, key);
+        else
+            r = emb_hash_find(tk, tr, mask, key);
+        rows[i] = r;
+        if (miss != nullptr) miss[i] = (r < 0 && key != EMB_EMPTY) ? 1u : 0u;
+    }
+}
+
+// emb_hash_gather compacts the missing keys, sign bit flipped so that the
+// unsigned radix order is the int64 order: mk[pos[i]] for miss[i].
+extern "C" __global__ void emb_hash_gather(const i64* keys, const u32* miss, const u32* pos, u64* mk, i64 n) {
+    FOR(i, n) if (miss[i]) mk[pos[i]] = (u64)keys[i] ^ EMB_SIGN;
+}
+
+// emb_hash_heads: head[i] = 1 where sorted missing key i (i < *cnt) starts a
+// run of equal keys, else 0 (its exclusive scan ranks the distinct keys).
+extern "C" __global__ void emb_hash_heads(const u64* mk, const u32* cnt, u32* head, i64 n) {
+    const i64 m = (i64)*cnt;
+    FOR(i, n) head[i] = (i < m && (i == 0 || mk[i] != mk[i - 1])) ? 1u : 0u;
+}
+
+// emb_hash_insert: one thread per sorted missing key; the first of each run
+// inserts its key at row Count + rank (rank = upos[i], ascending key order)
+// with atomicCAS on the key slot (distinct keys, so no two threads insert
+// the same key). If Count + distinct > maxRows nothing is inserted and the
+// key that would get row maxRows reports ERR_FULL. Nothing happens when the
+// error record is already set (e.g. the probe met the empty key).
+extern "C" __global__ void emb_hash_insert(i64* tk, int* tr, u64 mask, const int* count, int maxRows, const u64* mk,
+                                           const u32* upos, const u32* cnt, i64 n, u64* flag, int op) {
+    if (flag[0] != 0) return;
+    const i64 m = (i64)*cnt, nu = (i64)upos[n], c0 = (i64)*count;
+    const bool full = c0 + nu > (i64)maxRows;
+    FOR(i, m) {
+        if (i > 0 && mk[i] == mk[i - 1]) continue;
+        const i64 rank = (i64)upos[i];
+        const i64 key = (i64)(mk[i] ^ EMB_SIGN);
+        if (full) {
+            if (c0 + rank == (i64)maxRows) report(flag, ERR_FULL, op, key, maxRows);
+            continue;
+        }
+        u64 s = emb_hash_slot(key, mask);
+        for (u64 k = 0; k <= mask; k++) {
+            const u64 prev = atomicCAS((unsigned long long*)(tk + s), (unsigned long long)EMB_EMPTY,
+                                       (unsigned long long)key);
+            if (prev == (u64)EMB_EMPTY) {
+                tr[s] = (int)(c0 + rank);
+                break;
+            }
+            s = (s + 1) & mask;
+        }
+    }
+}
+
+// emb_hash_count: Count += distinct new keys (one thread; after insert, so
+// every inserting thread read the old Count).
+extern "C" __global__ void emb_hash_count(int* count, const u32* upos, i64 n, const u64* flag) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && flag[0] == 0) *count += (int)upos[n];
+}
+
+// emb_hash_reprobe: the keys still at −1 are probed again after the insert.
+extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 mask, const i64* keys, int* rows, i64 n) {
+    FOR(i, n) {
+        if (rows[i] >= 0) continue;
+        const i64 key = keys[i];
+        if (key != EMB_EMPTY) rows[i] = emb_hash_find(tk, tr, mask, key);
+    }
+}
+
+// ---- SlotRows ----
+
+// emb_slot_rows: one thread per bag b (slot b mod ns) over its keys:
+// rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key < ss[s] and the row
+// fits an int32.
+extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so, const i64* ss,
+                                         i64 bags, int ns, i64 nnz, u64* flag, int op) {
+    FOR(b, bags) {
+        const int s = (int)(b % ns);
+        const i64 o = so[s], sz = ss[s];
+        i64 lo = off[b], hi = off[b + 1];
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > nnz ? nnz : hi;
+        for (i64 j = lo; j < hi; j++) {
+            const i64 k = keys[j], v = k + o;
+            if (k < 0 || k >= sz || v > 2147483647ll) {
+                report(flag, ERR_RANGE, op, j, k);
+                continue;
+            }
+            rows[j] = (int)v;
+        }
+    }
+}
+
+// ---- EmbeddingBag ----
+
+// emb_bag_fwd: one team per bag (see the top of the file): out[b, :] = Σ
+// table[rows[j], :] over the bag, 4 rows loaded ahead and added in order;
+// rows < 0 add nothing, rows ≥ nrows report ERR_RANGE; Mean scales by 1/nnz
+// when nnz > 1.
+template <int W>
+static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* tab, const int* rows, const int* off,
+                                                     i64 bags, int V, int nrows, int mean, int ts, u64* flag, int op) {
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const int tl = (int)(tid & (ts - 1));
+    const i64 teams = (i64)gridDim.x * blockDim.x / ts;
+    for (i64 b = tid / ts; b < bags; b += teams) {
+        const int s = off[b], e = off[b + 1];
+        const float scale = (mean && e - s > 1) ? 1.0f / (float)(e - s) : 1.0f;
+        for (int c = tl * W; c < V; c += ts * W) {
+            emb_vec<W> a;
+            emb_zero(a);
+            int j = s;
+            for (; j + 4 <= e; j += 4) {
+                int r[4];
+                emb_vec<W> x[4];
+#pragma unroll
+                for (int u = 0; u < 4; u++) r[u] = rows[j + u];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    emb_zero(x[u]);
+                    if (r[u] >= nrows)
+                        report(flag, ERR_RANGE, op, j + u, r[u]);
+                    else if (r[u] >= 0)
+                        x[u] = emb_load<W>(tab + (i64)r[u] * V + c);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) emb_add(a, x[u]);
+            }
+            for (; j < e; j++) {
+                const int r = rows[j];
+                if (r >= nrows)
+                    report(flag, ERR_RANGE, op, j, r);
+                else if (r >= 0)
+                    emb_add(a, emb_load<W>(tab + (i64)r * V + c));
+            }
+            if (scale != 1.0f) {
+#pragma unroll
+                for (int k = 0; k < W; k++) a.v[k] *= scale;
+            }
+            *(emb_vec<W>*)(out + b * V + c) = a;
+        }
+    }
+}
+
+extern "C" __global__ void emb_bag_fwd_v1(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
+                                          int nrows, int mean, int ts, u64* flag, int op) {
+    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+}
+extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
+                                          int nrows, int mean, int ts, u64* flag, int op) {
+    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+}
+
+// ---- EmbeddingBagGrad ----
+// Occurrence j becomes the pair (key = row+1, or 0 for a row < 0; value =
+// bag(j)); the pairs are radix-sorted stably by key, so each distinct row's
+// occurrences are contiguous and in occurrence order, with the dropped
+// (negative) rows in front. Runs ("segments") are ranked by a scan of their
+// heads; seg[u] is the first sorted position of distinct row u and seg[U] =
+// nnz. A segment of ≤ EMB_LONG occurrences is summed by one team in order;
+// a longer one (a hot row) is cut into chunks of EMB_CHUNK occurrences, each
+// summed in order by a team into partial[q], and the partials are then
+// added in chunk order: deterministic, and hot rows use many SMs.
+
+// emb_grad_prep: one thread per bag writes its occurrences' pairs.
+extern "C" __global__ void emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
+    FOR(b, bags) {
+        i64 lo = off[b], hi = off[b + 1];
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > nnz ? nnz : hi;
+        for (i64 j = lo; j < hi; j++) {
+            const int r = rows[j];
+            keys[j] = r >= 0 ? (u32)r + 1u : 0u;
+            vals[j] = (u32)b;
+        }
+    }
+}
+
+// emb_grad_heads: head[i] = 1 where sorted key i is a row (≠ 0) that starts
+// a run.
+extern "C" __global__ void emb_grad_heads(const u32* k, u32* head, i64 n) {
+    FOR(i, n) head[i] = (k[i] != 0u && (i == 0 || k[i] != k[i - 1])) ? 1u : 0u;
+}
+
+// emb_grad_rle: from the scanned heads hpos: uniqRows[u] and seg[u] for
+// each run, seg[U] = n and numUniq[0] = U.
+extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniqRows, u32* seg, int* numUniq, i64 n) {
+    FOR(i, n + 1) {
+        if (i == n) {
+            seg[hpos[n]] = (u32)n;
+            numUniq[0] = (int)hpos[n];
+        } else if (k[i] != 0u && (i == 0 || k[i] != k[i - 1])) {
+            const u32 u = hpos[i];
+            seg[u] = (u32)i;
+            uniqRows[u] = (int)(k[i] - 1u);
+        }
+    }
+}
+
+// emb_grad_range adds, in order, dOut[bag[k], c..c+W) (÷ the bag's nnz for
+// Mean) over the sorted occurrences k ∈ [s, e), 4 loads ahead.
+template <int W>
+static __device__ __forceinline__ void emb_grad_range(emb_vec<W>& a, const float* dOut, const u32* bag, const int* off,
+                                                      int V, int c, int mean, i64 s, i64 e) {
+    i64 k = s;
+    for (; k + 4 <= e; k += 4) {
+        u32 b[4];
+        float sc[4];
+        emb_vec<W> x[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) b[u] = bag[k + u];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            x[u] = emb_load<W>(dOut + (i64)b[u] * V + c);
+            const int nb = off[b[u] + 1] - off[b[u]];
+            sc[u] = (mean && nb > 1) ? 1.0f / (float)nb : 1.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) emb_axpy(a, x[u], sc[u]);
+    }
+    for (; k < e; k++) {
+        const u32 b = bag[k];
+        const int nb = off[b + 1] - off[b];
+        emb_axpy(a, emb_load<W>(dOut + (i64)b * V + c), (mean && nb > 1) ? 1.0f / (float)nb : 1.0f);
+    }
+}
+
+// emb_grad_sum: one team per distinct row u < numUniq with a short segment.
+template <int W>
+static __device__ __forceinline__ void emb_grad_sum_t(float* ug, const float* dOut, const u32* bag, const int* off,
+                                                      const u32* seg, const int* numUniq, int V, int mean, int ts,
+                                                      int longLen) {
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const int tl = (int)(tid & (ts - 1));
+    const i64 teams = (i64)gridDim.x * blockDim.x / ts;
+    const i64 nu = (i64)*numUniq;
+    for (i64 u = tid / ts; u < nu; u += teams) {
+        const i64 s = seg[u], e = seg[u + 1];
+        if (e - s > longLen) continue;
+        for (int c = tl * W; c < V; c += ts * W) {
+            emb_vec<W> a;
+            emb_zero(a);
+            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, s, e);
+            *(emb_vec<W>*)(ug + u * V + c) = a;
+        }
+    }
+}
+
+extern "C" __global__ void emb_grad_sum_v1(float* ug, const float* dOut, const u32* bag, const int* off, const u32* seg,
+                                           const int* numUniq, int V, int mean, int ts, int longLen) {
+    emb_grad_sum_t<1>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
+}
+extern "C" __global__ void emb_grad_sum_v4(float* ug, const float* dOut, const u32* bag, const int* off, const u32* seg,
+                                           const int* numUniq, int V, int mean, int ts, int longLen) {
+    emb_grad_sum_t<4>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
+}
+
+// emb_grad_nchunks: cnt[u] = ⌈len/chunk⌉ for the long segments, 0 for the
+// short ones and for u ≥ numUniq (the exclusive scan gives chunk starts).
+extern "C" __global__ void emb_grad_nchunks(const u32* seg, const int* numUniq, u32* cnt, i64 n, int longLen,
+                                            int chunk) {
+    const i64 nu = (i64)*numUniq;
+    FOR(u, n) {
+        u32 c = 0;
+        if (u < nu) {
+            const u32 len = seg[u + 1] - seg[u];
+            if (len > (u32)longLen) c = (len + (u32)chunk - 1u) / (u32)chunk;
+        }
+        cnt[u] = c;
+    }
+}
+
+// emb_grad_chunkmap: chunkSeg[q] = u for the chunks q of segment u.
+extern "C" __global__ void emb_grad_chunkmap(const u32* cstart, const int* numUniq, u32* chunkSeg) {
+    const i64 nu = (i64)*numUniq;
+    FOR(u, nu) {
+        for (u32 q = cstart[u]; q < cstart[u + 1]; q++) chunkSeg[q] = (u32)u;
+    }
+}
+
+// emb_grad_chunk: one team per chunk q < cstart[n]: partial[q] = the
+// in-order sum of its EMB_CHUNK occurrences.
+template <int W>
+static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const float* dOut, const u32* bag,
+                                                        const int* off, const u32* seg, const u32* cstart,
+                                                        const u32* chunkSeg, i64 n, int V, int mean, int ts,
+                                                        int chunk) {
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const int tl = (int)(tid & (ts - 1));
+    const i64 teams = (i64)gridDim.x * blockDim.x / ts;
+    const i64 nc = (i64)cstart[n];
+    for (i64 q = tid / ts; q < nc; q += teams) {
+        const u32 u = chunkSeg[q];
+        const i64 s = (i64)seg[u] + (q - (i64)cstart[u]) * chunk;
+        const i64 e1 = s + (i64)chunk, e2 = (i64)seg[u + 1];
+        const i64 e = e1 < e2 ? e1 : e2;
+        for (int c = tl * W; c < V; c += ts * W) {
+            emb_vec<W> a;
+            emb_zero(a);
+            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, s, e);
+            *(emb_vec<W>*)(partial + q * V + c) = a;
+        }
+    }
+}
+
+extern "C" __global__ void emb_grad_chunk_v1(float* partial, const float* dOut, const u32* bag, const int* off,
+                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
+                                             int mean, int ts, int chunk) {
+    emb_grad_chunk_t<1>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+}
+extern "C" __global__ void emb_grad_chunk_v4(float* partial, const float* dOut, const u32* bag, const int* off,
+                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
+                                             int mean, int ts, int chunk) {
+    emb_grad_chunk_t<4>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+}
+
+// emb_grad_fin: one team per chunk q; the first chunk of each long segment
+// adds the segment's partials in chunk order into uniqGrad[u].
+template <int W>
+static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* cstart,
+                                                      const u32* chunkSeg, i64 n, int V, int ts) {
+    const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const int tl = (int)(tid & (ts - 1));
+    const i64 teams = (i64)gridDim.x * blockDim.x / ts;
+    const i64 nc = (i64)cstart[n];
+    for (i64 q = tid / ts; q < nc; q += teams) {
+        const u32 u = chunkSeg[q];
+        if ((i64)cstart[u] != q) continue;
+        const i64 q1 = cstart[u + 1];
+        for (int c = tl * W; c < V; c += ts * W) {
+            emb_vec<W> a;
+            emb_zero(a);
+            for (i64 p = q; p < q1; p++) emb_add(a, emb_load<W>(partial + p * V + c));
+            *(emb_vec<W>*)(ug + (i64)u * V + c) = a;
+        }
+    }
+}
+
+extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
+                                           i64 n, int V, int ts) {
+    emb_grad_fin_t<1>(ug, partial, cstart, chunkSeg, n, V, ts);
+}
+extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
+                                           i64 n, int V, int ts) {
+    emb_grad_fin_t<4>(ug, partial, cstart, chunkSeg, n, V, ts);
+}
+
+// ---- AUC ----
+// Pairs (order-preserving key of the score, label bits) are radix-sorted by
+// key; P = exclusive scan of the sorted labels in double (P[n] = Σy) and
+// the negative weight below position i is i − P[i]. The boundaries 0 = b_0
+// < … < b_m = n of the runs of equal scores are compacted; group g = [b_g,
+// b_{g+1}) adds pos·(negBelow + ½neg) = (P_b − P_a)·(E_a + E_b)/2, which is
+// the CPU's formula (metrics.AUC).
+
+// emb_auc_prep: −0 is keyed as +0 (they compare equal); negative floats
+// have all bits flipped, positive ones the sign bit, so u32 order is float
+// order.
+extern "C" __global__ void emb_auc_prep(const float* scores, const float* labels, u32* keys, u32* vals, i64 n) {
+    FOR(i, n) {
+        u32 u = __float_as_uint(scores[i]);
+        if ((u << 1) == 0u) u = 0u;  // −0 → +0, on the bits (immune to fast-math)
+        keys[i] = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+        vals[i] = __float_as_uint(labels[i]);
+    }
+}
+
+// emb_auc_bounds: flag[i] = 1 for i ∈ [0, n] that starts a run of equal
+// sorted keys or is n.
+extern "C" __global__ void emb_auc_bounds(const u32* keys, u32* flag, i64 n) {
+    FOR(i, n + 1) flag[i] = (i == 0 || i == n || keys[i] != keys[i - 1]) ? 1u : 0u;
+}
+
+// emb_auc_area: each thread adds its groups (grid-stride, fixed grid) and
+// block b writes its sum to part[b].
+extern "C" __global__ void __launch_bounds__(256)
+    emb_auc_area(const double* P, const u32* bidx, const u32* nb, double* part) {
+    __shared__ double sh[32];
+    const i64 groups = (i64)*nb - 1;
+    double s = 0;
+    FOR(g, groups) {
+        const i64 a = bidx[g], b = bidx[g + 1];
+        const double pa = P[a], pb = P[b];
+        s += (pb - pa) * (((double)a - pa) + ((double)b - pb)) * 0.5;
+    }
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// emb_auc_final (one block): res = {area, Σy, n − Σy}.
+extern "C" __global__ void __launch_bounds__(256)
+    emb_auc_final(const double* P, const double* part, int nparts, i64 n, double* res) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += part[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) {
+        res[0] = s;
+        res[1] = P[n];
+        res[2] = (double)n - P[n];
+    }
+}

@@ -1,0 +1,469 @@
+// nn kernels (cpu/nn.go is the reference): DLRM dot interaction, FM
+// order-2, batch norm, softmax, BCE and softmax cross-entropy. Losses are
+// reduced in double: block partials, then nn_loss_final in one block
+// (deterministic, no atomics, no host sync).
+
+// nn_f4: 16-byte aligned quad for vector shared-memory loads.
+struct alignas(16) nn_f4 {
+    float x, y, z, w;
+};
+
+// Dynamic shared memory of the interaction kernels (16-byte aligned). The
+// host syntax check (hostcheck/shim.h) cannot express extern __shared__.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+extern __shared__ nn_f4 nn_smem[];
+#else
+__shared__ nn_f4 nn_smem[1];
+#endif
+
+#define NN_OP_SOFTMAX_CE 3 // opSoftmaxCE in backend.go
+
+// nn_tri decodes t = tj(tj+1)/2 + ti (0 ≤ ti ≤ tj), the column-major
+// enumeration of an upper triangle including the diagonal.
+static __device__ __forceinline__ void nn_tri(int t, int* ti, int* tj) {
+    int j = (int)((sqrtf(8.f * (float)t + 1.f) - 1.f) * 0.5f);
+    while (j > 0 && j * (j + 1) / 2 > t) j--;
+    while ((j + 1) * (j + 2) / 2 <= t) j++;
+    *tj = j;
+    *ti = t - j * (j + 1) / 2;
+}
+
+// ---- Interaction (SPEC §8) ----
+// F = [x0; e_1..e_n] (N = n+1 vectors of d); out row = x0, then dot(F_i,
+// F_j) for i < j at column d + j(j-1)/2 + i, then a zero pad (W columns).
+
+// interaction_fwd: one block per sample (grid-stride over samples). The
+// sample's F goes to shared memory with an odd row stride ds = d|1, so the
+// rows read at one column fall in distinct banks. Thread t owns 2×2 tiles of
+// the Gram matrix (rows 2ti, 2ti+1 × cols 2tj, 2tj+1, ti ≤ tj, tiles
+// enumerated by nn_tri) and writes the tile's pairs i < j into a staged
+// output row o[W], which the block then stores coalesced.
+// Shared: F [N·ds] then o [W] floats.
+extern "C" __global__ void interaction_fwd(float* __restrict__ out, const float* __restrict__ x0,
+                                           const float* __restrict__ emb, int B, int n, int d) {
+    float* F = (float*)nn_smem;
+    const int N = n + 1, ds = d | 1, W = d + n * (n + 1) / 2 + 1;
+    float* o = F + N * ds;
+    const int T = (N + 1) / 2, tiles = T * (T + 1) / 2;
+    for (int s = blockIdx.x; s < B; s += gridDim.x) {
+        const float* xs = x0 + (i64)s * d;
+        const float* es = emb + (i64)s * n * d;
+        for (int e = threadIdx.x; e < N * d; e += blockDim.x) {
+            int v = e / d, c = e - v * d;
+            F[v * ds + c] = v == 0 ? xs[c] : es[e - d];
+        }
+        __syncthreads();
+        for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
+            int ti, tj;
+            nn_tri(t, &ti, &tj);
+            int i0 = 2 * ti, j0 = 2 * tj;
+            int i1 = min(i0 + 1, N - 1), j1 = min(j0 + 1, N - 1); // clamped reads; results dropped
+            const float *a0 = F + i0 * ds, *a1 = F + i1 * ds, *b0 = F + j0 * ds, *b1 = F + j1 * ds;
+            float s00 = 0.f, s01 = 0.f, s10 = 0.f, s11 = 0.f;
+            for (int c = 0; c < d; c++) {
+                float p0 = a0[c], p1 = a1[c], q0 = b0[c], q1 = b1[c];
+                s00 += p0 * q0;
+                s01 += p0 * q1;
+                s10 += p1 * q0;
+                s11 += p1 * q1;
+            }
+            bool jok = j0 + 1 < N; // column j0+1 exists
+            if (ti < tj) {         // off-diagonal tile: every row < every column
+                o[d + j0 * (j0 - 1) / 2 + i0] = s00;
+                o[d + j0 * (j0 - 1) / 2 + i0 + 1] = s10;
+                if (jok) {
+                    o[d + (j0 + 1) * j0 / 2 + i0] = s01;
+                    o[d + (j0 + 1) * j0 / 2 + i0 + 1] = s11;
+                }
+            } else if (jok) { // diagonal tile: only the pair (2t, 2t+1)
+                o[d + (j0 + 1) * j0 / 2 + i0] = s01;
+            }
+        }
+        for (int c = threadIdx.x; c < d; c += blockDim.x) o[c] = F[c];
+        if (threadIdx.x == 0) o[W - 1] = 0.f;
+        __syncthreads();
+        float* os = out + (i64)s * W;
+        for (int k = threadIdx.x; k < W; k += blockDim.x) os[k] = o[k];
+        // The next sample's F writes need no barrier: F's last readers ran
+        // before the barrier above; o is rewritten only after the next one.
+    }
+}
+
+// interaction_bwd: one block per sample. dF_v = Σ_u G(u,v)·F_u with G the
+// symmetric N×N matrix of the pair gradients (zero diagonal), plus dOut[:d]
+// for v = 0. Shared: G [N][N4] (N4 = N rounded up to 4, zero padded) then F
+// [N][d]. Thread item (vg, c) computes v = 4vg..4vg+3 at column c, streaming
+// u: F[u][c] (consecutive c, conflict-free) and G[u][4vg..4vg+3] (one
+// broadcast 16-byte load); writes to dx0 / demb are coalesced along c.
+extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __restrict__ demb,
+                                           const float* __restrict__ dOut, const float* __restrict__ x0,
+                                           const float* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, N4 = (N + 3) & ~3, W = d + n * (n + 1) / 2 + 1, VG = N4 / 4;
+    const int P = n * (n + 1) / 2;
+    float* G = (float*)nn_smem;
+    float* F = G + N * N4;
+    for (int s = blockIdx.x; s < B; s += gridDim.x) {
+        const float* xs = x0 + (i64)s * d;
+        const float* es = emb + (i64)s * n * d;
+        const float* go = dOut + (i64)s * W;
+        for (int e = threadIdx.x; e < N * d; e += blockDim.x) F[e] = e < d ? xs[e] : es[e - d];
+        for (int e = threadIdx.x; e < N * N4; e += blockDim.x) {
+            int u = e / N4, v = e - u * N4;
+            if (v >= N || v == u) G[e] = 0.f;
+        }
+        for (int q = threadIdx.x; q < P; q += blockDim.x) {
+            int i, jm;
+            nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
+            float g = go[d + q];
+            G[i * N4 + jm + 1] = g;
+            G[(jm + 1) * N4 + i] = g;
+        }
+        __syncthreads();
+        for (int it = threadIdx.x; it < VG * d; it += blockDim.x) {
+            int vg = it / d, c = it - vg * d;
+            float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+            const nn_f4* gq = (const nn_f4*)G + vg;
+            for (int u = 0; u < N; u++) {
+                float f = F[u * d + c];
+                nn_f4 g = gq[u * VG];
+                a0 += g.x * f;
+                a1 += g.y * f;
+                a2 += g.z * f;
+                a3 += g.w * f;
+            }
+            int v = 4 * vg;
+            float* de = demb + (i64)s * n * d + c;
+            if (v == 0) dx0[(i64)s * d + c] = go[c] + a0;
+            else de[(i64)(v - 1) * d] = a0;
+            if (v + 1 < N) de[(i64)v * d] = a1;
+            if (v + 2 < N) de[(i64)(v + 1) * d] = a2;
+            if (v + 3 < N) de[(i64)(v + 2) * d] = a3;
+        }
+        __syncthreads(); // F and G are rewritten for the next sample
+    }
+}
+
+// interaction_fwd_g / interaction_bwd_g: the same from global memory, one
+// thread per output element, for shapes whose F does not fit in shared
+// memory. total = B·W (forward) or B·N·d (backward).
+extern "C" __global__ void interaction_fwd_g(float* __restrict__ out, const float* __restrict__ x0,
+                                             const float* __restrict__ emb, int n, int d, i64 total) {
+    const int W = d + n * (n + 1) / 2 + 1;
+    FOR(e, total) {
+        i64 s = e / W;
+        int k = (int)(e - s * W);
+        float r;
+        if (k < d) {
+            r = x0[s * d + k];
+        } else if (k == W - 1) {
+            r = 0.f;
+        } else {
+            int i, jm;
+            nn_tri(k - d, &i, &jm);
+            const float* fi = i == 0 ? x0 + s * d : emb + (s * n + i - 1) * d;
+            const float* fj = emb + (s * n + jm) * d;
+            r = 0.f;
+            for (int c = 0; c < d; c++) r += fi[c] * fj[c];
+        }
+        out[e] = r;
+    }
+}
+
+extern "C" __global__ void interaction_bwd_g(float* __restrict__ dx0, float* __restrict__ demb,
+                                             const float* __restrict__ dOut, const float* __restrict__ x0,
+                                             const float* __restrict__ emb, int n, int d, i64 total) {
+    const int N = n + 1, W = d + n * (n + 1) / 2 + 1;
+    FOR(e, total) {
+        i64 s = e / ((i64)N * d);
+        int r = (int)(e - s * N * d), v = r / d, c = r - v * d;
+        const float* go = dOut + s * W;
+        float acc = v == 0 ? go[c] : 0.f;
+        for (int u = 0; u < N; u++) {
+            if (u == v) continue;
+            int a = min(u, v), b = max(u, v);
+            float f = u == 0 ? x0[s * d + c] : emb[(s * n + u - 1) * d + c];
+            acc += go[d + b * (b - 1) / 2 + a] * f;
+        }
+        if (v == 0) dx0[s * d + c] = acc;
+        else demb[(s * n + v - 1) * d + c] = acc;
+    }
+}
+
+// ---- FmOrder2 ----
+// One thread per (sample, column j) over total = B·k; sums in double.
+extern "C" __global__ void fm_order2(float* __restrict__ out, const float* __restrict__ in, int f, int k, i64 total) {
+    FOR(e, total) {
+        i64 s = e / k;
+        int j = (int)(e - s * k);
+        const float* v = in + s * f * k + j;
+        double sum = 0, sq = 0;
+        for (int i = 0; i < f; i++) {
+            double x = v[(i64)i * k];
+            sum += x;
+            sq += x * x;
+        }
+        out[e] = (float)(0.5 * (sum * sum - sq));
+    }
+}
+
+// fm_order2_grad: din[b,i,j] = dOut[b,j]·(Σ_i' v_i'j − v_ij), in double.
+extern "C" __global__ void fm_order2_grad(float* __restrict__ din, const float* __restrict__ dOut,
+                                          const float* __restrict__ in, int f, int k, i64 total) {
+    FOR(e, total) {
+        i64 s = e / k;
+        int j = (int)(e - s * k);
+        const float* v = in + s * f * k + j;
+        float* dv = din + s * f * k + j;
+        double sum = 0;
+        for (int i = 0; i < f; i++) sum += (double)v[(i64)i * k];
+        double g = dOut[e];
+        for (int i = 0; i < f; i++) dv[(i64)i * k] = (float)(g * (sum - (double)v[(i64)i * k]));
+    }
+}
+
+// ---- BatchNorm ----
+// Column statistics in two steps: bn_partial sums a chunk of rows per block,
+// bn_stats / bn_grad_stats add the chunks per column in order.
+
+// bn_partial: block (32, 8); blockIdx.x picks 32 columns (threadIdx.x, one
+// coalesced 128-byte row segment per warp), blockIdx.y a chunk of rows that
+// threadIdx.y strides by 8. part is [chunks][2][C] doubles:
+//   forward (dy null): Σ (x−K), Σ (x−K)² with the shift K = x[0, col];
+//   backward: Σ dy, Σ dy·(x−mean)·inv.
+extern "C" __global__ void bn_partial(double* __restrict__ part, const float* __restrict__ x,
+                                      const float* __restrict__ dy, const float* __restrict__ mean,
+                                      const float* __restrict__ inv, i64 rows, int C, i64 chunkRows) {
+    __shared__ double sa[8][33], sb[8][33];
+    int col = blockIdx.x * 32 + threadIdx.x;
+    i64 r0 = (i64)blockIdx.y * chunkRows, r1 = r0 + chunkRows;
+    if (r1 > rows) r1 = rows;
+    double a = 0, b = 0;
+    if (col < C) {
+        if (dy == 0) {
+            double K = x[col];
+            for (i64 r = r0 + threadIdx.y; r < r1; r += 8) {
+                double v = (double)x[r * C + col] - K;
+                a += v;
+                b += v * v;
+            }
+        } else {
+            double m = mean[col], iv = inv[col];
+            for (i64 r = r0 + threadIdx.y; r < r1; r += 8) {
+                double g = dy[r * C + col];
+                a += g;
+                b += g * ((double)x[r * C + col] - m) * iv;
+            }
+        }
+    }
+    sa[threadIdx.y][threadIdx.x] = a;
+    sb[threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < C) {
+        for (int y = 1; y < 8; y++) {
+            a += sa[y][threadIdx.x];
+            b += sb[y][threadIdx.x];
+        }
+        double* p = part + (i64)blockIdx.y * 2 * C;
+        p[col] = a;
+        p[C + col] = b;
+    }
+}
+
+// bn_stats (training): one thread per column; mean, biased variance for the
+// normalization (saved as mean and 1/√(var+eps)), unbiased for the running
+// variance.
+extern "C" __global__ void bn_stats(float* __restrict__ saveMean, float* __restrict__ saveInv,
+                                    float* __restrict__ runMean, float* __restrict__ runVar,
+                                    const double* __restrict__ part, const float* __restrict__ x, int chunks,
+                                    int C, i64 rows, double factor, double eps) {
+    FOR(j, C) {
+        double a = 0, b = 0;
+        for (int ch = 0; ch < chunks; ch++) {
+            a += part[(i64)ch * 2 * C + j];
+            b += part[(i64)ch * 2 * C + C + j];
+        }
+        double nr = (double)rows;
+        double mean = (double)x[j] + a / nr;
+        double q = b - a * a / nr; // Σ (x−mean)²
+        if (q < 0) q = 0;
+        double inv = 1.0 / sqrt(q / nr + eps);
+        saveMean[j] = (float)mean;
+        saveInv[j] = (float)inv;
+        runMean[j] = (float)((1 - factor) * (double)runMean[j] + factor * mean);
+        runVar[j] = (float)((1 - factor) * (double)runVar[j] + factor * q / (nr - 1));
+    }
+}
+
+// bn_infer_stats (inference): per-column mean and 1/√(runVar+eps) into
+// scratch m, iv.
+extern "C" __global__ void bn_infer_stats(float* __restrict__ m, float* __restrict__ iv,
+                                          const float* __restrict__ runMean, const float* __restrict__ runVar,
+                                          int C, double eps) {
+    FOR(j, C) {
+        m[j] = runMean[j];
+        iv[j] = (float)(1.0 / sqrt((double)runVar[j] + eps));
+    }
+}
+
+// bn_apply: y = γ(x−m)·iv + β elementwise (float, as the CPU's T).
+extern "C" __global__ void bn_apply(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ g,
+                                    const float* __restrict__ bt, const float* __restrict__ m,
+                                    const float* __restrict__ iv, int C, i64 total) {
+    FOR(i, total) {
+        int j = (int)(i % C);
+        y[i] = g[j] * (x[i] - m[j]) * iv[j] + bt[j];
+    }
+}
+
+// bn_grad_stats: one thread per column: dbeta = Σ dy, dgamma = Σ dy·x̂, and
+// coef [3][C] doubles = (Σ dy, Σ dy·x̂, γ·inv/rows) for bn_grad_apply.
+extern "C" __global__ void bn_grad_stats(float* __restrict__ dgamma, float* __restrict__ dbeta,
+                                         double* __restrict__ coef, const double* __restrict__ part,
+                                         const float* __restrict__ gamma, const float* __restrict__ inv,
+                                         int chunks, int C, i64 rows) {
+    FOR(j, C) {
+        double sb = 0, sg = 0;
+        for (int ch = 0; ch < chunks; ch++) {
+            sb += part[(i64)ch * 2 * C + j];
+            sg += part[(i64)ch * 2 * C + C + j];
+        }
+        dbeta[j] = (float)sb;
+        dgamma[j] = (float)sg;
+        coef[j] = sb;
+        coef[C + j] = sg;
+        coef[2 * C + j] = (double)gamma[j] * (double)inv[j] / (double)rows;
+    }
+}
+
+// bn_grad_apply: dx = k·(rows·dy − Σdy − x̂·Σdy·x̂) elementwise, in double.
+extern "C" __global__ void bn_grad_apply(float* __restrict__ dx, const float* __restrict__ dy,
+                                         const float* __restrict__ x, const float* __restrict__ mean,
+                                         const float* __restrict__ inv, const double* __restrict__ coef, int C,
+                                         i64 rows, i64 total) {
+    FOR(i, total) {
+        int j = (int)(i % C);
+        double xh = ((double)x[i] - (double)mean[j]) * (double)inv[j];
+        dx[i] = (float)(coef[2 * C + j] * ((double)rows * (double)dy[i] - coef[j] - xh * coef[C + j]));
+    }
+}
+
+// ---- Softmax and losses ----
+// Row kernels: one warp per row (warps grid-stride over rows, so every lane
+// of a warp runs the same iterations), lanes stride the row's n columns.
+
+static __device__ __forceinline__ float nn_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+static __device__ __forceinline__ double nn_warp_allsum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// nn_row_max_sum: the row maximum m and Σ exp(x−m) (double), on every lane.
+static __device__ __forceinline__ double nn_row_max_sum(const float* xr, int n, int lane, float* m) {
+    float mx = xr[0];
+    for (int c = lane; c < n; c += 32) mx = fmaxf(mx, xr[c]);
+    mx = nn_warp_max(mx);
+    double s = 0;
+    for (int c = lane; c < n; c += 32) s += (double)expf(xr[c] - mx);
+    *m = mx;
+    return nn_warp_allsum_d(s);
+}
+
+extern "C" __global__ void softmax_rows(float* __restrict__ y, const float* __restrict__ x, i64 rows, int n) {
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * wpb) {
+        const float* xr = x + r * n;
+        float* yr = y + r * n;
+        float m;
+        float inv = (float)(1.0 / nn_row_max_sum(xr, n, lane, &m));
+        for (int c = lane; c < n; c += 32) yr[c] = expf(xr[c] - m) * inv;
+    }
+}
+
+// softmax_grad_rows: dx = y⊙(dy − Σ dy⊙y), in double (dy − Σ may cancel).
+extern "C" __global__ void softmax_grad_rows(float* __restrict__ dx, const float* __restrict__ dy,
+                                             const float* __restrict__ y, i64 rows, int n) {
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * wpb) {
+        i64 o = r * n;
+        double s = 0;
+        for (int c = lane; c < n; c += 32) s += (double)dy[o + c] * (double)y[o + c];
+        s = nn_warp_allsum_d(s);
+        for (int c = lane; c < n; c += 32) dx[o + c] = (float)((double)y[o + c] * ((double)dy[o + c] - s));
+    }
+}
+
+// bce_partial: fused sigmoid BCE over total = B·T elements (grid-stride);
+// the block's Σ w·bce goes to part[blockIdx.x]. w (per column, t of them)
+// and dx may be null. Computed in double: σ(x) − y cancels when σ(x) ≈ y.
+extern "C" __global__ void bce_partial(double* __restrict__ part, float* __restrict__ dx,
+                                       const float* __restrict__ x, const float* __restrict__ y,
+                                       const float* __restrict__ w, int t, float gs, i64 total) {
+    __shared__ double sh[32];
+    double s = 0;
+    FOR(i, total) {
+        double xv = x[i], yv = y[i];
+        double wt = w ? (double)w[(int)(i % t)] : 1.0;
+        double e = exp(-fabs(xv)); // e^−|x| ≤ 1: no overflow
+        s += wt * ((xv >= 0 ? xv * (1 - yv) : -xv * yv) + log1p(e));
+        if (dx) {
+            double sg = xv >= 0 ? 1 / (1 + e) : e / (1 + e);
+            dx[i] = (float)((double)gs * wt * (sg - yv));
+        }
+    }
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+// softmax_ce_rows: one warp per row. A label that is not an integral class
+// in [0, n) is reported (ERR_RANGE, row, label) and the row skipped. Loss
+// per row = min(log Σe − (x_l − m), −ln 1e-300) (the CPU clamps p ≥
+// 1e-300); the block's sum goes to part[blockIdx.x].
+extern "C" __global__ void softmax_ce_rows(double* __restrict__ part, float* __restrict__ dx,
+                                           const float* __restrict__ x, const float* __restrict__ labels,
+                                           u64* flag, float gs, i64 rows, int n) {
+    __shared__ double sh[32];
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    double acc = 0;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * wpb) {
+        float lab = labels[r];
+        int l = -1;
+        if (lab >= 0.f && lab < 2147483648.f) {
+            l = (int)lab;
+            if (l >= n || (float)l != lab) l = -1;
+        }
+        if (l < 0) {
+            if (lane == 0) report(flag, ERR_RANGE, NN_OP_SOFTMAX_CE, r, (i64)lab);
+            continue;
+        }
+        const float* xr = x + r * n;
+        float m;
+        double s = nn_row_max_sum(xr, n, lane, &m);
+        if (lane == 0) acc += fmin(log(s) - (double)(xr[l] - m), 690.7755278982137);
+        if (dx) { // in double: e/s − 1 is exact to double rounding (s holds the same e)
+            float* dr = dx + r * n;
+            for (int c = lane; c < n; c += 32) {
+                double pr = (double)expf(xr[c] - m) / s;
+                dr[c] = (float)((double)gs * (c == l ? pr - 1.0 : pr));
+            }
+        }
+    }
+    acc = block_sum_d(acc, sh);
+    if (threadIdx.x == 0) part[blockIdx.x] = acc;
+}
+
+// nn_loss_final: one block; loss[0] = Σ part / rows.
+extern "C" __global__ void nn_loss_final(float* __restrict__ loss, const double* __restrict__ part, int nparts,
+                                         i64 rows) {
+    __shared__ double sh[32];
+    double s = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += part[i];
+    s = block_sum_d(s, sh);
+    if (threadIdx.x == 0) loss[0] = (float)(s / (double)rows);
+}

@@ -1,0 +1,352 @@
+package gpu
+
+import (
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// The nn operations (kernels/nn.cu); shapes and errors mirror cpu/nn.go.
+
+// interSharedMax is the most dynamic shared memory the fused interaction
+// kernels may use per block; larger samples take the global-memory kernels.
+// A variable so tests can force the fallback.
+var interSharedMax = 96 << 10
+
+// nnLossParts bounds the blocks of the loss kernels (their double partials).
+const nnLossParts = 1024
+
+// nnAlign256 rounds a workspace offset up to 256 bytes.
+func nnAlign256(n int) int { return (n + 255) &^ 255 }
+
+// nnPresent fails with ErrShape when a required operand is absent.
+func (be *Backend) nnPresent(op string, ts ...tensor.Tensor) bool {
+	for _, t := range ts {
+		if t.IsZero() {
+			be.fail(op, tensor.ErrShape, "missing operand in %v", ts)
+			return false
+		}
+	}
+	return true
+}
+
+// Interaction is the DLRM dot interaction (SPEC §8).
+func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
+	n, d, ok := be.interShape("interaction", out, x0, emb)
+	if !ok || x0.Rows() == 0 {
+		return
+	}
+	b, w := x0.Rows(), out.Cols()
+	be.do("interaction", func(c *cuda.Ctx) error {
+		T := (n + 2) / 2
+		shm := 4 * ((n+1)*(d|1) + w)
+		if shm > interSharedMax {
+			return be.launch1(c, "interaction_fwd_g", b*w, p(out), p(x0), p(emb), n, d, int64(b)*int64(w))
+		}
+		threads := min(256, max(64, (T*(T+1)/2+31)&^31))
+		return be.interLaunch(c, "interaction_fwd", b, threads, shm, p(out), p(x0), p(emb), b, n, d)
+	})
+}
+
+func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor) (n, d int, ok bool) {
+	if !be.floats(op, out, x0, emb) || !be.nnPresent(op, out, x0, emb) {
+		return 0, 0, false
+	}
+	b, d := x0.Rows(), x0.Cols()
+	if d == 0 || emb.Rows() != b || out.Rows() != b || emb.Cols()%d != 0 {
+		be.fail(op, tensor.ErrShape, "x0 %v emb %v out %v", x0, emb, out)
+		return 0, 0, false
+	}
+	n = emb.Cols() / d
+	if out.Cols() != d+n*(n+1)/2+1 {
+		be.fail(op, tensor.ErrShape, "out %v, want width %d", out, d+n*(n+1)/2+1)
+		return 0, 0, false
+	}
+	return n, d, true
+}
+
+// interLaunch runs a per-sample interaction kernel: a grid-stride over b
+// samples, shm bytes of dynamic shared memory.
+func (be *Backend) interLaunch(c *cuda.Ctx, name string, b, threads, shm int, args ...any) error {
+	if shm > 48<<10 {
+		f, err := be.fn(c, name)
+		if err != nil {
+			return err
+		}
+		if err := c.SetMaxDynamicShared(f, shm); err != nil {
+			return err
+		}
+	}
+	return be.launch(c, name, cuda.D1(min(b, be.sms*16)), cuda.D1(threads), shm, args...)
+}
+
+// InteractionGrad writes dx0 and demb.
+func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
+	const op = "interaction_grad"
+	n, d, ok := be.interShape(op, dOut, x0, emb)
+	if !ok || !be.sameLen(op, dx0, x0) || !be.sameLen(op, demb, emb) {
+		return
+	}
+	if !be.floats(op, dx0, demb, x0) || !be.nnPresent(op, dx0, demb) || x0.Rows() == 0 {
+		return
+	}
+	b := x0.Rows()
+	be.do(op, func(c *cuda.Ctx) error {
+		nn, n4 := n+1, (n+4)&^3
+		shm := 4 * (nn*n4 + nn*d)
+		if shm > interSharedMax {
+			total := int64(b) * int64(nn) * int64(d)
+			return be.launch1(c, "interaction_bwd_g", int(total), p(dx0), p(demb), p(dOut), p(x0), p(emb), n, d, total)
+		}
+		threads := min(256, max(64, ((n4/4)*d+31)&^31))
+		return be.interLaunch(c, "interaction_bwd", b, threads, shm, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+	})
+}
+
+// FmOrder2: out[b,j] = ½((Σ_i v_ij)² − Σ_i v_ij²).
+func (be *Backend) FmOrder2(out, in tensor.Tensor) {
+	const op = "fm_order2"
+	if !be.floats(op, out, in) || !be.nnPresent(op, out, in) {
+		return
+	}
+	k := out.Cols()
+	if in.Rows() != out.Rows() || k == 0 || in.Cols()%k != 0 {
+		be.fail(op, tensor.ErrShape, "%v → %v", in, out)
+		return
+	}
+	total := out.Len()
+	if total == 0 {
+		return
+	}
+	f := in.Cols() / k
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "fm_order2", total, p(out), p(in), f, k, int64(total))
+	})
+}
+
+// FmOrder2Grad: din[b,i,j] = dOut[b,j]·(Σ_i' v_i'j − v_ij).
+func (be *Backend) FmOrder2Grad(din, dOut, in tensor.Tensor) {
+	const op = "fm_order2_grad"
+	if !be.floats(op, din, dOut, in) || !be.nnPresent(op, din, dOut, in) || !be.sameLen(op, din, in) {
+		return
+	}
+	k := dOut.Cols()
+	if in.Rows() != dOut.Rows() || k == 0 || in.Cols()%k != 0 {
+		be.fail(op, tensor.ErrShape, "%v → %v", in, dOut)
+		return
+	}
+	total := dOut.Len()
+	if total == 0 {
+		return
+	}
+	f := in.Cols() / k
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch1(c, "fm_order2_grad", total, p(din), p(dOut), p(in), f, k, int64(total))
+	})
+}
+
+// bnChunks splits rows into row chunks for bn_partial so that the (column
+// tiles × chunks) grid fills the device: it returns the chunk count and
+// the rows per chunk.
+func (be *Backend) bnChunks(rows, cols int) (chunks, per int) {
+	tiles := (cols + 31) / 32
+	chunks = max(1, min((rows+63)/64, be.sms*8/tiles))
+	per = (rows + chunks - 1) / chunks
+	return (rows + per - 1) / per, per
+}
+
+// BatchNorm normalizes each column over the batch.
+func (be *Backend) BatchNorm(p tensor.BNParams, training bool, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd tensor.Tensor) {
+	const op = "batch_norm"
+	if !be.floats(op, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd) || !be.sameLen(op, y, x) ||
+		!be.sameLen(op, gamma, beta, runMean, runVar, saveMean, saveInvStd) {
+		return
+	}
+	if !be.nnPresent(op, y, x, gamma, beta, runMean, runVar) || (training && !be.nnPresent(op, saveMean, saveInvStd)) {
+		return
+	}
+	if gamma.Len() != x.Cols() || (training && x.Rows() < 2) {
+		be.fail(op, tensor.ErrShape, "gamma %v for %v (training needs ≥2 rows)", gamma, x)
+		return
+	}
+	cols, total := gamma.Len(), x.Len()
+	if cols == 0 || total == 0 {
+		return
+	}
+	rows := total / cols
+	be.do(op, func(c *cuda.Ctx) error {
+		var m, iv cuda.Ptr
+		if training {
+			chunks, per := be.bnChunks(rows, cols)
+			ws, err := be.workspace(c, chunks*2*cols*8)
+			if err != nil {
+				return err
+			}
+			grid := cuda.Dim3{X: (cols + 31) / 32, Y: chunks, Z: 1}
+			if err := be.launch(c, "bn_partial", grid, cuda.Dim3{X: 32, Y: 8, Z: 1}, 0,
+				ws, Ptr(x), cuda.Ptr(0), cuda.Ptr(0), cuda.Ptr(0), int64(rows), cols, int64(per)); err != nil {
+				return err
+			}
+			if err := be.launch1(c, "bn_stats", cols, Ptr(saveMean), Ptr(saveInvStd), Ptr(runMean), Ptr(runVar),
+				ws, Ptr(x), chunks, cols, int64(rows), p.Factor, p.Eps); err != nil {
+				return err
+			}
+			m, iv = Ptr(saveMean), Ptr(saveInvStd)
+		} else {
+			ws, err := be.workspace(c, 2*nnAlign256(4*cols))
+			if err != nil {
+				return err
+			}
+			m, iv = ws, ws.Add(nnAlign256(4*cols))
+			if err := be.launch1(c, "bn_infer_stats", cols, m, iv, Ptr(runMean), Ptr(runVar), cols, p.Eps); err != nil {
+				return err
+			}
+		}
+		return be.launch1(c, "bn_apply", total, Ptr(y), Ptr(x), Ptr(gamma), Ptr(beta), m, iv, cols, int64(total))
+	})
+}
+
+// BatchNormGrad writes dx, dgamma and dbeta.
+func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd tensor.Tensor) {
+	const op = "batch_norm_grad"
+	if !be.floats(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd) || !be.sameLen(op, dx, dy, x) ||
+		!be.sameLen(op, gamma, dgamma, dbeta, saveMean, saveInvStd) ||
+		!be.nnPresent(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd) {
+		return
+	}
+	if gamma.Len() != x.Cols() {
+		be.fail(op, tensor.ErrShape, "gamma %v for %v", gamma, x)
+		return
+	}
+	cols, total := gamma.Len(), x.Len()
+	if cols == 0 {
+		return
+	}
+	rows := total / cols
+	be.do(op, func(c *cuda.Ctx) error {
+		if rows == 0 { // CPU: dgamma = dbeta = 0
+			if err := c.Memset32(Ptr(dgamma), 0, cols, be.s); err != nil {
+				return err
+			}
+			return c.Memset32(Ptr(dbeta), 0, cols, be.s)
+		}
+		chunks, per := be.bnChunks(rows, cols)
+		partBytes := nnAlign256(chunks * 2 * cols * 8)
+		ws, err := be.workspace(c, partBytes+3*cols*8)
+		if err != nil {
+			return err
+		}
+		coef := ws.Add(partBytes)
+		grid := cuda.Dim3{X: (cols + 31) / 32, Y: chunks, Z: 1}
+		if err := be.launch(c, "bn_partial", grid, cuda.Dim3{X: 32, Y: 8, Z: 1}, 0,
+			ws, Ptr(x), Ptr(dy), Ptr(saveMean), Ptr(saveInvStd), int64(rows), cols, int64(per)); err != nil {
+			return err
+		}
+		if err := be.launch1(c, "bn_grad_stats", cols, Ptr(dgamma), Ptr(dbeta), coef, ws, Ptr(gamma), Ptr(saveInvStd),
+			chunks, cols, int64(rows)); err != nil {
+			return err
+		}
+		return be.launch1(c, "bn_grad_apply", total, Ptr(dx), Ptr(dy), Ptr(x), Ptr(saveMean), Ptr(saveInvStd), coef,
+			cols, int64(rows), int64(total))
+	})
+}
+
+// nnRowBlocks is the grid of a warp-per-row kernel (8 warps per block).
+func (be *Backend) nnRowBlocks(rows, limit int) int {
+	return max(1, min((rows+7)/8, limit))
+}
+
+// Softmax over each row.
+func (be *Backend) Softmax(y, x tensor.Tensor) {
+	const op = "softmax"
+	if !be.floats(op, y, x) || !be.nnPresent(op, y, x) || !be.sameLen(op, y, x) {
+		return
+	}
+	n := x.Cols()
+	if n == 0 || x.Len() == 0 {
+		return
+	}
+	rows := x.Len() / n
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch(c, "softmax_rows", cuda.D1(be.nnRowBlocks(rows, be.sms*32)), cuda.D1(256), 0,
+			p(y), p(x), int64(rows), n)
+	})
+}
+
+// SoftmaxGrad: dx = y⊙(dy − Σ dy⊙y).
+func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
+	const op = "softmax_grad"
+	if !be.floats(op, dx, dy, y) || !be.nnPresent(op, dx, dy, y) || !be.sameLen(op, dx, dy, y) {
+		return
+	}
+	n := y.Cols()
+	if n == 0 || y.Len() == 0 {
+		return
+	}
+	rows := y.Len() / n
+	be.do(op, func(c *cuda.Ctx) error {
+		return be.launch(c, "softmax_grad_rows", cuda.D1(be.nnRowBlocks(rows, be.sms*32)), cuda.D1(256), 0,
+			p(dx), p(dy), p(y), int64(rows), n)
+	})
+}
+
+// BCE is the fused sigmoid binary cross-entropy of SPEC §8: loss[0] is
+// overwritten with the batch mean (block partials in double, then one
+// block), dx (optional) = gradScale·w·(σ(x)−y).
+func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
+	const op = "bce"
+	if !be.floats(op, loss, dx, x, y, w) || !be.nnPresent(op, loss, x, y) || !be.sameLen(op, x, dx, y) {
+		return
+	}
+	t := x.Cols()
+	if loss.Len() < 1 || (!w.IsZero() && w.Len() != t) {
+		be.fail(op, tensor.ErrShape, "loss %v weights %v for %v", loss, w, x)
+		return
+	}
+	total := x.Len()
+	be.do(op, func(c *cuda.Ctx) error {
+		if total == 0 {
+			return c.Memset32(Ptr(loss), 0, 1, be.s)
+		}
+		rows := total / max(t, 1)
+		blocks := max(1, min((total+255)/256, nnLossParts))
+		ws, err := be.workspace(c, blocks*8)
+		if err != nil {
+			return err
+		}
+		if err := be.launch(c, "bce_partial", cuda.D1(blocks), cuda.D1(256), 0,
+			ws, p(dx), p(x), p(y), p(w), t, float32(gradScale), int64(total)); err != nil {
+			return err
+		}
+		return be.launch(c, "nn_loss_final", cuda.D1(1), cuda.D1(256), 0, p(loss), ws, blocks, int64(rows))
+	})
+}
+
+// SoftmaxCE is softmax cross-entropy against class-index labels. A label
+// that is not a class in [0, C) is recorded on the device and reported as
+// ErrRange at the next Sync.
+func (be *Backend) SoftmaxCE(loss, dx, x, labels tensor.Tensor, gradScale float64) {
+	const op = "softmax_ce"
+	if !be.floats(op, loss, dx, x, labels) || !be.nnPresent(op, loss, x, labels) || !be.sameLen(op, x, dx) {
+		return
+	}
+	c, rows := x.Cols(), x.Rows()
+	if labels.Len() != rows || loss.Len() < 1 || c == 0 {
+		be.fail(op, tensor.ErrShape, "labels %v for %v", labels, x)
+		return
+	}
+	if rows == 0 { // the CPU leaves loss untouched
+		return
+	}
+	be.do(op, func(cx *cuda.Ctx) error {
+		blocks := be.nnRowBlocks(rows, nnLossParts)
+		ws, err := be.workspace(cx, blocks*8)
+		if err != nil {
+			return err
+		}
+		if err := be.launch(cx, "softmax_ce_rows", cuda.D1(blocks), cuda.D1(256), 0,
+			ws, p(dx), p(x), p(labels), be.flag, float32(gradScale), int64(rows), c); err != nil {
+			return err
+		}
+		return be.launch(cx, "nn_loss_final", cuda.D1(1), cuda.D1(256), 0, p(loss), ws, blocks, int64(rows))
+	})
+}

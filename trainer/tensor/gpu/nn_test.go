@@ -1,0 +1,242 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+func testInteraction(t *testing.T, h *harness, b, d, n int) {
+	t.Helper()
+	w := d + n*(n+1)/2 + 1
+	name := fmt.Sprintf("B%d d%d n%d", b, d, n)
+	x0 := h.Rand(-1, 1, b, d)
+	emb := h.Rand(-1, 1, b, n, d)
+	out := h.Out(tensor.Float32, b, w)
+	h.g.Interaction(out.G, x0.G, emb.G)
+	h.c.Interaction(out.C, x0.C, emb.C)
+	h.Check("interaction "+name, out, tolFP32)
+
+	dOut := h.Rand(-1, 1, b, w)
+	dx0 := h.Out(tensor.Float32, b, d)
+	demb := h.Out(tensor.Float32, b, n, d)
+	h.g.InteractionGrad(dx0.G, demb.G, dOut.G, x0.G, emb.G)
+	h.c.InteractionGrad(dx0.C, demb.C, dOut.C, x0.C, emb.C)
+	h.Check("interaction_grad dx0 "+name, dx0, tolFP32)
+	h.Check("interaction_grad demb "+name, demb, tolFP32)
+	h.Free(x0, emb, out, dOut, dx0, demb)
+}
+
+var interShapes = [][3]int{ // B, d, n
+	{1, 1, 1}, {1, 4, 1}, {3, 5, 2}, {7, 13, 3}, {5, 16, 4}, {33, 17, 26}, {9, 64, 31}, {4096, 128, 26},
+}
+
+func TestInteraction(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range interShapes {
+		testInteraction(t, h, s[0], s[1], s[2])
+	}
+	// A sample too large for shared memory takes the global kernels.
+	testInteraction(t, h, 3, 1000, 30)
+	// Between 48 KiB and interSharedMax: the opt-in shared-memory path.
+	testInteraction(t, h, 70, 500, 26)
+
+	// Wrong output width.
+	x0, emb := h.Rand(-1, 1, 4, 8), h.Rand(-1, 1, 4, 16)
+	bad := h.Out(tensor.Float32, 4, 8+3)
+	h.g.Interaction(bad.G, x0.G, emb.G)
+	if err := h.g.Sync(); !errors.Is(err, tensor.ErrShape) {
+		t.Fatalf("bad width: %v", err)
+	}
+	h.g.Reset()
+}
+
+func TestInteractionGlobal(t *testing.T) {
+	h := newHarness(t)
+	defer func(v int) { interSharedMax = v }(interSharedMax)
+	interSharedMax = 0
+	for _, s := range interShapes[:7] {
+		testInteraction(t, h, s[0], s[1], s[2])
+	}
+	testInteraction(t, h, 300, 128, 26)
+}
+
+func TestFmOrder2(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range [][3]int{{1, 1, 1}, {1, 3, 1}, {5, 3, 7}, {33, 26, 10}, {1000, 26, 16}, {3000, 39, 33}} {
+		b, f, k := s[0], s[1], s[2]
+		name := fmt.Sprintf("B%d f%d k%d", b, f, k)
+		in := h.Rand(-1, 1, b, f, k)
+		out := h.Out(tensor.Float32, b, k)
+		h.g.FmOrder2(out.G, in.G)
+		h.c.FmOrder2(out.C, in.C)
+		h.Check("fm_order2 "+name, out, tolFP32)
+
+		dOut := h.Rand(-1, 1, b, k)
+		din := h.Out(tensor.Float32, b, f, k)
+		h.g.FmOrder2Grad(din.G, dOut.G, in.G)
+		h.c.FmOrder2Grad(din.C, dOut.C, in.C)
+		h.Check("fm_order2_grad "+name, din, tolFP32)
+		h.Free(in, out, dOut, din)
+	}
+}
+
+func TestBatchNorm(t *testing.T) {
+	h := newHarness(t)
+	p := tensor.BNParams{Factor: 0.1, Eps: 1e-5}
+	for _, s := range [][2]int{{2, 1}, {7, 33}, {65, 5}, {4097, 100}, {20000, 37}} {
+		rows, cols := s[0], s[1]
+		name := fmt.Sprintf("%dx%d", rows, cols)
+		x := h.Rand(4, 7, rows, cols) // mean far from 0: exercises the shifted sums
+		gamma, beta := h.Rand(0.5, 1.5, cols), h.Rand(-1, 1, cols)
+		runMean, runVar := h.Rand(-1, 1, cols), h.Rand(0.5, 2, cols)
+		saveMean, saveInv := h.Out(tensor.Float32, cols), h.Out(tensor.Float32, cols)
+		y := h.Out(tensor.Float32, rows, cols)
+		h.g.BatchNorm(p, true, y.G, x.G, gamma.G, beta.G, runMean.G, runVar.G, saveMean.G, saveInv.G)
+		h.c.BatchNorm(p, true, y.C, x.C, gamma.C, beta.C, runMean.C, runVar.C, saveMean.C, saveInv.C)
+		h.Check("bn y "+name, y, tolFP32)
+		h.Check("bn saveMean "+name, saveMean, tolFP32)
+		h.Check("bn saveInvStd "+name, saveInv, tolFP32)
+		h.Check("bn runMean "+name, runMean, tolFP32)
+		h.Check("bn runVar "+name, runVar, tolFP32)
+
+		yi := h.Out(tensor.Float32, rows, cols)
+		h.g.BatchNorm(p, false, yi.G, x.G, gamma.G, beta.G, runMean.G, runVar.G, saveMean.G, saveInv.G)
+		h.c.BatchNorm(p, false, yi.C, x.C, gamma.C, beta.C, runMean.C, runVar.C, saveMean.C, saveInv.C)
+		h.Check("bn inference "+name, yi, tolFP32)
+
+		// The gradient from independent saved statistics.
+		dy := h.Rand(-1, 1, rows, cols)
+		mean, inv := h.Rand(4, 7, cols), h.Rand(0.5, 2, cols)
+		dx, dg, db := h.Out(tensor.Float32, rows, cols), h.Out(tensor.Float32, cols), h.Out(tensor.Float32, cols)
+		h.g.BatchNormGrad(dx.G, dg.G, db.G, dy.G, x.G, gamma.G, mean.G, inv.G)
+		h.c.BatchNormGrad(dx.C, dg.C, db.C, dy.C, x.C, gamma.C, mean.C, inv.C)
+		h.Check("bn_grad dx "+name, dx, tolFP32)
+		h.Check("bn_grad dgamma "+name, dg, tolFP32)
+		h.Check("bn_grad dbeta "+name, db, tolFP32)
+		h.Free(x, gamma, beta, runMean, runVar, saveMean, saveInv, y, yi, dy, mean, inv, dx, dg, db)
+	}
+
+	// Training needs two rows.
+	x, g := h.Rand(0, 1, 1, 4), h.Rand(0, 1, 4)
+	h.g.BatchNorm(p, true, x.G, x.G, g.G, g.G, g.G, g.G, g.G, g.G)
+	if err := h.g.Sync(); !errors.Is(err, tensor.ErrShape) {
+		t.Fatalf("one-row training: %v", err)
+	}
+	h.g.Reset()
+}
+
+func TestSoftmax(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range [][2]int{{1, 1}, {1, 2}, {3, 7}, {1000, 33}, {50, 1000}, {9000, 2}} {
+		rows, n := s[0], s[1]
+		name := fmt.Sprintf("%dx%d", rows, n)
+		x := h.Rand(-8, 8, rows, n)
+		y := h.Out(tensor.Float32, rows, n)
+		h.g.Softmax(y.G, x.G)
+		h.c.Softmax(y.C, x.C)
+		h.Check("softmax "+name, y, tolFP32)
+
+		dy, yy := h.Rand(-1, 1, rows, n), h.Rand(0, 1, rows, n)
+		dx := h.Out(tensor.Float32, rows, n)
+		h.g.SoftmaxGrad(dx.G, dy.G, yy.G)
+		h.c.SoftmaxGrad(dx.C, dy.C, yy.C)
+		h.Check("softmax_grad "+name, dx, tolFP32)
+		h.Free(x, y, dy, yy, dx)
+	}
+}
+
+func TestBCE(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range [][2]int{{1, 1}, {7, 1}, {1000, 1}, {4097, 3}, {70000, 1}} {
+		rows, cols := s[0], s[1]
+		x := h.Rand(-20, 20, rows, cols)
+		yv := make([]float64, rows*cols)
+		for i := range yv {
+			if i%3 == 0 {
+				yv[i] = h.rng.Float64() // soft labels too
+			} else {
+				yv[i] = float64(h.rng.IntN(2))
+			}
+		}
+		y := h.Floats(yv, rows, cols)
+		for _, weighted := range []bool{false, true} {
+			name := fmt.Sprintf("%dx%d weighted %v", rows, cols, weighted)
+			w := h.Zero()
+			if weighted {
+				w = h.Rand(0.5, 2, cols)
+			}
+			loss, dx := h.Out(tensor.Float32, 1), h.Out(tensor.Float32, rows, cols)
+			gs := 1 / float64(rows)
+			h.g.BCE(loss.G, dx.G, x.G, y.G, w.G, gs)
+			h.c.BCE(loss.C, dx.C, x.C, y.C, w.C, gs)
+			h.Check("bce loss "+name, loss, tolFP32)
+			h.Check("bce dx "+name, dx, tolFP32)
+
+			// Without dx, loss only.
+			loss2 := h.Out(tensor.Float32, 1)
+			h.g.BCE(loss2.G, tensor.Tensor{}, x.G, y.G, w.G, gs)
+			h.c.BCE(loss2.C, tensor.Tensor{}, x.C, y.C, w.C, gs)
+			h.Check("bce loss only "+name, loss2, tolFP32)
+			h.Free(w, loss, dx, loss2)
+		}
+		h.Free(x, y)
+	}
+
+	// Weights of the wrong length.
+	x := h.Rand(-1, 1, 4, 2)
+	w, loss := h.Rand(0, 1, 3), h.Out(tensor.Float32, 1)
+	h.g.BCE(loss.G, x.G, x.G, x.G, w.G, 1)
+	if err := h.g.Sync(); !errors.Is(err, tensor.ErrShape) {
+		t.Fatalf("bad weights: %v", err)
+	}
+	h.g.Reset()
+}
+
+func TestSoftmaxCE(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range [][2]int{{1, 1}, {1, 5}, {13, 3}, {1000, 10}, {4097, 65}, {20, 1000}} {
+		rows, c := s[0], s[1]
+		name := fmt.Sprintf("%dx%d", rows, c)
+		x := h.Rand(-6, 6, rows, c)
+		lv := make([]float64, rows)
+		for i := range lv {
+			lv[i] = float64(h.rng.IntN(c))
+		}
+		labels := h.Floats(lv, rows, 1)
+		loss, dx := h.Out(tensor.Float32, 1), h.Out(tensor.Float32, rows, c)
+		gs := 0.5 / float64(rows)
+		h.g.SoftmaxCE(loss.G, dx.G, x.G, labels.G, gs)
+		h.c.SoftmaxCE(loss.C, dx.C, x.C, labels.C, gs)
+		h.Check("softmax_ce loss "+name, loss, tolFP32)
+		h.Check("softmax_ce dx "+name, dx, tolFP32)
+
+		loss2 := h.Out(tensor.Float32, 1)
+		h.g.SoftmaxCE(loss2.G, tensor.Tensor{}, x.G, labels.G, gs)
+		h.c.SoftmaxCE(loss2.C, tensor.Tensor{}, x.C, labels.C, gs)
+		h.Check("softmax_ce loss only "+name, loss2, tolFP32)
+		h.Free(x, labels, loss, dx, loss2)
+	}
+
+	// Labels that are not classes: ErrRange at Sync, as on the CPU.
+	for _, bad := range []float64{5, -1, 1.5, 1e10} {
+		x := h.Rand(-1, 1, 300, 5)
+		lv := make([]float64, 300)
+		lv[177] = bad
+		labels := h.Floats(lv, 300, 1)
+		loss, dx := h.Out(tensor.Float32, 1), h.Out(tensor.Float32, 300, 5)
+		h.g.SoftmaxCE(loss.G, dx.G, x.G, labels.G, 1)
+		if err := h.g.Sync(); !errors.Is(err, tensor.ErrRange) {
+			t.Fatalf("label %v: %v", bad, err)
+		}
+		h.g.Reset()
+		h.c.SoftmaxCE(loss.C, dx.C, x.C, labels.C, 1)
+		if err := h.c.Err(); !errors.Is(err, tensor.ErrRange) {
+			t.Fatalf("cpu label %v: %v", bad, err)
+		}
+		h.c.Reset()
+		h.Free(x, labels, loss, dx)
+	}
+}
