@@ -19,12 +19,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"
 row "gpu" "$(cat "$OUT/gpu.txt")"
 
 for s in $stages; do case $s in
-tests)
+tests|parity|model)
+	if [ $s != model ]; then
 	"$G/gpu.test" -test.v -test.count=1 >"$OUT/gpu_test.log" 2>&1
 	row "gpu parity tests (trainer/tensor/gpu)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/gpu_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/gpu_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/gpu_test.log")"
+	fi
+	[ $s = parity ] && continue
 	"$G/model.test" -test.v -test.count=1 -test.run 'GPU' >"$OUT/model_test.log" 2>&1
 	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
-	grep -h "worst relative\|relative error" "$OUT/model_test.log" "$OUT/gpu_test.log" | head -20 | tee -a "$summary"
+	grep -h "worst relative\|relative error" "$OUT"/*_test.log | head -20 | tee -a "$summary"
 	;;
 quickstart)
 	( cd "$W" && /usr/bin/time -f "%e s" "$G/ctrkit" quickstart --device gpu ) >"$OUT/quickstart.log" 2>&1

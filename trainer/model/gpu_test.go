@@ -33,7 +33,10 @@ func gpuOrSkip(t *testing.T, o gpu.Options) *gpu.Backend {
 // TestGPUMatchesCPU trains DLRM and WDL for 50 steps on the same data on
 // the GPU (FP32) and on the CPU backend (float32): every step's loss must
 // agree within 1e-3 relative. The hash embeddings insert keys as they come,
-// so this also checks the device hash table's row assignment.
+// so this also checks the device hash table's row assignment. SGD, as in
+// the reference DLRM: Adam's m/√v turns float32 rounding differences in
+// near-zero gradients into full-size steps, so two correct backends drift
+// apart after ~20 steps (measured on the H200: 9e-3 at step 45 with Adam).
 func TestGPUMatchesCPU(t *testing.T) {
 	g := gpuOrSkip(t, gpu.Options{})
 	sizes := make([]int64, 26)
@@ -44,8 +47,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 	data := newPlanted(3, batch*steps, 13, sizes)
 	for _, name := range []string{"dlrm", "wdl"} {
 		t.Run(name, func(t *testing.T) {
-			opt := graph.DefaultOptimizer()
-			opt.LearningRate = 0.01
+			opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
 			cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
 			if err != nil {
 				t.Fatal(err)
