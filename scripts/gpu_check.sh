@@ -53,9 +53,12 @@ planted)
 	[ -f "$W/planted.bin" ] || "$G/ctrkit" gen --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
 		--num-samples 10000000 --eval-num-samples 1000000 --slot-size-array "$S" --seed 7 >"$OUT/planted_gen.log" 2>&1
 	row "planted dataset" "$(grep -o 'planted AUC [0-9.]*' "$OUT/planted_gen.log")"
-	"$G/ctrkit" train --model dlrm --slot-size-array "$S" --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
-		--batchsize 8192 --num-epochs 1 --display 200 --device gpu --tf32 >"$OUT/planted_train.log" 2>&1
-	row "train planted 10^7 on GPU" "rc=$? $(grep -h 'eval iter' "$OUT/planted_train.log" | tail -1)"
+	for opt in ${PLANTED_OPTS:-adam,0.001,3 sgd,0.5,3}; do
+		ifs=$IFS; IFS=,; set -- $opt; IFS=$ifs
+		"$G/ctrkit" train --model dlrm --slot-size-array "$S" --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
+			--batchsize 8192 --num-epochs $3 --display 400 --device gpu --tf32 --optimizer $1 --lr $2 >"$OUT/planted_train_$1.log" 2>&1
+		row "train planted 10^7 GPU $1 lr $2, $3 epochs" "rc=$? $(grep -h 'eval iter' "$OUT/planted_train_$1.log" | tr '\n' ' ')"
+	done
 	;;
 esac; done
 echo "---- summary ----"

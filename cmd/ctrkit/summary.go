@@ -58,6 +58,15 @@ func loadModel(c *cli.Context) (*graph.Config, error) {
 				o.SlotSizes[i] = 10000
 			}
 		}
+		cfg, err := graph.Reference(model, o)
+		if err != nil || !(c.IsSet("optimizer") || c.IsSet("update-type")) {
+			return cfg, err
+		}
+		// The embeddings' workspace holds the optimizer's state: size it
+		// for the optimizer the flags choose.
+		if o.Optimizer, err = optimizerFromFlags(c, cfg.Optimizer); err != nil {
+			return nil, err
+		}
 		return graph.Reference(model, o)
 	}
 	return nil, fmt.Errorf("give a model: --config FILE or --model dlrm|wdl|dcn|deepfm")
