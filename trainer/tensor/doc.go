@@ -39,7 +39,7 @@
 // operation on all cores; it supports Float64 storage as well, which the
 // trainer's tests use as the float64 reference (the same layer code runs
 // with Float64 tensors for finite-difference gradient checks). The CUDA
-// backend maps each operation onto one cuBLAS call (Gemm: row-major C = A·B
+// backend (package gpu) maps each operation onto one cuBLAS call (Gemm: row-major C = A·B
 // is column-major Cᵀ = Bᵀ·Aᵀ, so it calls cublasSgemm with the operands
 // swapped) or one or two NVRTC kernels over the whole batch; the
 // data-dependent operations (HashLookup, EmbeddingBagGrad) are specified as
@@ -51,29 +51,31 @@
 //
 //	Alloc/Free/Fill/Copy     cuMemAlloc, cuMemFree, cuMemsetD32Async / fill kernel, cuMemcpyDtoDAsync
 //	Upload/Download          cuMemcpyHtoDAsync from pinned memory / cuMemcpyDtoH + stream sync
-//	Gemm                     cublasSgemm(opB, opA, N, M, K, α, B, ldb, A, lda, β, C, N)
+//	Gemm                     cublasSgemm(opB, opA, N, M, K, α, B, ldb, A, lda, β, C, N);
+//	                         cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 for TF32;
+//	                         InnerProduct's forward fuses bias+ReLU (cuBLASLt epilogue)
 //	AddBias, BiasAct         elementwise kernel (the fused InnerProduct epilogue)
 //	ColSum, Reduce, RowDot   block reduction kernel (or cublasSgemv with a ones vector)
 //	Act/ActGrad/Axpby/Mul    elementwise kernels
 //	RowScale, Broadcast      elementwise kernels with index arithmetic
 //	CopyCols                 2-D strided copy kernel (cuMemcpy2DAsync when beta = 0)
 //	SumSquares/SumAbs        reduction into a device scalar; SignAxpy elementwise
-//	HashLookup               probe kernel; compaction + cub radix sort + unique of
-//	                         misses; insert kernel (atomicCAS on Keys, row = Count+rank)
+//	HashLookup               probe kernel; compaction + radix sort (kernels/sort.cu) +
+//	                         unique of misses; insert kernel (atomicCAS on Keys, row =
+//	                         Count+rank); Count and the miss count never leave the device
 //	SlotRows                 one thread per bag
 //	EmbeddingBag             one warp per bag, lanes over the vector
 //	EmbeddingBagGrad         radix sort of (row, position) pairs, run-length encode,
 //	                         one warp per distinct row summing its occurrences in order
-//	Interaction(+Grad)       batched GEMM F·Fᵀ (cublasSgemmStridedBatched) + gather
-//	                         of the upper triangle, or one fused kernel per sample
+//	Interaction(+Grad)       one block per sample: its n+1 vectors in shared memory,
+//	                         2×2 register tiles of F·Fᵀ, one coalesced output row
 //	FmOrder2(+Grad)          one thread per (sample, column)
-//	BatchNorm(+Grad)         cudnnBatchNormalizationForwardTraining / Backward, or
-//	                         column-reduction kernels
+//	BatchNorm(+Grad)         column-reduction kernels (double partials, fixed order)
 //	Dropout(+Grad)           elementwise Philox kernel (mask recomputed, not stored)
 //	Softmax, BCE, SoftmaxCE  row kernels; loss reduced into a device scalar
 //	DenseUpdate              elementwise kernel, scalars (lr, bias correction) as args
 //	SparseUpdate             one warp per unique row (Local, LazyGlobal) or a
 //	                         row-map + elementwise kernel over the table (Global);
 //	                         numUniq is read on the device, never by the host
-//	AUC                      device sort by score + scan, or host after Download
+//	AUC                      device radix sort by score + double scan + tie groups
 package tensor
