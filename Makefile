@@ -34,8 +34,9 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	CGO_ENABLED=0 $(GO) build -ldflags "-s -w" -o .gpu/ctrkit ./cmd/ctrkit
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/gpu.test ./trainer/tensor/gpu
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/model.test ./trainer/model
-	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test  # the device tool carries 64 MiB
-	cp scripts/gpu_check.sh .gpu/
+	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/cuda.test ./trainer/cuda
+	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test  # the device tool carries 64 MiB
+	cp scripts/gpu_check.sh bench/readers_16core.sh .gpu/
 	-cp ../shared/anchors/pytorch_dlrm.py .gpu/
 
 kernels-check: ## syntax-check the CUDA kernels with the host C++ compiler (no CUDA needed)

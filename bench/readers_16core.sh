@@ -46,7 +46,7 @@ pa_snappy=$(pyarrow pq/file_list.txt); pa_none=$(pyarrow pqnone/_file_list.txt)
 ck_snappy=$(ours pq/file_list.txt --i64-input-key --num-workers "$T" --epochs 3)
 ck_none=$(ours pqnone/_file_list.txt --i64-input-key --num-workers "$T" --epochs 3)
 cat raw/train.bin > /dev/null
-ra_buf=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --reader async --buffered --num-threads "$T" --num-workers "$T" --epochs 3)
+ra_buf=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --reader async --buffered --num-threads "$T" --num-workers "$T" --epochs 16)
 ra_dir=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --reader async --num-threads "$T" --num-workers "$T" --io-depth 8 --io-block-size 1048576 --epochs 1)
 ra_sync=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --num-workers "$T" --epochs 3)
 

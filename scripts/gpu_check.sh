@@ -3,7 +3,8 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests] [quickstart] [dlrm] [planted]   (default: all)
+#   sh .gpu/gpu_check.sh [tests|parity|model] [quickstart] [dlrm] [planted] [readers]
+# (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
 chmod +x "$G"/ctrkit "$G"/*.test 2>/dev/null
@@ -21,6 +22,8 @@ row "gpu" "$(cat "$OUT/gpu.txt")"
 for s in $stages; do case $s in
 tests|parity|model)
 	if [ $s != model ]; then
+	"$G/cuda.test" -test.v -test.count=1 >"$OUT/cuda_test.log" 2>&1
+	row "cuda binding tests (trainer/cuda)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/cuda_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/cuda_test.log")"
 	"$G/gpu.test" -test.v -test.count=1 >"$OUT/gpu_test.log" 2>&1
 	row "gpu parity tests (trainer/tensor/gpu)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/gpu_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/gpu_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/gpu_test.log")"
 	fi
@@ -37,14 +40,14 @@ dlrm)
 	S=$(python3 -c "print(','.join(['1000000']*26))")
 	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --source "$W/dlrm.bin" --eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
-	for m in tf32 fp32; do
-		flag=""; [ $m = tf32 ] && flag=--tf32
+	for m in tf32 fp32 bf16; do
+		flag=""; [ $m = tf32 ] && flag=--tf32; [ $m = bf16 ] && flag=--mixed-precision
 		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident \
 			--warmup 10 --steps 50 >"$OUT/dlrm_$m.log" 2>&1
 		row "ctrkit DLRM $m B=65536" "rc=$? $(grep -h 'pipeline:\|resident:' "$OUT/dlrm_$m.log" | tr '\n' ' ')"
 	done
 	if [ -f "$G/pytorch_dlrm.py" ]; then
-		python3 "$G/pytorch_dlrm.py" 65536 1000000 tf32,fp32 >"$OUT/pytorch_dlrm.log" 2>&1
+		python3 "$G/pytorch_dlrm.py" 65536 1000000 tf32,fp32,bf16 >"$OUT/pytorch_dlrm.log" 2>&1
 		row "pytorch DLRM B=65536" "$(tail -3 "$OUT/pytorch_dlrm.log" | tr '\n' ' ')"
 	fi
 	;;
@@ -59,6 +62,11 @@ planted)
 			--batchsize 8192 --num-epochs $3 --display 400 --device gpu --tf32 --optimizer $1 --lr $2 >"$OUT/planted_train_$1.log" 2>&1
 		row "train planted 10^7 GPU $1 lr $2, $3 epochs" "rc=$? $(grep -h 'eval iter' "$OUT/planted_train_$1.log" | tr '\n' ' ')"
 	done
+	;;
+readers)
+	[ -f "$G/readers_16core.sh" ] && bash "$G/readers_16core.sh" "$G/ctrkit" "$W/readers" 16 >"$OUT/readers.log" 2>&1
+	row "readers_16core.sh" "rc=$?"
+	tail -12 "$OUT/readers.log" | tee -a "$summary"
 	;;
 esac; done
 echo "---- summary ----"

@@ -67,8 +67,8 @@ func blasCheck(name string, r int) error {
 // Math is the arithmetic of a float32 GEMM.
 type Math uint8
 
-// GEMM arithmetic: FP32 (IEEE), TF32 tensor cores, BF16 tensor cores (fp32
-// storage and accumulation, inputs rounded to bf16 inside cuBLAS).
+// GEMM arithmetic: FP32 (IEEE), TF32 tensor cores, BF16 tensor cores
+// (operands rounded to bfloat16, fp32 accumulation and output).
 const (
 	FP32 Math = iota
 	TF32
@@ -137,6 +137,20 @@ func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha 
 	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, ta, tb, uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR32F, uintptr(lda), uintptr(b), cudaR32F, uintptr(ldb),
 		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), math.computeType(), algoDefault))
+}
+
+// GemmBF16 is Gemm with bfloat16 A and B (cudaR16BF), float32 C, FP32
+// accumulation (CUBLAS_COMPUTE_32F): the mixed-precision GEMM.
+func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
+		return err
+	}
+	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
+	sc[0], sc[1] = alpha, beta
+	const cudaR16BF, compute32F, algoDefault = 14, 68, ^uintptr(0)
+	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
+		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR16BF, uintptr(lda), uintptr(b), cudaR16BF, uintptr(ldb),
+		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), compute32F, algoDefault))
 }
 
 func op(t bool) uintptr {

@@ -13,9 +13,34 @@ func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, 
 	if !ok || m == 0 || n == 0 {
 		return
 	}
+	if be.opts.Math == cuda.BF16 {
+		be.gemmBF16(transA, transB, alpha, a, b, beta, c, m, n, k)
+		return
+	}
 	be.do("gemm", func(x *cuda.Ctx) error {
 		return x.Gemm(be.s, be.opts.Math, transB, transA, n, m, k, float32(alpha),
 			Ptr(b), b.Cols(), Ptr(a), a.Cols(), float32(beta), Ptr(c), n)
+	})
+}
+
+// gemmBF16 rounds A and B to bfloat16 copies in the workspace and
+// multiplies them with fp32 accumulation (what autocast does for a matmul;
+// activations, weights and gradients stay fp32).
+func (be *Backend) gemmBF16(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor, m, n, k int) {
+	na, nb := a.Len(), b.Len()
+	offB := (2*na + 255) &^ 255
+	be.do("gemm", func(x *cuda.Ctx) error {
+		ws, err := be.workspace(x, offB+2*nb)
+		if err != nil {
+			return err
+		}
+		if err := be.launch1(x, "f32_to_bf16", na, ws, p(a), int64(na)); err != nil {
+			return err
+		}
+		if err := be.launch1(x, "f32_to_bf16", nb, ws.Add(offB), p(b), int64(nb)); err != nil {
+			return err
+		}
+		return x.GemmBF16(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n)
 	})
 }
 
@@ -23,7 +48,7 @@ func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, 
 // InnerProduct forward) for Identity and ReLU; other activations fall back
 // to Gemm then BiasAct. It reports whether the fused path ran.
 func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor) bool {
-	if a != tensor.Identity && a != tensor.ReLU {
+	if (a != tensor.Identity && a != tensor.ReLU) || be.opts.Math == cuda.BF16 {
 		return false
 	}
 	m, k, n, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
