@@ -98,7 +98,8 @@ type Writer struct {
 	o     WriterOptions
 	f     *formats.File
 	bw    *bufio.Writer
-	pw    *file.Writer
+	pw    *file.Writer // dictionary encoding: arrow-go writes the file
+	own   *ownFile     // otherwise ctrkit does (chunks.go)
 	bits  int
 	sign  bool
 	list  []bool // per slot: list column
@@ -142,6 +143,13 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	}
 	w.f = f
 	w.bw = bufio.NewWriterSize(f, 1<<20)
+	w.rg = newRowGroup(s)
+	if !o.Dictionary {
+		w.own = newOwnFile(o.Compression, o.SmallerSnappy)
+		w.own.off = 4
+		w.bw.WriteString("PAR1")
+		return w, nil
+	}
 	level := compress.DefaultCompressionLevel
 	if o.SmallerSnappy && codec == compress.Codecs.Snappy {
 		level = snappyBetterLevel
@@ -160,7 +168,6 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("ctrkit/parquet: creating %s: %w", path, err)
 	}
 	w.pw = pw
-	w.rg = newRowGroup(s)
 	return w, nil
 }
 
@@ -408,11 +415,18 @@ func (w *Writer) flush() error {
 		w.spare = newRowGroup(&w.s)
 	}
 	w.rg, w.spare = w.spare, g
-	w.rows += int64(w.nbuf)
+	n := w.nbuf
+	w.rows += int64(n)
 	w.nbuf = 0
 	ch := make(chan error, 1)
 	w.pending = ch
-	go func() { ch <- w.writeRowGroup(g) }()
+	go func() {
+		if w.own != nil {
+			ch <- w.writeOwnRowGroup(g, n)
+			return
+		}
+		ch <- w.writeRowGroup(g)
+	}()
 	return nil
 }
 
@@ -500,7 +514,9 @@ func (w *Writer) Close() error {
 	if err == nil {
 		err = w.wait()
 	}
-	if err == nil {
+	if err == nil && w.own != nil {
+		_, err = w.bw.Write(w.ownFooter())
+	} else if err == nil {
 		err = w.pw.Close()
 	}
 	if err == nil {
