@@ -273,11 +273,7 @@ func fill[T any](d []T, v T) {
 
 // Copy copies src into dst.
 func (be *Backend) Copy(dst, src tensor.Tensor) {
-	if !be.owned("copy", dst, src) {
-		return
-	}
-	if dst.DType != src.DType || dst.Len() != src.Len() {
-		be.fail("copy", tensor.ErrShape, "%v ← %v", dst, src)
+	if !be.owned("copy", dst, src) || !be.check(tensor.CheckCopy("copy", dst, src)) {
 		return
 	}
 	switch dst.DType {
@@ -300,11 +296,7 @@ type number interface {
 
 // Convert casts src into dst.
 func (be *Backend) Convert(dst, src tensor.Tensor) {
-	if !be.owned("convert", dst, src) {
-		return
-	}
-	if dst.IsZero() || src.IsZero() || dst.Len() != src.Len() {
-		be.fail("convert", tensor.ErrShape, "%v ← %v", dst, src)
+	if !be.owned("convert", dst, src) || !be.check(tensor.CheckConvert("convert", dst, src)) {
 		return
 	}
 	switch dst.DType {
@@ -394,20 +386,11 @@ func (be *Backend) floats(op string, ts ...tensor.Tensor) (tensor.DType, bool) {
 	return dt, dt != 0
 }
 
-func (be *Backend) sameLen(op string, ts ...tensor.Tensor) bool {
-	for _, t := range ts[1:] {
-		if t.Buf != nil && t.Len() != ts[0].Len() {
-			be.fail(op, tensor.ErrShape, "lengths differ: %v", ts)
-			return false
-		}
+// check records err, a tensor.Check* result, as the sticky error and
+// reports whether it was nil.
+func (be *Backend) check(err error) bool {
+	if err != nil && be.err == nil {
+		be.err = err
 	}
-	return true
-}
-
-func (be *Backend) want(op string, t tensor.Tensor, dt tensor.DType, n int) bool {
-	if t.DType != dt || t.Len() < n {
-		be.fail(op, tensor.ErrShape, "%v: want %v with ≥%d elements", t, dt, n)
-		return false
-	}
-	return true
+	return err == nil
 }

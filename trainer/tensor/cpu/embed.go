@@ -16,16 +16,10 @@ import (
 // sort and atomicCAS inserts at rows Count + rank, which gives the same rows.
 func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, insert bool) {
 	const op = "hash_lookup"
-	if !be.owned(op, h.Keys, h.Rows, h.Count, keys, rows) {
+	if !be.owned(op, h.Keys, h.Rows, h.Count, keys, rows) || !be.check(tensor.CheckHashTable(op, h, keys, rows)) {
 		return
 	}
 	capy := h.Keys.Len()
-	if capy == 0 || capy&(capy-1) != 0 || h.Rows.Len() != capy || h.Keys.DType != tensor.Int64 ||
-		!be.want(op, h.Rows, tensor.Int32, capy) || !be.want(op, h.Count, tensor.Int32, 1) ||
-		!be.want(op, keys, tensor.Int64, 0) || !be.want(op, rows, tensor.Int32, keys.Len()) {
-		be.fail(op, tensor.ErrShape, "bad table or operands")
-		return
-	}
 	tk, tr := data[int64](h.Keys), data[int32](h.Rows)
 	k, r := data[int64](keys), data[int32](rows)[:len(data[int64](keys))]
 	mask := uint64(capy - 1)
@@ -96,19 +90,14 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 // SlotRows computes one-hot rows: key + slot offset.
 func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.Tensor) {
 	const op = "slot_rows"
-	if !be.owned(op, rows, keys, offsets, slotOffsets, slotSizes) {
+	if !be.owned(op, rows, keys, offsets, slotOffsets, slotSizes) ||
+		!be.check(tensor.CheckSlotRows(op, rows, keys, offsets, slotOffsets, slotSizes)) {
 		return
 	}
 	ns := slotOffsets.Len()
-	if !be.want(op, keys, tensor.Int64, 0) || !be.want(op, rows, tensor.Int32, keys.Len()) ||
-		!be.want(op, offsets, tensor.Int32, 1) || !be.want(op, slotOffsets, tensor.Int64, 1) ||
-		!be.want(op, slotSizes, tensor.Int64, ns) {
-		return
-	}
 	off := data[int32](offsets)
 	bags := len(off) - 1
-	if bags%ns != 0 || !be.csr(op, off, keys.Len()) {
-		be.fail(op, tensor.ErrShape, "%d bags for %d slots", bags, ns)
+	if !be.csr(op, off, keys.Len()) {
 		return
 	}
 	k, r := data[int64](keys), data[int32](rows)
@@ -152,14 +141,12 @@ func (be *Backend) csr(op string, off []int32, nnz int) bool {
 func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag"
 	dt, ok := be.floats(op, out, table)
-	if !ok || !be.owned(op, rows, offsets) || !be.want(op, rows, tensor.Int32, 0) || !be.want(op, offsets, tensor.Int32, 1) {
+	if !ok || !be.owned(op, rows, offsets) || !be.check(tensor.CheckEmbeddingBag(op, out, table, rows, offsets)) {
 		return
 	}
 	off := data[int32](offsets)
-	bags := len(off) - 1
 	v := table.Cols()
-	if out.Len() != bags*v || !be.csr(op, off, rows.Len()) {
-		be.fail(op, tensor.ErrShape, "out %v for %d bags of table %v", out, bags, table)
+	if !be.csr(op, off, rows.Len()) {
 		return
 	}
 	r := data[int32](rows)
@@ -205,15 +192,14 @@ func embBag[T float](be *Backend, out, tab []T, rows, off []int32, v int, c tens
 func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag_grad"
 	dt, ok := be.floats(op, uniqGrad, dOut)
-	if !ok || !be.owned(op, uniqRows, numUniq, rows, offsets) || !be.want(op, rows, tensor.Int32, 0) ||
-		!be.want(op, offsets, tensor.Int32, 1) || !be.want(op, numUniq, tensor.Int32, 1) {
+	if !ok || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
+		!be.check(tensor.CheckEmbeddingBagGrad(op, uniqRows, uniqGrad, numUniq, dOut, rows, offsets)) {
 		return
 	}
 	off := data[int32](offsets)
 	bags, nnz := len(off)-1, rows.Len()
 	v := uniqGrad.Cols()
-	if dOut.Len() != bags*v || !be.want(op, uniqRows, tensor.Int32, nnz) || uniqGrad.Rows() < nnz || !be.csr(op, off, nnz) {
-		be.fail(op, tensor.ErrShape, "dOut %v, %d bags, %d keys, uniq %v %v", dOut, bags, nnz, uniqRows, uniqGrad)
+	if !be.csr(op, off, nnz) {
 		return
 	}
 	r := data[int32](rows)

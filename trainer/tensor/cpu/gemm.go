@@ -15,16 +15,8 @@ func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, 
 	if !ok {
 		return
 	}
-	m, k := a.Rows(), a.Cols()
-	if transA {
-		m, k = k, m
-	}
-	kb, n := b.Rows(), b.Cols()
-	if transB {
-		kb, n = n, kb
-	}
-	if kb != k || c.Rows() != m || c.Cols() != n {
-		be.fail("gemm", tensor.ErrShape, "op(A) %dx%d · op(B) %dx%d → C %v", m, k, kb, n, c)
+	m, k, n, err := tensor.GemmShape("gemm", transA, transB, a, b, c)
+	if !be.check(err) {
 		return
 	}
 	if dt == tensor.Float32 {

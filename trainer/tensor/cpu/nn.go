@@ -26,17 +26,8 @@ func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor) (tensor.DTy
 	if !ok {
 		return 0, 0, 0, false
 	}
-	b, d := x0.Rows(), x0.Cols()
-	if d == 0 || emb.Rows() != b || out.Rows() != b || emb.Cols()%d != 0 {
-		be.fail(op, tensor.ErrShape, "x0 %v emb %v out %v", x0, emb, out)
-		return 0, 0, 0, false
-	}
-	n := emb.Cols() / d
-	if out.Cols() != d+n*(n+1)/2+1 {
-		be.fail(op, tensor.ErrShape, "out %v, want width %d", out, d+n*(n+1)/2+1)
-		return 0, 0, 0, false
-	}
-	return dt, n, d, true
+	n, d, err := tensor.InteractionShape(op, out, x0, emb)
+	return dt, n, d, be.check(err)
 }
 
 func interaction[T float](be *Backend, out, x0, emb []T, n, d int) {
@@ -72,7 +63,8 @@ func interaction[T float](be *Backend, out, x0, emb []T, n, d int) {
 // InteractionGrad writes dx0 and demb.
 func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	dt, n, d, ok := be.interShape("interaction_grad", dOut, x0, emb)
-	if !ok || !be.sameLen("interaction_grad", dx0, x0) || !be.sameLen("interaction_grad", demb, emb) {
+	if !ok || !be.check(tensor.CheckSameLen("interaction_grad", dx0, x0)) ||
+		!be.check(tensor.CheckSameLen("interaction_grad", demb, emb)) {
 		return
 	}
 	if _, ok := be.floats("interaction_grad", dx0, demb, x0); !ok {
@@ -121,14 +113,10 @@ func interactionGrad[T float](be *Backend, dx0, demb, dOut, x0, emb []T, n, d in
 // FmOrder2: out[b,j] = ½((Σ_i v_ij)² − Σ_i v_ij²).
 func (be *Backend) FmOrder2(out, in tensor.Tensor) {
 	dt, ok := be.floats("fm_order2", out, in)
-	if !ok {
+	if !ok || !be.check(tensor.CheckFmOrder2("fm_order2", out, in)) {
 		return
 	}
 	k := out.Cols()
-	if in.Rows() != out.Rows() || k == 0 || in.Cols()%k != 0 {
-		be.fail("fm_order2", tensor.ErrShape, "%v → %v", in, out)
-		return
-	}
 	if dt == tensor.Float32 {
 		fm2(be, data[float32](out), data[float32](in), nil, k, false)
 	} else {
@@ -139,14 +127,10 @@ func (be *Backend) FmOrder2(out, in tensor.Tensor) {
 // FmOrder2Grad: din[b,i,j] = dOut[b,j]·(Σ_i' v_i'j − v_ij).
 func (be *Backend) FmOrder2Grad(din, dOut, in tensor.Tensor) {
 	dt, ok := be.floats("fm_order2_grad", din, dOut, in)
-	if !ok || !be.sameLen("fm_order2_grad", din, in) {
+	if !ok || !be.check(tensor.CheckFmOrder2Grad("fm_order2_grad", din, dOut, in)) {
 		return
 	}
 	k := dOut.Cols()
-	if in.Rows() != dOut.Rows() || k == 0 || in.Cols()%k != 0 {
-		be.fail("fm_order2_grad", tensor.ErrShape, "%v → %v", in, dOut)
-		return
-	}
 	if dt == tensor.Float32 {
 		fm2(be, data[float32](dOut), data[float32](in), data[float32](din), k, true)
 	} else {
@@ -184,11 +168,7 @@ func fm2[T float](be *Backend, out, in, din []T, k int, grad bool) {
 // BatchNorm normalizes each column over the batch.
 func (be *Backend) BatchNorm(p tensor.BNParams, training bool, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd tensor.Tensor) {
 	dt, ok := be.floats("batch_norm", y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
-	if !ok || !be.sameLen("batch_norm", y, x) || !be.sameLen("batch_norm", gamma, beta, runMean, runVar, saveMean, saveInvStd) {
-		return
-	}
-	if gamma.Len() != x.Cols() || (training && x.Rows() < 2) {
-		be.fail("batch_norm", tensor.ErrShape, "gamma %v for %v (training needs ≥2 rows)", gamma, x)
+	if !ok || !be.check(tensor.CheckBatchNorm("batch_norm", training, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -235,11 +215,7 @@ func bn[T float](be *Backend, p tensor.BNParams, training bool, y, x, g, bt, rm,
 // BatchNormGrad writes dx, dgamma and dbeta.
 func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd tensor.Tensor) {
 	dt, ok := be.floats("batch_norm_grad", dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd)
-	if !ok || !be.sameLen("batch_norm_grad", dx, dy, x) || !be.sameLen("batch_norm_grad", gamma, dgamma, dbeta, saveMean, saveInvStd) {
-		return
-	}
-	if gamma.Len() != x.Cols() {
-		be.fail("batch_norm_grad", tensor.ErrShape, "gamma %v for %v", gamma, x)
+	if !ok || !be.check(tensor.CheckBatchNormGrad("batch_norm_grad", dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -283,11 +259,7 @@ func (be *Backend) DropoutGrad(dx, dy tensor.Tensor, rate float64, seed, counter
 
 func (be *Backend) dropout(op string, y, x tensor.Tensor, rate float64, seed, counter uint64) {
 	dt, ok := be.floats(op, y, x)
-	if !ok || !be.sameLen(op, y, x) {
-		return
-	}
-	if !(rate >= 0 && rate < 1) {
-		be.fail(op, tensor.ErrShape, "rate %v outside [0,1)", rate)
+	if !ok || !be.check(tensor.CheckDropout(op, y, x, rate)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -324,7 +296,7 @@ func dropout[T float](be *Backend, y, x []T, rate float32, seed, counter uint64)
 // Softmax over each row.
 func (be *Backend) Softmax(y, x tensor.Tensor) {
 	dt, ok := be.floats("softmax", y, x)
-	if !ok || !be.sameLen("softmax", y, x) {
+	if !ok || !be.check(tensor.CheckSameLen("softmax", y, x)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -365,7 +337,7 @@ func softmaxRow[T float](y, x []T) {
 // SoftmaxGrad: dx = y⊙(dy − Σ dy⊙y).
 func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
 	dt, ok := be.floats("softmax_grad", dx, dy, y)
-	if !ok || !be.sameLen("softmax_grad", dx, dy, y) {
+	if !ok || !be.check(tensor.CheckSameLen("softmax_grad", dx, dy, y)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -395,14 +367,10 @@ func softmaxGrad[T float](be *Backend, dx, dy, y []T, n int) {
 // BCE is the fused sigmoid binary cross-entropy of SPEC §8.
 func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
 	dt, ok := be.floats("bce", loss, dx, x, y, w)
-	if !ok || !be.sameLen("bce", x, dx, y) {
+	if !ok || !be.check(tensor.CheckBCE("bce", loss, dx, x, y, w)) {
 		return
 	}
 	t := x.Cols()
-	if loss.Len() < 1 || (!w.IsZero() && w.Len() != t) {
-		be.fail("bce", tensor.ErrShape, "loss %v weights %v for %v", loss, w, x)
-		return
-	}
 	if dt == tensor.Float32 {
 		bce(be, data[float32](loss), opt[float32](dx), data[float32](x), data[float32](y), opt[float32](w), t, gradScale)
 	} else {
@@ -448,14 +416,10 @@ func bce[T float](be *Backend, loss, dx, x, y, w []T, t int, gs float64) {
 // SoftmaxCE is softmax cross-entropy against class-index labels.
 func (be *Backend) SoftmaxCE(loss, dx, x, labels tensor.Tensor, gradScale float64) {
 	dt, ok := be.floats("softmax_ce", loss, dx, x, labels)
-	if !ok || !be.sameLen("softmax_ce", x, dx) {
+	if !ok || !be.check(tensor.CheckSoftmaxCE("softmax_ce", loss, dx, x, labels)) {
 		return
 	}
-	c, rows := x.Cols(), x.Rows()
-	if labels.Len() != rows || loss.Len() < 1 || c == 0 {
-		be.fail("softmax_ce", tensor.ErrShape, "labels %v for %v", labels, x)
-		return
-	}
+	c := x.Cols()
 	var bad int = -1
 	if dt == tensor.Float32 {
 		bad = softmaxCE(data[float32](loss), opt[float32](dx), data[float32](x), data[float32](labels), c, gradScale)

@@ -16,11 +16,7 @@ func (be *Backend) AddBias(y, bias tensor.Tensor) {
 // BiasAct: y = act(x + bias).
 func (be *Backend) BiasAct(a tensor.Activation, alpha float64, y, x, bias tensor.Tensor) {
 	dt, ok := be.floats("bias_act", y, x, bias)
-	if !ok || !be.sameLen("bias_act", y, x) {
-		return
-	}
-	if bias.Len() != x.Cols() {
-		be.fail("bias_act", tensor.ErrShape, "bias %v for %v", bias, x)
+	if !ok || !be.check(tensor.CheckBiasAct("bias_act", y, x, bias)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -75,7 +71,7 @@ func sigmoid[T float](v T) T {
 // Act: y = act(x).
 func (be *Backend) Act(a tensor.Activation, alpha float64, y, x tensor.Tensor) {
 	dt, ok := be.floats("act", y, x)
-	if !ok || !be.sameLen("act", y, x) {
+	if !ok || !be.check(tensor.CheckSameLen("act", y, x)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -96,11 +92,7 @@ func actAll[T float](be *Backend, a tensor.Activation, alpha T, y, x []T) {
 // ActGrad: dx = dy·act'(x).
 func (be *Backend) ActGrad(a tensor.Activation, alpha float64, dx, dy, x, y tensor.Tensor) {
 	dt, ok := be.floats("act_grad", dx, dy, x, y)
-	if !ok || !be.sameLen("act_grad", dx, dy, x, y) {
-		return
-	}
-	if (a == tensor.ELU && x.IsZero()) || ((a == tensor.ReLU || a == tensor.Sigmoid) && y.IsZero()) {
-		be.fail("act_grad", tensor.ErrShape, "missing x (ELU) or y (ReLU, Sigmoid)")
+	if !ok || !be.check(tensor.CheckActGrad("act_grad", a, dx, dy, x, y)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -141,7 +133,7 @@ func actGrad[T float](be *Backend, a tensor.Activation, alpha T, dx, dy, x, y []
 // Axpby: dst = a·x + b·y.
 func (be *Backend) Axpby(dst tensor.Tensor, a float64, x tensor.Tensor, b float64, y tensor.Tensor) {
 	dt, ok := be.floats("axpby", dst, x, y)
-	if !ok || !be.sameLen("axpby", dst, x, y) {
+	if !ok || !be.check(tensor.CheckSameLen("axpby", dst, x, y)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -168,7 +160,7 @@ func axpby[T float](be *Backend, d []T, a T, x []T, b T, y []T) {
 // Mul: dst = beta·dst + x⊙y.
 func (be *Backend) Mul(dst tensor.Tensor, beta float64, x, y tensor.Tensor) {
 	dt, ok := be.floats("mul", dst, x, y)
-	if !ok || !be.sameLen("mul", dst, x, y) {
+	if !ok || !be.check(tensor.CheckSameLen("mul", dst, x, y)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -193,11 +185,7 @@ func mul[T float](be *Backend, d []T, beta T, x, y []T) {
 // RowScale: dst[r,c] = beta·dst[r,c] + x[r,c]·s[r].
 func (be *Backend) RowScale(dst tensor.Tensor, beta float64, x, s tensor.Tensor) {
 	dt, ok := be.floats("row_scale", dst, x, s)
-	if !ok || !be.sameLen("row_scale", dst, x) {
-		return
-	}
-	if s.Len() != x.Rows() {
-		be.fail("row_scale", tensor.ErrShape, "scale %v for %v", s, x)
+	if !ok || !be.check(tensor.CheckRowScale("row_scale", dst, x, s)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -230,11 +218,7 @@ func rowScale[T float](be *Backend, d []T, beta T, x, s []T) {
 // RowDot: dst[r] = Σ_c x[r,c]·y[r,c].
 func (be *Backend) RowDot(dst, x, y tensor.Tensor) {
 	dt, ok := be.floats("row_dot", dst, x, y)
-	if !ok || !be.sameLen("row_dot", x, y) {
-		return
-	}
-	if dst.Len() != x.Rows() {
-		be.fail("row_dot", tensor.ErrShape, "%v for %v", dst, x)
+	if !ok || !be.check(tensor.CheckRowDot("row_dot", dst, x, y)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -270,14 +254,8 @@ func (be *Backend) ColSum(dst tensor.Tensor, beta float64, x tensor.Tensor) {
 }
 
 func (be *Backend) sameCols(op string, dst, x tensor.Tensor) bool {
-	if _, ok := be.floats(op, dst, x); !ok {
-		return false
-	}
-	if dst.Len() != x.Cols() {
-		be.fail(op, tensor.ErrShape, "%v for columns of %v", dst, x)
-		return false
-	}
-	return true
+	_, ok := be.floats(op, dst, x)
+	return ok && be.check(tensor.CheckColSum(op, dst, x))
 }
 
 // Reduce: dst[o,i] = scale·Σ_k src[o,k,i].
@@ -288,11 +266,7 @@ func (be *Backend) Reduce(dst, src tensor.Tensor, outer, n, inner int, scale flo
 // Reduce2 is Reduce with dst = beta·dst + scale·Σ.
 func (be *Backend) Reduce2(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
 	dt, ok := be.floats("reduce", dst, src)
-	if !ok {
-		return
-	}
-	if src.Len() != outer*n*inner || dst.Len() != outer*inner {
-		be.fail("reduce", tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+	if !ok || !be.check(tensor.CheckReduce("reduce", dst, src, outer, n, inner)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -335,11 +309,7 @@ func reduce[T float](be *Backend, d []T, beta float64, s []T, outer, n, inner in
 // Broadcast: dst[o,k,i] = beta·dst[o,k,i] + scale·src[o,i].
 func (be *Backend) Broadcast(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
 	dt, ok := be.floats("broadcast", dst, src)
-	if !ok {
-		return
-	}
-	if dst.Len() != outer*n*inner || src.Len() != outer*inner {
-		be.fail("broadcast", tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+	if !ok || !be.check(tensor.CheckBroadcast("broadcast", dst, src, outer, n, inner)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -369,11 +339,7 @@ func broadcast[T float](be *Backend, d []T, beta T, s []T, outer, n, inner int, 
 // CopyCols: dst[r, dc+j] = beta·dst[r, dc+j] + src[r, sc+j].
 func (be *Backend) CopyCols(dst tensor.Tensor, dstCol int, src tensor.Tensor, srcCol, width int, beta float64) {
 	dt, ok := be.floats("copy_cols", dst, src)
-	if !ok {
-		return
-	}
-	if dst.Rows() != src.Rows() || dstCol < 0 || srcCol < 0 || width < 0 || dstCol+width > dst.Cols() || srcCol+width > src.Cols() {
-		be.fail("copy_cols", tensor.ErrShape, "%v[:, %d:+%d] ← %v[:, %d:+%d]", dst, dstCol, width, src, srcCol, width)
+	if !ok || !be.check(tensor.CheckCopyCols("copy_cols", dst, dstCol, src, srcCol, width)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -432,7 +398,7 @@ func (be *Backend) sumFn(op string, out, x tensor.Tensor, scale float64, f func(
 // SignAxpy: dst += a·sign(x).
 func (be *Backend) SignAxpy(dst tensor.Tensor, a float64, x tensor.Tensor) {
 	dt, ok := be.floats("sign_axpy", dst, x)
-	if !ok || !be.sameLen("sign_axpy", dst, x) {
+	if !ok || !be.check(tensor.CheckSameLen("sign_axpy", dst, x)) {
 		return
 	}
 	if dt == tensor.Float32 {

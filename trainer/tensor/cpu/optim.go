@@ -55,20 +55,11 @@ func (c *coef[T]) step(w, s1, s2 []T, i int, g T) {
 	}
 }
 
-func (be *Backend) optStates(op string, p tensor.OptParams, n int, s1, s2 tensor.Tensor) bool {
-	need1 := p.Kind != tensor.SGD
-	need2 := p.Kind == tensor.Adam
-	if (need1 && s1.Len() != n) || (need2 && s2.Len() != n) {
-		be.fail(op, tensor.ErrShape, "optimizer state %v %v for %d weights", s1, s2, n)
-		return false
-	}
-	return true
-}
-
 // DenseUpdate applies one optimizer step elementwise.
 func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 	dt, ok := be.floats("dense_update", w, g, s1, s2)
-	if !ok || !be.sameLen("dense_update", w, g) || !be.optStates("dense_update", p, w.Len(), s1, s2) {
+	if !ok || !be.check(tensor.CheckSameLen("dense_update", w, g)) ||
+		!be.check(tensor.CheckOptStates("dense_update", p, w.Len(), s1, s2)) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -95,8 +86,8 @@ func denseUpdate[T float](be *Backend, c coef[T], w, g, s1, s2 []T) {
 func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uniqRows, uniqGrad, numUniq tensor.Tensor) {
 	const op = "sparse_update"
 	dt, ok := be.floats(op, table, s1, s2, uniqGrad)
-	if !ok || !be.owned(op, lastStep, uniqRows, numUniq) || !be.optStates(op, p, table.Len(), s1, s2) ||
-		!be.want(op, numUniq, tensor.Int32, 1) || !be.want(op, uniqRows, tensor.Int32, 0) {
+	if !ok || !be.owned(op, lastStep, uniqRows, numUniq) ||
+		!be.check(tensor.CheckSparseUpdate(op, p, table, s1, s2, uniqRows, numUniq)) {
 		return
 	}
 	nu := int(data[int32](numUniq)[0])
@@ -112,13 +103,8 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 			return
 		}
 	}
-	mode := p.Update
-	if p.Kind == tensor.SGD || p.Kind == tensor.AdaGrad {
-		mode = tensor.Local
-	} else if mode == tensor.LazyGlobal && p.Kind != tensor.Adam {
-		mode = tensor.Global
-	}
-	if mode == tensor.LazyGlobal && !be.want(op, lastStep, tensor.Int32, rows) {
+	mode, err := tensor.SparseMode(op, p, lastStep, rows)
+	if !be.check(err) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -180,7 +166,8 @@ func (be *Backend) LazyFlush(p tensor.OptParams, table, s1, s2, lastStep tensor.
 		return
 	}
 	dt, ok := be.floats(op, table, s1, s2)
-	if !ok || !be.optStates(op, p, table.Len(), s1, s2) || !be.want(op, lastStep, tensor.Int32, table.Rows()) {
+	if !ok || !be.check(tensor.CheckOptStates(op, p, table.Len(), s1, s2)) ||
+		!be.check(tensor.CheckWant(op, lastStep, tensor.Int32, table.Rows())) {
 		return
 	}
 	if dt == tensor.Float32 {
@@ -251,7 +238,7 @@ func lazyCatchUp[T float](p tensor.OptParams, w, m, v []T, from, to int64) {
 // AUC downloads nothing: the CPU tensors are host memory.
 func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 	dt, ok := be.floats("auc", scores, labels)
-	if !ok || !be.sameLen("auc", scores, labels) {
+	if !ok || !be.check(tensor.CheckSameLen("auc", scores, labels)) {
 		return 0, be.err
 	}
 	if dt == tensor.Float32 {

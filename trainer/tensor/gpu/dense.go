@@ -43,11 +43,7 @@ func (be *Backend) AddBias(y, bias tensor.Tensor) {
 // BiasAct: y = act(x + bias) per row; y may alias x.
 func (be *Backend) BiasAct(a tensor.Activation, alpha float64, y, x, bias tensor.Tensor) {
 	const op = "bias_act"
-	if !be.floats(op, y, x, bias) || !be.sameLen(op, y, x) {
-		return
-	}
-	if bias.Len() != x.Cols() {
-		be.fail(op, tensor.ErrShape, "bias %v for %v", bias, x)
+	if !be.floats(op, y, x, bias) || !be.check(tensor.CheckBiasAct(op, y, x, bias)) {
 		return
 	}
 	n, cols := x.Len(), bias.Len()
@@ -63,7 +59,7 @@ func (be *Backend) BiasAct(a tensor.Activation, alpha float64, y, x, bias tensor
 // Act: y = act(x); y may alias x.
 func (be *Backend) Act(a tensor.Activation, alpha float64, y, x tensor.Tensor) {
 	const op = "act"
-	if !be.floats(op, y, x) || !be.sameLen(op, y, x) {
+	if !be.floats(op, y, x) || !be.check(tensor.CheckSameLen(op, y, x)) {
 		return
 	}
 	n := x.Len()
@@ -79,11 +75,7 @@ func (be *Backend) Act(a tensor.Activation, alpha float64, y, x tensor.Tensor) {
 // may alias dy.
 func (be *Backend) ActGrad(a tensor.Activation, alpha float64, dx, dy, x, y tensor.Tensor) {
 	const op = "act_grad"
-	if !be.floats(op, dx, dy, x, y) || !be.sameLen(op, dx, dy, x, y) {
-		return
-	}
-	if (a == tensor.ELU && x.IsZero()) || ((a == tensor.ReLU || a == tensor.Sigmoid) && y.IsZero()) {
-		be.fail(op, tensor.ErrShape, "missing x (ELU) or y (ReLU, Sigmoid)")
+	if !be.floats(op, dx, dy, x, y) || !be.check(tensor.CheckActGrad(op, a, dx, dy, x, y)) {
 		return
 	}
 	n := dx.Len()
@@ -98,7 +90,7 @@ func (be *Backend) ActGrad(a tensor.Activation, alpha float64, dx, dy, x, y tens
 // Axpby: dst = a·x + b·y; y may be the zero Tensor; dst may alias x or y.
 func (be *Backend) Axpby(dst tensor.Tensor, a float64, x tensor.Tensor, b float64, y tensor.Tensor) {
 	const op = "axpby"
-	if !be.floats(op, dst, x, y) || !be.sameLen(op, dst, x, y) {
+	if !be.floats(op, dst, x, y) || !be.check(tensor.CheckSameLen(op, dst, x, y)) {
 		return
 	}
 	n := dst.Len()
@@ -113,7 +105,7 @@ func (be *Backend) Axpby(dst tensor.Tensor, a float64, x tensor.Tensor, b float6
 // Mul: dst = beta·dst + x⊙y.
 func (be *Backend) Mul(dst tensor.Tensor, beta float64, x, y tensor.Tensor) {
 	const op = "mul"
-	if !be.floats(op, dst, x, y) || !be.sameLen(op, dst, x, y) {
+	if !be.floats(op, dst, x, y) || !be.check(tensor.CheckSameLen(op, dst, x, y)) {
 		return
 	}
 	n := dst.Len()
@@ -128,11 +120,7 @@ func (be *Backend) Mul(dst tensor.Tensor, beta float64, x, y tensor.Tensor) {
 // RowScale: dst[r,c] = beta·dst[r,c] + x[r,c]·s[r].
 func (be *Backend) RowScale(dst tensor.Tensor, beta float64, x, s tensor.Tensor) {
 	const op = "row_scale"
-	if !be.floats(op, dst, x, s) || !be.sameLen(op, dst, x) {
-		return
-	}
-	if s.Len() != x.Rows() {
-		be.fail(op, tensor.ErrShape, "scale %v for %v", s, x)
+	if !be.floats(op, dst, x, s) || !be.check(tensor.CheckRowScale(op, dst, x, s)) {
 		return
 	}
 	rows, n := s.Len(), x.Len()
@@ -148,11 +136,7 @@ func (be *Backend) RowScale(dst tensor.Tensor, beta float64, x, s tensor.Tensor)
 // RowDot: dst[r] = Σ_c x[r,c]·y[r,c].
 func (be *Backend) RowDot(dst, x, y tensor.Tensor) {
 	const op = "row_dot"
-	if !be.floats(op, dst, x, y) || !be.sameLen(op, x, y) {
-		return
-	}
-	if dst.Len() != x.Rows() {
-		be.fail(op, tensor.ErrShape, "%v for %v", dst, x)
+	if !be.floats(op, dst, x, y) || !be.check(tensor.CheckRowDot(op, dst, x, y)) {
 		return
 	}
 	rows := dst.Len()
@@ -170,11 +154,7 @@ func (be *Backend) RowDot(dst, x, y tensor.Tensor) {
 // ColSum: dst[c] = beta·dst[c] + Σ_r x[r,c].
 func (be *Backend) ColSum(dst tensor.Tensor, beta float64, x tensor.Tensor) {
 	const op = "col_sum"
-	if !be.floats(op, dst, x) {
-		return
-	}
-	if dst.Len() != x.Cols() {
-		be.fail(op, tensor.ErrShape, "%v for columns of %v", dst, x)
+	if !be.floats(op, dst, x) || !be.check(tensor.CheckColSum(op, dst, x)) {
 		return
 	}
 	be.reduce(dst, beta, x, 1, x.Rows(), x.Cols(), 1)
@@ -219,11 +199,7 @@ func (be *Backend) reducePlan(outer, n, inner int) (txLog, tyLog, nPer, chunks, 
 // reduce is Reduce with dst = beta·dst + scale·Σ (ColSum is outer 1).
 func (be *Backend) reduce(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
 	const op = "reduce"
-	if !be.floats(op, dst, src) {
-		return
-	}
-	if src.Len() != outer*n*inner || dst.Len() != outer*inner {
-		be.fail(op, tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+	if !be.floats(op, dst, src) || !be.check(tensor.CheckReduce(op, dst, src, outer, n, inner)) {
 		return
 	}
 	m := outer * inner
@@ -251,11 +227,7 @@ func (be *Backend) reduce(dst tensor.Tensor, beta float64, src tensor.Tensor, ou
 // Broadcast: dst[o,k,i] = beta·dst[o,k,i] + scale·src[o,i].
 func (be *Backend) Broadcast(dst tensor.Tensor, beta float64, src tensor.Tensor, outer, n, inner int, scale float64) {
 	const op = "broadcast"
-	if !be.floats(op, dst, src) {
-		return
-	}
-	if dst.Len() != outer*n*inner || src.Len() != outer*inner {
-		be.fail(op, tensor.ErrShape, "%v → %v as [%d,%d,%d]", src, dst, outer, n, inner)
+	if !be.floats(op, dst, src) || !be.check(tensor.CheckBroadcast(op, dst, src, outer, n, inner)) {
 		return
 	}
 	total := dst.Len()
@@ -271,11 +243,7 @@ func (be *Backend) Broadcast(dst tensor.Tensor, beta float64, src tensor.Tensor,
 // CopyCols: dst[r, dc+j] = beta·dst[r, dc+j] + src[r, sc+j] for j < width.
 func (be *Backend) CopyCols(dst tensor.Tensor, dstCol int, src tensor.Tensor, srcCol, width int, beta float64) {
 	const op = "copy_cols"
-	if !be.floats(op, dst, src) {
-		return
-	}
-	if dst.Rows() != src.Rows() || dstCol < 0 || srcCol < 0 || width < 0 || dstCol+width > dst.Cols() || srcCol+width > src.Cols() {
-		be.fail(op, tensor.ErrShape, "%v[:, %d:+%d] ← %v[:, %d:+%d]", dst, dstCol, width, src, srcCol, width)
+	if !be.floats(op, dst, src) || !be.check(tensor.CheckCopyCols(op, dst, dstCol, src, srcCol, width)) {
 		return
 	}
 	total := dst.Rows() * width
@@ -326,7 +294,7 @@ func (be *Backend) sumFn(op string, out, x tensor.Tensor, scale float64, absval 
 // SignAxpy: dst += a·sign(x).
 func (be *Backend) SignAxpy(dst tensor.Tensor, a float64, x tensor.Tensor) {
 	const op = "sign_axpy"
-	if !be.floats(op, dst, x) || !be.sameLen(op, dst, x) {
+	if !be.floats(op, dst, x) || !be.check(tensor.CheckSameLen(op, dst, x)) {
 		return
 	}
 	n := dst.Len()
@@ -349,11 +317,7 @@ func (be *Backend) DropoutGrad(dx, dy tensor.Tensor, rate float64, seed, counter
 }
 
 func (be *Backend) dropout(op string, y, x tensor.Tensor, rate float64, seed, counter uint64) {
-	if !be.floats(op, y, x) || !be.sameLen(op, y, x) {
-		return
-	}
-	if !(rate >= 0 && rate < 1) {
-		be.fail(op, tensor.ErrShape, "rate %v outside [0,1)", rate)
+	if !be.floats(op, y, x) || !be.check(tensor.CheckDropout(op, y, x, rate)) {
 		return
 	}
 	n := x.Len()

@@ -52,7 +52,8 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 		return false
 	}
 	m, k, n, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
-	if !ok || !be.floats("gemm_bias_act", bias) || !be.want("gemm_bias_act", bias, tensor.Float32, n) {
+	if !ok || !be.floats("gemm_bias_act", bias) ||
+		!be.check(tensor.CheckWant("gemm_bias_act", bias, tensor.Float32, n)) {
 		return true
 	}
 	if m == 0 || n == 0 {
@@ -68,20 +69,14 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 	return true
 }
 
+// gemmShape checks Gemm's operands: float32, shapes (tensor.GemmShape) and
+// C aliasing neither A nor B.
 func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tensor) (m, k, n int, ok bool) {
 	if !be.floats(op, a, b, c) {
 		return 0, 0, 0, false
 	}
-	m, k = a.Rows(), a.Cols()
-	if transA {
-		m, k = k, m
-	}
-	kb, n := b.Rows(), b.Cols()
-	if transB {
-		kb, n = n, kb
-	}
-	if k != kb || c.Rows() != m || c.Cols() != n {
-		be.fail(op, tensor.ErrShape, "%v × %v → %v (transA %v, transB %v)", a, b, c, transA, transB)
+	m, k, n, err := tensor.GemmShape(op, transA, transB, a, b, c)
+	if !be.check(err) {
 		return 0, 0, 0, false
 	}
 	if Ptr(c) == Ptr(a) || Ptr(c) == Ptr(b) {

@@ -96,24 +96,13 @@ func (be *Backend) floats(op string, ts ...tensor.Tensor) bool {
 	return true
 }
 
-// sameLen checks that every present tensor has ts[0]'s length.
-func (be *Backend) sameLen(op string, ts ...tensor.Tensor) bool {
-	for _, t := range ts[1:] {
-		if t.Buf != nil && t.Len() != ts[0].Len() {
-			be.fail(op, tensor.ErrShape, "lengths differ: %v", ts)
-			return false
-		}
+// check records err, a tensor.Check* result, as the sticky error and
+// reports whether it was nil.
+func (be *Backend) check(err error) bool {
+	if err != nil && be.err == nil {
+		be.err = err
 	}
-	return true
-}
-
-// want checks dtype and a minimum length.
-func (be *Backend) want(op string, t tensor.Tensor, dt tensor.DType, n int) bool {
-	if t.DType != dt || t.Len() < n {
-		be.fail(op, tensor.ErrShape, "%v: want %v with ≥%d elements", t, dt, n)
-		return false
-	}
-	return true
+	return err == nil
 }
 
 // hostBytes views a host slice of a supported type as bytes and its dtype.
@@ -252,11 +241,7 @@ func (be *Backend) Fill(t tensor.Tensor, v float64) {
 
 // Copy copies src into dst (same dtype and length).
 func (be *Backend) Copy(dst, src tensor.Tensor) {
-	if !be.owned("copy", dst, src) {
-		return
-	}
-	if dst.DType != src.DType || dst.Len() != src.Len() {
-		be.fail("copy", tensor.ErrShape, "%v ← %v", dst, src)
+	if !be.owned("copy", dst, src) || !be.check(tensor.CheckCopy("copy", dst, src)) {
 		return
 	}
 	be.do("copy", func(c *cuda.Ctx) error { return c.DtoD(Ptr(dst), Ptr(src), dst.Len()*dst.DType.Size(), be.s) })
@@ -264,11 +249,7 @@ func (be *Backend) Copy(dst, src tensor.Tensor) {
 
 // Convert casts src into dst elementwise.
 func (be *Backend) Convert(dst, src tensor.Tensor) {
-	if !be.owned("convert", dst, src) {
-		return
-	}
-	if dst.IsZero() || src.IsZero() || dst.Len() != src.Len() {
-		be.fail("convert", tensor.ErrShape, "%v ← %v", dst, src)
+	if !be.owned("convert", dst, src) || !be.check(tensor.CheckConvert("convert", dst, src)) {
 		return
 	}
 	n := dst.Len()

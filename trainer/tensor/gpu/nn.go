@@ -51,17 +51,8 @@ func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor) (n, d int, 
 	if !be.floats(op, out, x0, emb) || !be.nnPresent(op, out, x0, emb) {
 		return 0, 0, false
 	}
-	b, d := x0.Rows(), x0.Cols()
-	if d == 0 || emb.Rows() != b || out.Rows() != b || emb.Cols()%d != 0 {
-		be.fail(op, tensor.ErrShape, "x0 %v emb %v out %v", x0, emb, out)
-		return 0, 0, false
-	}
-	n = emb.Cols() / d
-	if out.Cols() != d+n*(n+1)/2+1 {
-		be.fail(op, tensor.ErrShape, "out %v, want width %d", out, d+n*(n+1)/2+1)
-		return 0, 0, false
-	}
-	return n, d, true
+	n, d, err := tensor.InteractionShape(op, out, x0, emb)
+	return n, d, be.check(err)
 }
 
 // interLaunch runs a per-sample interaction kernel: a grid-stride over b
@@ -83,7 +74,8 @@ func (be *Backend) interLaunch(c *cuda.Ctx, name string, b, threads, shm int, ar
 func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	const op = "interaction_grad"
 	n, d, ok := be.interShape(op, dOut, x0, emb)
-	if !ok || !be.sameLen(op, dx0, x0) || !be.sameLen(op, demb, emb) {
+	if !ok || !be.check(tensor.CheckSameLen(op, dx0, x0)) ||
+		!be.check(tensor.CheckSameLen(op, demb, emb)) {
 		return
 	}
 	if !be.floats(op, dx0, demb, x0) || !be.nnPresent(op, dx0, demb) || x0.Rows() == 0 {
@@ -105,14 +97,10 @@ func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 // FmOrder2: out[b,j] = ½((Σ_i v_ij)² − Σ_i v_ij²).
 func (be *Backend) FmOrder2(out, in tensor.Tensor) {
 	const op = "fm_order2"
-	if !be.floats(op, out, in) || !be.nnPresent(op, out, in) {
+	if !be.floats(op, out, in) || !be.nnPresent(op, out, in) || !be.check(tensor.CheckFmOrder2(op, out, in)) {
 		return
 	}
 	k := out.Cols()
-	if in.Rows() != out.Rows() || k == 0 || in.Cols()%k != 0 {
-		be.fail(op, tensor.ErrShape, "%v → %v", in, out)
-		return
-	}
 	total := out.Len()
 	if total == 0 {
 		return
@@ -126,14 +114,11 @@ func (be *Backend) FmOrder2(out, in tensor.Tensor) {
 // FmOrder2Grad: din[b,i,j] = dOut[b,j]·(Σ_i' v_i'j − v_ij).
 func (be *Backend) FmOrder2Grad(din, dOut, in tensor.Tensor) {
 	const op = "fm_order2_grad"
-	if !be.floats(op, din, dOut, in) || !be.nnPresent(op, din, dOut, in) || !be.sameLen(op, din, in) {
+	if !be.floats(op, din, dOut, in) || !be.nnPresent(op, din, dOut, in) ||
+		!be.check(tensor.CheckFmOrder2Grad(op, din, dOut, in)) {
 		return
 	}
 	k := dOut.Cols()
-	if in.Rows() != dOut.Rows() || k == 0 || in.Cols()%k != 0 {
-		be.fail(op, tensor.ErrShape, "%v → %v", in, dOut)
-		return
-	}
 	total := dOut.Len()
 	if total == 0 {
 		return
@@ -157,15 +142,11 @@ func (be *Backend) bnChunks(rows, cols int) (chunks, per int) {
 // BatchNorm normalizes each column over the batch.
 func (be *Backend) BatchNorm(p tensor.BNParams, training bool, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd tensor.Tensor) {
 	const op = "batch_norm"
-	if !be.floats(op, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd) || !be.sameLen(op, y, x) ||
-		!be.sameLen(op, gamma, beta, runMean, runVar, saveMean, saveInvStd) {
+	if !be.floats(op, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd) ||
+		!be.check(tensor.CheckBatchNorm(op, training, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)) {
 		return
 	}
 	if !be.nnPresent(op, y, x, gamma, beta, runMean, runVar) || (training && !be.nnPresent(op, saveMean, saveInvStd)) {
-		return
-	}
-	if gamma.Len() != x.Cols() || (training && x.Rows() < 2) {
-		be.fail(op, tensor.ErrShape, "gamma %v for %v (training needs ≥2 rows)", gamma, x)
 		return
 	}
 	cols, total := gamma.Len(), x.Len()
@@ -208,13 +189,9 @@ func (be *Backend) BatchNorm(p tensor.BNParams, training bool, y, x, gamma, beta
 // BatchNormGrad writes dx, dgamma and dbeta.
 func (be *Backend) BatchNormGrad(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd tensor.Tensor) {
 	const op = "batch_norm_grad"
-	if !be.floats(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd) || !be.sameLen(op, dx, dy, x) ||
-		!be.sameLen(op, gamma, dgamma, dbeta, saveMean, saveInvStd) ||
+	if !be.floats(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd) ||
+		!be.check(tensor.CheckBatchNormGrad(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd)) ||
 		!be.nnPresent(op, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd) {
-		return
-	}
-	if gamma.Len() != x.Cols() {
-		be.fail(op, tensor.ErrShape, "gamma %v for %v", gamma, x)
 		return
 	}
 	cols, total := gamma.Len(), x.Len()
@@ -258,7 +235,7 @@ func (be *Backend) nnRowBlocks(rows, limit int) int {
 // Softmax over each row.
 func (be *Backend) Softmax(y, x tensor.Tensor) {
 	const op = "softmax"
-	if !be.floats(op, y, x) || !be.nnPresent(op, y, x) || !be.sameLen(op, y, x) {
+	if !be.floats(op, y, x) || !be.nnPresent(op, y, x) || !be.check(tensor.CheckSameLen(op, y, x)) {
 		return
 	}
 	n := x.Cols()
@@ -275,7 +252,7 @@ func (be *Backend) Softmax(y, x tensor.Tensor) {
 // SoftmaxGrad: dx = y⊙(dy − Σ dy⊙y).
 func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
 	const op = "softmax_grad"
-	if !be.floats(op, dx, dy, y) || !be.nnPresent(op, dx, dy, y) || !be.sameLen(op, dx, dy, y) {
+	if !be.floats(op, dx, dy, y) || !be.nnPresent(op, dx, dy, y) || !be.check(tensor.CheckSameLen(op, dx, dy, y)) {
 		return
 	}
 	n := y.Cols()
@@ -294,14 +271,11 @@ func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
 // block), dx (optional) = gradScale·w·(σ(x)−y).
 func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
 	const op = "bce"
-	if !be.floats(op, loss, dx, x, y, w) || !be.nnPresent(op, loss, x, y) || !be.sameLen(op, x, dx, y) {
+	if !be.floats(op, loss, dx, x, y, w) || !be.nnPresent(op, loss, x, y) ||
+		!be.check(tensor.CheckBCE(op, loss, dx, x, y, w)) {
 		return
 	}
 	t := x.Cols()
-	if loss.Len() < 1 || (!w.IsZero() && w.Len() != t) {
-		be.fail(op, tensor.ErrShape, "loss %v weights %v for %v", loss, w, x)
-		return
-	}
 	total := x.Len()
 	be.do(op, func(c *cuda.Ctx) error {
 		if total == 0 {
@@ -326,14 +300,11 @@ func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
 // ErrRange at the next Sync.
 func (be *Backend) SoftmaxCE(loss, dx, x, labels tensor.Tensor, gradScale float64) {
 	const op = "softmax_ce"
-	if !be.floats(op, loss, dx, x, labels) || !be.nnPresent(op, loss, x, labels) || !be.sameLen(op, x, dx) {
+	if !be.floats(op, loss, dx, x, labels) || !be.nnPresent(op, loss, x, labels) ||
+		!be.check(tensor.CheckSoftmaxCE(op, loss, dx, x, labels)) {
 		return
 	}
 	c, rows := x.Cols(), x.Rows()
-	if labels.Len() != rows || loss.Len() < 1 || c == 0 {
-		be.fail(op, tensor.ErrShape, "labels %v for %v", labels, x)
-		return
-	}
 	if rows == 0 { // the CPU leaves loss untouched
 		return
 	}

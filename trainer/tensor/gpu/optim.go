@@ -53,20 +53,11 @@ func (be *Backend) optRowGrid(c *cuda.Ctx, name string, n, g int, args ...any) e
 	return be.launch(c, name, cuda.D1(blocks), cuda.D1(256), 0, args...)
 }
 
-func (be *Backend) optStates(op string, p tensor.OptParams, n int, s1, s2 tensor.Tensor) bool {
-	need1 := p.Kind != tensor.SGD
-	need2 := p.Kind == tensor.Adam
-	if (need1 && s1.Len() != n) || (need2 && s2.Len() != n) {
-		be.fail(op, tensor.ErrShape, "optimizer state %v %v for %d weights", s1, s2, n)
-		return false
-	}
-	return true
-}
-
 // DenseUpdate applies one optimizer step elementwise (opt_dense).
 func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 	const op = "dense_update"
-	if !be.floats(op, w, g, s1, s2) || !be.sameLen(op, w, g) || !be.optStates(op, p, w.Len(), s1, s2) {
+	if !be.floats(op, w, g, s1, s2) || !be.check(tensor.CheckSameLen(op, w, g)) ||
+		!be.check(tensor.CheckOptStates(op, p, w.Len(), s1, s2)) {
 		return
 	}
 	n := w.Len()
@@ -91,8 +82,7 @@ func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uniqRows, uniqGrad, numUniq tensor.Tensor) {
 	const op = "sparse_update"
 	if !be.floats(op, table, s1, s2, uniqGrad) || !be.owned(op, lastStep, uniqRows, numUniq) ||
-		!be.optStates(op, p, table.Len(), s1, s2) ||
-		!be.want(op, numUniq, tensor.Int32, 1) || !be.want(op, uniqRows, tensor.Int32, 0) {
+		!be.check(tensor.CheckSparseUpdate(op, p, table, s1, s2, uniqRows, numUniq)) {
 		return
 	}
 	v, rows := table.Cols(), table.Rows()
@@ -100,13 +90,8 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		be.fail(op, tensor.ErrShape, "unique gradients %v for table %v", uniqGrad, table)
 		return
 	}
-	mode := p.Update
-	if p.Kind == tensor.SGD || p.Kind == tensor.AdaGrad {
-		mode = tensor.Local
-	} else if mode == tensor.LazyGlobal && p.Kind != tensor.Adam {
-		mode = tensor.Global
-	}
-	if mode == tensor.LazyGlobal && !be.want(op, lastStep, tensor.Int32, rows) {
+	mode, err := tensor.SparseMode(op, p, lastStep, rows)
+	if !be.check(err) {
 		return
 	}
 	capacity := min(uniqRows.Len(), uniqGrad.Rows())
@@ -156,8 +141,9 @@ func (be *Backend) LazyFlush(p tensor.OptParams, table, s1, s2, lastStep tensor.
 	if p.Kind != tensor.Adam {
 		return
 	}
-	if !be.floats(op, table, s1, s2) || !be.owned(op, lastStep) || !be.optStates(op, p, table.Len(), s1, s2) ||
-		!be.want(op, lastStep, tensor.Int32, table.Rows()) {
+	if !be.floats(op, table, s1, s2) || !be.owned(op, lastStep) ||
+		!be.check(tensor.CheckOptStates(op, p, table.Len(), s1, s2)) ||
+		!be.check(tensor.CheckWant(op, lastStep, tensor.Int32, table.Rows())) {
 		return
 	}
 	v, rows := table.Cols(), table.Rows()
