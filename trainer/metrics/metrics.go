@@ -68,6 +68,9 @@ func (a *AUCAccumulator) Add(scores, labels []float32) {
 // Value is the AUC of everything added.
 func (a *AUCAccumulator) Value() float64 { return AUC(a.scores, a.labels) }
 
+// Data returns everything added (valid until the next Add or Reset).
+func (a *AUCAccumulator) Data() (scores, labels []float32) { return a.scores, a.labels }
+
 // Reset forgets everything, keeping capacity.
 func (a *AUCAccumulator) Reset() { a.scores, a.labels = a.scores[:0], a.labels[:0] }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
@@ -147,4 +148,40 @@ func TestGPUPipelineFit(t *testing.T) {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "pipeline fit: %d steps match the CPU\n", steps)
+}
+
+// TestGPUEvaluateAUC checks that evaluation on the GPU (AUC by the device
+// radix sort) gives the host's exact AUC of the same scores.
+func TestGPUEvaluateAUC(t *testing.T) {
+	g := gpuOrSkip(t, gpu.Options{})
+	sizes := make([]int64, 26)
+	for i := range sizes {
+		sizes[i] = 300
+	}
+	const batch = 4096
+	data := newPlanted(9, 20*batch, 13, sizes)
+	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Build(cfg, g, Options{BatchSize: batch, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := m.EvaluateSamples(data.reader(batch), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Samples < deviceAUCMin {
+		t.Fatalf("%d samples: the device path was not taken", ev.Samples)
+	}
+	scores, err := m.PredictSamples(nil, data.reader(batch), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := metrics.AUC(scores, data.labels)
+	if ev.AUC != want {
+		t.Fatalf("device AUC %.17g, host %.17g", ev.AUC, want)
+	}
+	t.Logf("eval AUC %.6f over %d samples on the device = host", ev.AUC, ev.Samples)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // TrainStep runs one forward/backward/update on batch b (which must be
@@ -193,8 +195,31 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 			return res, err
 		}
 	}
-	res.AUC, res.Loss, res.HitRate = auc.Value(), avg.Value(), hr.Value()
+	res.Loss, res.HitRate = avg.Value(), hr.Value()
+	if res.AUC, err = m.auc(&auc); err != nil {
+		return res, err
+	}
 	return res, nil
+}
+
+// deviceAUCMin is the eval size from which the AUC is computed by the
+// backend (on the GPU: a device radix sort) instead of the host's sort.
+const deviceAUCMin = 1 << 16
+
+// auc is the exact AUC of the accumulated scores: on a GPU backend by its
+// AUC operation (bit-identical to the host's for 0/1 labels), else on the
+// host.
+func (m *Model) auc(a *metrics.AUCAccumulator) (float64, error) {
+	s, l := a.Data()
+	if _, ok := m.be.(*gpu.Backend); !ok || len(s) < deviceAUCMin {
+		return a.Value(), nil
+	}
+	ts, tl := m.be.Alloc(tensor.Float32, len(s)), m.be.Alloc(tensor.Float32, len(l))
+	defer m.be.Free(ts)
+	defer m.be.Free(tl)
+	m.be.Upload(ts, s)
+	m.be.Upload(tl, l)
+	return m.be.AUC(ts, tl)
 }
 
 // bceMean is the mean binary cross-entropy of probabilities against labels
