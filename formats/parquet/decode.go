@@ -3,12 +3,17 @@ package parquet
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"runtime/debug"
 	"unsafe"
 
+	"github.com/klauspost/compress/s2"
+
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
@@ -43,6 +48,15 @@ type decoder struct {
 	pr   file.PageReader
 	page []byte
 	left int
+
+	// A plain column chunk of an uncompressed or snappy file that could be
+	// mapped is read from the mapping instead (mapped set): raw is the rest
+	// of the chunk, pages are parsed here, uncompressed values are read in
+	// place and snappy pages decompressed into dec (from the reader's pool).
+	mapped bool
+	raw    []byte
+	codec  compress.Compression
+	dec    []byte
 }
 
 // littleEndian reports whether this machine stores numbers as Parquet's
@@ -74,7 +88,11 @@ func (d *decoder) close() {
 	if d.pr != nil {
 		d.pr.Close()
 	}
+	if d.dec != nil {
+		d.r.pool.Free(d.dec)
+	}
 	d.cr, d.pr, d.page, d.left = nil, nil, nil, 0
+	d.mapped, d.raw, d.dec = false, nil, nil
 }
 
 func (d *decoder) fail(row int, sentinel error, format string, args ...any) *formats.Error {
@@ -116,6 +134,16 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 		return
 	}
 	defer rd.Close()
+	// The column chunks are read from a mapping of the file where they can
+	// be (see decoder.mapped); a fault on it (the file truncated meanwhile)
+	// panics rather than crashes, and run turns the panic into an error.
+	var m []byte
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		if m, err = mapFile(f, st.Size()); err == nil {
+			defer unmapFile(m)
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		}
+	}
 	defer func() {
 		for ci := range b.decs {
 			b.decs[ci].close()
@@ -125,7 +153,7 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 	failed := false
 	for ci := range fp.cols {
 		b.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: &b.sc, chunkOff: -1}
-		if e := b.decs[ci].open(rg); e != nil {
+		if e := b.decs[ci].open(rg, m); e != nil {
 			b.errs[ci], failed = e, true
 		}
 	}
@@ -142,7 +170,7 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 		n := min(rowChunk, b.rows-row)
 		for ci := range fp.cols {
 			d := &b.decs[ci]
-			if (d.cr == nil && d.pr == nil) || d.cp.list || b.errs[ci] != nil {
+			if (d.cr == nil && d.pr == nil && !d.mapped) || d.cp.list || b.errs[ci] != nil {
 				continue
 			}
 			if e := d.run(row, n); e != nil {
@@ -152,8 +180,9 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 	}
 }
 
-// open opens the column chunk reader of d's column into d.b.crs.
-func (d *decoder) open(rg *file.RowGroupReader) (ferr *formats.Error) {
+// open opens the column chunk reader of d's column, or its pages in m, the
+// mapped file (nil if not mapped).
+func (d *decoder) open(rg *file.RowGroupReader, m []byte) (ferr *formats.Error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ferr = d.corrupt(0, fmt.Errorf("decoder panic: %v", p))
@@ -167,6 +196,13 @@ func (d *decoder) open(rg *file.RowGroupReader) (ferr *formats.Error) {
 			d.chunkOff = cc.DictionaryPageOffset()
 		}
 		if plainOnly(cp, cc) && rg.MetaData().Schema.Column(cp.leaf).PhysicalType() == cp.phys {
+			start, n := cc.DataPageOffset(), cc.TotalCompressedSize()
+			if c := cc.Compression(); m != nil && (c == compress.Codecs.Uncompressed || c == compress.Codecs.Snappy) &&
+				start >= 0 && n >= 0 && start <= int64(len(m)) && n <= int64(len(m))-start {
+				d.mapped, d.raw, d.codec = true, m[start:start+n], c
+				populate(m, start, n)
+				return nil
+			}
 			pr, err := rg.GetColumnPageReader(cp.leaf)
 			if err != nil {
 				return d.corrupt(0, err)
@@ -202,7 +238,7 @@ func (d *decoder) run(row, n int) (ferr *formats.Error) {
 			ferr = d.corrupt(row, fmt.Errorf("decoder panic: %v", p))
 		}
 	}()
-	if d.pr != nil {
+	if d.pr != nil || d.mapped {
 		switch d.cp.phys {
 		case parquet.Types.Int32:
 			return plainT(d, &d.sc.i32, row, n)
@@ -265,6 +301,9 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 // nextPage moves d to the next data page of its column chunk, whose values
 // are size bytes each; row is the row it will start at.
 func (d *decoder) nextPage(row, size int) *formats.Error {
+	if d.mapped {
+		return d.nextRawPage(row, size)
+	}
 	if !d.pr.Next() {
 		if err := d.pr.Err(); err != nil {
 			return d.corrupt(row, err)
@@ -549,4 +588,300 @@ func endRow(d *decoder, cur, cnt int) *formats.Error {
 	}
 	b.off[cp.dst][cur+1] = int32(n)
 	return nil
+}
+
+// Page types and the Thrift compact-protocol field types of a PageHeader
+// (parquet-format's parquet.thrift), for reading the pages of a mapped
+// column chunk without arrow-go's page reader.
+const (
+	pageData       = 0
+	pageDictionary = 2
+	pageDataV2     = 3
+
+	maxRawPageSize = 1 << 30
+)
+
+// pageHeader holds the PageHeader fields the raw page path uses.
+type pageHeader struct {
+	typ, usize, csize int32
+	hasType, hasSizes int  // fields seen: 1 each
+	data, dataV2      bool // a DataPageHeader (V2) was seen
+	nv, enc           int32
+	nulls, defLen     int32
+	repLen            int32
+	compressed        bool // V2: the values are compressed (default true)
+}
+
+// thriftReader decodes Thrift compact-protocol values from b; bad is set on
+// truncated or malformed input (values are then 0).
+type thriftReader struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (t *thriftReader) byte1() byte {
+	if t.i >= len(t.b) {
+		t.bad = true
+		return 0
+	}
+	t.i++
+	return t.b[t.i-1]
+}
+
+func (t *thriftReader) uvarint() uint64 {
+	v, n := binary.Uvarint(t.b[min(t.i, len(t.b)):])
+	if n <= 0 {
+		t.bad = true
+		return 0
+	}
+	t.i += n
+	return v
+}
+
+func (t *thriftReader) i32() int32 {
+	v := t.uvarint()
+	if v > math.MaxUint32 {
+		t.bad = true
+	}
+	return int32(uint32(v>>1) ^ -uint32(v&1))
+}
+
+// field reads a field header after field id last: its id and type, type 0
+// at the end of the struct.
+func (t *thriftReader) field(last int16) (int16, byte) {
+	h := t.byte1()
+	typ := h & 0x0f
+	if typ == 0 || t.bad {
+		return 0, 0
+	}
+	if d := int16(h >> 4); d != 0 {
+		return last + d, typ
+	}
+	v := t.uvarint()
+	return int16(uint16(v>>1) ^ -uint16(v&1)), typ
+}
+
+// skip skips a value of type typ.
+func (t *thriftReader) skip(typ byte, depth int) {
+	if depth > 16 {
+		t.bad = true
+		return
+	}
+	switch typ {
+	case ctTrue, ctFalse:
+	case ctByte:
+		t.byte1()
+	case 4, ctI32, ctI64:
+		t.uvarint()
+	case 7:
+		t.i += 8
+	case ctBinary:
+		n := t.uvarint()
+		if n > uint64(len(t.b)-min(t.i, len(t.b))) {
+			t.bad = true
+			return
+		}
+		t.i += int(n)
+	case ctList, 10:
+		h := t.byte1()
+		n, et := uint64(h>>4), h&0x0f
+		if n == 15 {
+			n = t.uvarint()
+		}
+		for k := uint64(0); k < n && !t.bad; k++ {
+			if et == ctTrue || et == ctFalse {
+				t.byte1()
+			} else {
+				t.skip(et, depth+1)
+			}
+		}
+	case 11:
+		n := t.uvarint()
+		if n == 0 {
+			return
+		}
+		kv := t.byte1()
+		for k := uint64(0); k < n && !t.bad; k++ {
+			t.skip(kv>>4, depth+1)
+			t.skip(kv&0x0f, depth+1)
+		}
+	case ctStruct:
+		var last int16
+		for !t.bad {
+			id, ft := t.field(last)
+			if ft == 0 {
+				return
+			}
+			t.skip(ft, depth+1)
+			last = id
+		}
+	default:
+		t.bad = true
+	}
+	if t.i > len(t.b) {
+		t.bad = true
+	}
+}
+
+// parsePageHeader decodes the PageHeader at the start of b and returns it
+// with its length in bytes.
+func parsePageHeader(b []byte) (pageHeader, int, error) {
+	t := thriftReader{b: b}
+	h := pageHeader{compressed: true}
+	var last int16
+	for !t.bad {
+		id, ft := t.field(last)
+		if ft == 0 {
+			break
+		}
+		last = id
+		switch {
+		case id == 1 && ft == ctI32:
+			h.typ, h.hasType = t.i32(), 1
+		case id == 2 && ft == ctI32:
+			h.usize, h.hasSizes = t.i32(), h.hasSizes+1
+		case id == 3 && ft == ctI32:
+			h.csize, h.hasSizes = t.i32(), h.hasSizes+1
+		case (id == 5 || id == 8) && ft == ctStruct:
+			v2 := id == 8
+			h.data, h.dataV2 = true, v2
+			var fl int16
+			for !t.bad {
+				fid, fft := t.field(fl)
+				if fft == 0 {
+					break
+				}
+				fl = fid
+				switch {
+				case fid == 1 && fft == ctI32:
+					h.nv = t.i32()
+				case !v2 && fid == 2 && fft == ctI32, v2 && fid == 4 && fft == ctI32:
+					h.enc = t.i32()
+				case v2 && fid == 2 && fft == ctI32:
+					h.nulls = t.i32()
+				case v2 && fid == 5 && fft == ctI32:
+					h.defLen = t.i32()
+				case v2 && fid == 6 && fft == ctI32:
+					h.repLen = t.i32()
+				case v2 && fid == 7 && (fft == ctTrue || fft == ctFalse):
+					h.compressed = fft == ctTrue
+				default:
+					t.skip(fft, 1)
+				}
+			}
+		default:
+			t.skip(ft, 0)
+		}
+	}
+	if t.bad || t.i > len(b) {
+		return h, 0, errors.New("parquet: truncated or malformed page header")
+	}
+	if h.hasType == 0 || h.hasSizes != 2 {
+		return h, 0, errors.New("parquet: page header lacks its type or sizes")
+	}
+	return h, t.i, nil
+}
+
+// nextRawPage moves d to the next data page of its mapped column chunk,
+// whose values are size bytes each; row is the row it will start at. The
+// checks are those of arrow-go's page reader (page sizes, uncompressed
+// length), plus those of nextPage.
+func (d *decoder) nextRawPage(row, size int) *formats.Error {
+	for {
+		if len(d.raw) == 0 {
+			return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", row, d.b.rows)
+		}
+		h, n, err := parsePageHeader(d.raw)
+		if err != nil {
+			return d.corrupt(row, err)
+		}
+		if h.csize < 0 || h.usize < 0 || h.usize > maxRawPageSize {
+			return d.corrupt(row, fmt.Errorf("parquet: invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
+		}
+		body := d.raw[n:]
+		if int(h.csize) > len(body) {
+			return d.corrupt(row, fmt.Errorf("parquet: page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, len(body)))
+		}
+		body = body[:h.csize]
+		d.raw = d.raw[n+int(h.csize):]
+		var data []byte
+		switch h.typ {
+		case pageData, pageDataV2:
+			if !h.data || h.dataV2 != (h.typ == pageDataV2) {
+				return d.corrupt(row, errors.New("parquet: data page without its data page header"))
+			}
+			if h.nv < 0 {
+				return d.corrupt(row, errors.New("parquet: invalid page header (negative number of values)"))
+			}
+			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
+				return d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
+			}
+			if h.typ == pageData {
+				if data, err = d.inflate(body, int(h.usize), d.codec); err != nil {
+					return d.corrupt(row, err)
+				}
+				break
+			}
+			if h.defLen < 0 || h.repLen < 0 {
+				return d.corrupt(row, errors.New("parquet: invalid page header (negative levels byte length)"))
+			}
+			if h.nulls != 0 {
+				return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
+			}
+			lv := int64(h.defLen) + int64(h.repLen)
+			if lv > int64(len(body)) || lv > int64(h.usize) {
+				return d.fail(row, formats.ErrCorrupt, "page levels of %d bytes in a page of %d", lv, len(body))
+			}
+			codec := d.codec
+			if !h.compressed {
+				codec = compress.Codecs.Uncompressed
+			}
+			if data, err = d.inflate(body[lv:], int(h.usize)-int(lv), codec); err != nil {
+				return d.corrupt(row, err)
+			}
+		case pageDictionary:
+			return d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
+		default:
+			continue // index pages and unknown types, as arrow-go
+		}
+		nv := int(h.nv)
+		if int64(nv)*int64(size) > int64(len(data)) {
+			return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
+		}
+		d.page, d.left = data[:nv*size], nv
+		return nil
+	}
+}
+
+// inflate returns the n bytes that src decompresses to: src itself when
+// uncompressed, else d's decompression buffer.
+func (d *decoder) inflate(src []byte, n int, codec compress.Compression) ([]byte, error) {
+	switch codec {
+	case compress.Codecs.Uncompressed:
+		if len(src) != n {
+			return nil, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", n, len(src))
+		}
+		return src, nil
+	case compress.Codecs.Snappy:
+		got, err := s2.DecodedLen(src)
+		if err != nil {
+			return nil, fmt.Errorf("parquet: could not decompress page: %w", err)
+		}
+		if got != n {
+			return nil, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", n, got)
+		}
+		if cap(d.dec) < n {
+			if d.dec != nil {
+				d.r.pool.Free(d.dec)
+			}
+			d.dec = d.r.pool.Allocate(n)
+		}
+		out, err := s2.Decode(d.dec[:n], src)
+		if err != nil {
+			return nil, fmt.Errorf("parquet: could not decompress page: %w", err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("parquet: codec %s on the raw page path", codec)
 }

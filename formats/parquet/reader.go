@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -37,6 +38,9 @@ type Reader struct {
 	cancel context.CancelFunc
 	jobs   chan *rgBuf   // row groups in hand-out order; closed by the producer at the end
 	free   chan *rgBuf   // recycled row-group buffers
+	nbuf   int           // row-group buffers made so far (at most cap(free))
+	busy   atomic.Int32  // decoding tasks started and not finished
+	idle   chan struct{} // a task has finished (cap 1, coalescing)
 	done   chan struct{} // closed when the producer (and every task) has returned
 
 	// Consumer state, touched only by Read, Next and Close.
@@ -103,18 +107,13 @@ func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
 		r.sizes = append([]int64(nil), o.SlotSizeArray...)
 		r.offs = formats.SlotOffsets(r.sizes)
 	}
-	// One row group per worker being decoded, Prefetch more decoded ahead,
-	// one being handed out.
+	// At most one row group per worker being decoded, Prefetch more decoded
+	// ahead, one being handed out; the buffers are made as needed (see
+	// takeBuf), as each costs its first touch.
 	nbuf := o.Workers + o.Prefetch
 	r.jobs = make(chan *rgBuf, nbuf)
 	r.free = make(chan *rgBuf, nbuf)
-	for i := 0; i < nbuf; i++ {
-		b, _ := spareBufs.Get().(*rgBuf)
-		if b == nil {
-			b = &rgBuf{}
-		}
-		r.free <- b
-	}
+	r.idle = make(chan struct{}, 1)
 	r.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -172,16 +171,20 @@ func (r *Reader) produce(ctx context.Context) {
 				if fp.rgStart[g+1] == fp.rgStart[g] {
 					continue
 				}
-				var b *rgBuf
-				select {
-				case b = <-r.free:
-				case <-ctx.Done():
+				b := r.takeBuf(ctx)
+				if b == nil {
 					return
 				}
 				r.setup(b, fp, g)
 				r.jobs <- b // never blocks: jobs holds every buffer
+				r.busy.Add(1)
 				tasks.Go(func() error {
 					r.decodeRowGroup(ctx, b)
+					r.busy.Add(-1)
+					select {
+					case r.idle <- struct{}{}:
+					default:
+					}
 					return nil
 				})
 			}
@@ -191,6 +194,38 @@ func (r *Reader) produce(ctx context.Context) {
 		}
 		if !r.o.Repeat {
 			return
+		}
+	}
+}
+
+// takeBuf returns a free row group buffer, or nil when ctx is done. A new
+// buffer is made (up to Workers+Prefetch) only when none is free and a
+// worker has nothing to decode: the consumer then holds the others, as
+// Prefetch allows. A fast consumer thus needs about Workers+1 buffers, each
+// of which costs the page faults of its first touch.
+func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
+	for {
+		select {
+		case b := <-r.free:
+			return b
+		case <-ctx.Done():
+			return nil
+		default:
+		}
+		if r.nbuf < cap(r.free) && int(r.busy.Load()) < r.o.Workers {
+			r.nbuf++
+			b, _ := spareBufs.Get().(*rgBuf)
+			if b == nil {
+				b = &rgBuf{}
+			}
+			return b
+		}
+		select {
+		case b := <-r.free:
+			return b
+		case <-ctx.Done():
+			return nil
+		case <-r.idle:
 		}
 	}
 }
