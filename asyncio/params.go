@@ -59,6 +59,11 @@ type Params struct {
 	AlignedType AlignedType
 	// Buffered disables O_DIRECT (reads go through the page cache).
 	Buffered bool
+	// Engine is the I/O engine: "io_uring" (one ring per thread, IODepth
+	// reads in flight, Linux 5.6+), "pread" (IODepth goroutines per thread
+	// blocking in pread), or "" for io_uring on O_DIRECT files when the
+	// kernel allows it and pread otherwise.
+	Engine string
 }
 
 // WithDefaults fills zero fields with their defaults.
@@ -89,6 +94,9 @@ func (p *Params) Validate() error {
 	if p.NumThreads > 1024 || p.IODepth > 1024 || p.NumBatchesPerThread > 1<<16 {
 		return fmt.Errorf("ctrkit/asyncio: num_threads %d, io_depth %d or num_batches_per_thread %d too large",
 			p.NumThreads, p.IODepth, p.NumBatchesPerThread)
+	}
+	if p.Engine != "" && p.Engine != "io_uring" && p.Engine != "pread" {
+		return fmt.Errorf("ctrkit/asyncio: engine %q: want io_uring or pread", p.Engine)
 	}
 	if p.IOBlockSize > 1<<30 {
 		return fmt.Errorf("ctrkit/asyncio: io_block_size %d too large", p.IOBlockSize)

@@ -82,6 +82,7 @@ type Reader struct {
 	err      error // Next's sticky error; Next's goroutine only
 	bytes    atomic.Int64
 	requests atomic.Int64
+	engine   string
 }
 
 // ioThread is one of the NumThreads I/O threads: it reads the ranges with
@@ -132,15 +133,31 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 	r.end.Store(-1)
 	r.threads = make([]ioThread, p.NumThreads)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Add(1 + p.NumThreads*(1+p.IODepth))
+	// The readers of each thread: IODepth goroutines blocking in pread, or
+	// one goroutine driving an io_uring with IODepth reads in flight.
+	readers, start := p.IODepth, func(t *ioThread) {
+		for k := 0; k < p.IODepth; k++ {
+			go r.worker(t)
+		}
+	}
+	r.engine = "pread"
+	if p.Engine == "io_uring" || (p.Engine == "" && f.Direct()) {
+		s, err := r.startURing(f)
+		switch {
+		case err == nil:
+			readers, start, r.engine = 1, s, "io_uring"
+		case p.Engine == "io_uring":
+			r.cancel()
+			return nil, fmt.Errorf("ctrkit/asyncio: %w", err)
+		}
+	}
+	r.wg.Add(1 + p.NumThreads*(1+readers))
 	for i := range r.threads {
 		t := &r.threads[i]
 		t.bufs = make(chan *Buffer, p.NumBatchesPerThread)
 		t.jobs = make(chan job, p.IODepth)
 		go r.feed(t)
-		for k := 0; k < p.IODepth; k++ {
-			go r.worker(t)
-		}
+		start(t)
 	}
 	go r.dispatch(src)
 	return r, nil
@@ -156,8 +173,8 @@ func alignedAlloc(n, align int) []byte {
 // logical block size when reading with O_DIRECT).
 func (r *Reader) Alignment() int { return r.align }
 
-// Engine names the I/O engine ("pread").
-func (r *Reader) Engine() string { return "pread" }
+// Engine names the I/O engine: "io_uring" or "pread".
+func (r *Reader) Engine() string { return r.engine }
 
 // File returns the file being read.
 func (r *Reader) File() File { return r.f }

@@ -53,6 +53,7 @@ Examples:
 				&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
 				&cli.StringFlag{Name: "aligned-type", Value: "none", Usage: "async: none | auto (pad dense to a multiple of 8 in memory)"},
 				&cli.BoolFlag{Name: "buffered", Usage: "async: read through the page cache instead of O_DIRECT"},
+				&cli.StringFlag{Name: "io-engine", Usage: "async: io_uring | pread (default: io_uring for O_DIRECT when the kernel has it)"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)"},
 			),
 			Action: func(c *cli.Context) error { return runBenchRead(c, c.App.Writer) },
@@ -172,7 +173,7 @@ func asyncOptions(c *cli.Context, d *dataset.Dataset, fo formats.Options) (raw.A
 	return raw.AsyncOptions{Options: fo, Layout: d.Spec.RawLayout, Async: asyncio.Params{
 		NumThreads: c.Int("num-threads"), NumBatchesPerThread: c.Int("num-batches-per-thread"),
 		IOBlockSize: c.Int("io-block-size"), IODepth: c.Int("io-depth"), IOAlignment: c.Int("io-alignment"),
-		Shuffle: c.Bool("shuffle"), AlignedType: at, Buffered: c.Bool("buffered"),
+		Shuffle: c.Bool("shuffle"), AlignedType: at, Buffered: c.Bool("buffered"), Engine: c.String("io-engine"),
 	}}, nil
 }
 
