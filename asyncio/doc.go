@@ -20,9 +20,14 @@
 // A dispatcher goroutine takes ranges from the caller's Source in order,
 // numbers them 0, 1, … and gives range seq to I/O thread seq mod
 // NumThreads, as HugeCTR does; each thread reads its ranges one after the
-// other as one sequential stream with IODepth goroutines issuing pread calls
-// (one block each), so NumThreads × IODepth requests are in flight — the
-// same shape as fio's numjobs=NumThreads, iodepth=IODepth.
+// other as one sequential stream with IODepth block requests in flight, so
+// NumThreads × IODepth requests are in flight — the same shape as fio's
+// numjobs=NumThreads, iodepth=IODepth. Two engines issue them
+// (Params.Engine): io_uring, one ring and one goroutine per thread
+// (IORING_OP_READ; the default for O_DIRECT files where the kernel allows
+// io_uring), and pread, IODepth goroutines per thread each blocking in
+// pread (the default otherwise, and for files without a descriptor such as
+// MemFile).
 // NumThreads × NumBatchesPerThread buffers exist, which bounds the ranges
 // read ahead. The goroutine that reads a range's last block publishes the buffer in a
 // completion table indexed by that number (no allocation, no channel per
