@@ -31,7 +31,7 @@ func gpuOrSkip(t *testing.T, o gpu.Options) *gpu.Backend {
 	return be
 }
 
-// TestGPUMatchesCPU trains DLRM and WDL for 50 steps on the same data on
+// TestGPUMatchesCPU trains DLRM, WDL, DCN and DeepFM for 50 steps on the same data on
 // the GPU (FP32) and on the CPU backend (float32): every step's loss must
 // agree within 1e-3 relative. The hash embeddings insert keys as they come,
 // so this also checks the device hash table's row assignment. SGD, as in
@@ -46,7 +46,7 @@ func TestGPUMatchesCPU(t *testing.T) {
 	}
 	const batch, steps = 1024, 50
 	data := newPlanted(3, batch*steps, 13, sizes)
-	for _, name := range []string{"dlrm", "wdl"} {
+	for _, name := range []string{"dlrm", "wdl", "dcn", "deepfm"} {
 		t.Run(name, func(t *testing.T) {
 			opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
 			cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
