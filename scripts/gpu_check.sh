@@ -40,13 +40,13 @@ dlrm)
 	S=$(python3 -c "print(','.join(['1000000']*26))")
 	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --source "$W/dlrm.bin" --eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
-	for m in tf32 fp32 bf16; do
+	for m in ${DLRM_MODES:-tf32 fp32 bf16}; do
 		flag=""; [ $m = tf32 ] && flag=--tf32; [ $m = bf16 ] && flag=--mixed-precision
 		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident \
 			--warmup 10 --steps 50 >"$OUT/dlrm_$m.log" 2>&1
 		row "ctrkit DLRM $m B=65536" "rc=$? $(grep -h 'pipeline:\|resident:' "$OUT/dlrm_$m.log" | tr '\n' ' ')"
 	done
-	if [ -f "$G/pytorch_dlrm.py" ]; then
+	if [ -f "$G/pytorch_dlrm.py" ] && [ "${PYTORCH:-1}" = 1 ]; then
 		python3 "$G/pytorch_dlrm.py" 65536 1000000 tf32,fp32,bf16 >"$OUT/pytorch_dlrm.log" 2>&1
 		row "pytorch DLRM B=65536" "$(tail -3 "$OUT/pytorch_dlrm.log" | tr '\n' ' ')"
 	fi

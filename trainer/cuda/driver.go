@@ -16,7 +16,7 @@ type driverAPI struct {
 	cuMemsetD32Async, cuMemsetD8Async                                       uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize        uintptr
-	cuEventElapsedTime                                                      uintptr
+	cuEventElapsedTime, cuEventQuery                                        uintptr
 	cuModuleLoadData, cuModuleUnload, cuModuleGetFunction, cuLaunchKernel   uintptr
 	cuFuncSetAttribute                                                      uintptr
 	cuStreamBeginCapture, cuStreamEndCapture, cuGraphInstantiate            uintptr
@@ -56,6 +56,7 @@ func (d *driverAPI) bind(l *library) error {
 		&d.cuEventRecord:             {"cuEventRecord"},
 		&d.cuEventSynchronize:        {"cuEventSynchronize"},
 		&d.cuEventElapsedTime:        {"cuEventElapsedTime_v2", "cuEventElapsedTime"},
+		&d.cuEventQuery:              {"cuEventQuery"},
 		&d.cuModuleLoadData:          {"cuModuleLoadData"},
 		&d.cuModuleUnload:            {"cuModuleUnload"},
 		&d.cuModuleGetFunction:       {"cuModuleGetFunction"},

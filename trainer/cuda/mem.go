@@ -235,6 +235,17 @@ func (c *Ctx) EventSync(e Event) error {
 	return check("cuEventSynchronize", call(drv.cuEventSynchronize, uintptr(e)))
 }
 
+// EventDone reports whether the work before e has completed, without
+// waiting (cuEventQuery).
+func (c *Ctx) EventDone(e Event) (bool, error) {
+	const notReady = 600 // CUDA_ERROR_NOT_READY
+	r := call(drv.cuEventQuery, uintptr(e))
+	if r == notReady {
+		return false, nil
+	}
+	return r == 0, check("cuEventQuery", r)
+}
+
 // Elapsed is the time between two timing events in milliseconds.
 func (c *Ctx) Elapsed(start, end Event) (float32, error) {
 	var ms float32
