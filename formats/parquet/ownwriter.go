@@ -24,8 +24,6 @@ type ownRowGroup struct {
 	chunks []chunkMeta
 }
 
-var zstdOnce sync.Once
-
 func newOwnFile(compression string, better bool) *ownFile {
 	o := &ownFile{better: better}
 	switch compression {

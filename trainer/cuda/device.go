@@ -23,7 +23,6 @@ type Device struct {
 	quit  chan struct{}
 	done  chan struct{}
 	once  sync.Once
-	c     *Ctx // touched only on the device goroutine
 }
 
 // Ctx is the device goroutine's view of the device: every method makes CUDA
@@ -82,7 +81,6 @@ func (d *Device) loop(started chan<- error) {
 	if err != nil {
 		return
 	}
-	d.c = c
 	for {
 		select {
 		case fn := <-d.work:
