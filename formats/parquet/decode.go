@@ -689,12 +689,14 @@ func (t *thriftReader) skip(typ byte, depth int) {
 		if n == 15 {
 			n = t.uvarint()
 		}
+		// Every element takes at least a byte (bools in containers are
+		// bytes), so a count beyond the bytes left is malformed.
+		if n > uint64(len(t.b)-min(t.i, len(t.b))) {
+			t.bad = true
+			return
+		}
 		for k := uint64(0); k < n && !t.bad; k++ {
-			if et == ctTrue || et == ctFalse {
-				t.byte1()
-			} else {
-				t.skip(et, depth+1)
-			}
+			t.elem(et, depth+1)
 		}
 	case 11:
 		n := t.uvarint()
@@ -702,9 +704,13 @@ func (t *thriftReader) skip(typ byte, depth int) {
 			return
 		}
 		kv := t.byte1()
+		if n > uint64(len(t.b)-min(t.i, len(t.b))) {
+			t.bad = true
+			return
+		}
 		for k := uint64(0); k < n && !t.bad; k++ {
-			t.skip(kv>>4, depth+1)
-			t.skip(kv&0x0f, depth+1)
+			t.elem(kv>>4, depth+1)
+			t.elem(kv&0x0f, depth+1)
 		}
 	case ctStruct:
 		var last int16
@@ -722,6 +728,15 @@ func (t *thriftReader) skip(typ byte, depth int) {
 	if t.i > len(t.b) {
 		t.bad = true
 	}
+}
+
+// elem skips one list, set or map element: bools there are a byte each.
+func (t *thriftReader) elem(typ byte, depth int) {
+	if typ == ctTrue || typ == ctFalse {
+		t.byte1()
+		return
+	}
+	t.skip(typ, depth)
 }
 
 // parsePageHeader decodes the PageHeader at the start of b and returns it
