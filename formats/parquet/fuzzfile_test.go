@@ -1,0 +1,73 @@
+package parquet
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/formatstest"
+)
+
+// fuzzSeedFile writes a small file (scalar and list cats, several pages
+// and row groups) and returns its bytes.
+func fuzzSeedFile(tb testing.TB, compression string) []byte {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
+	d := formatstest.NewDataset(rng, s, 300, 1, formatstest.AnyFloat)
+	p := filepath.Join(tb.TempDir(), "seed.parquet")
+	w, err := Create(p, &s, WriterOptions{Compression: compression, RowGroupSize: 128})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := d.WriteAll(w, 100); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// FuzzReadFile reads mutated Parquet files through the whole reader (the
+// mapped raw-page path and arrow-go's): any input must end in samples or an
+// error, never a panic, a hang or an unbounded allocation.
+func FuzzReadFile(f *testing.F) {
+	for _, c := range []string{"none", "snappy", "zstd"} {
+		f.Add(fuzzSeedFile(f, c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<20 {
+			return
+		}
+		dir := t.TempDir()
+		p := filepath.Join(dir, "f.parquet")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
+		meta := MetadataFor(&s, []FileStat{{FileName: "f.parquet", NumRows: 300}})
+		r, err := OpenFiles([]string{p}, meta, &s, Options{Options: formats.Options{BatchSize: 64, Workers: 2}})
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			formatstest.ReadAll(r, 64, 1000)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("reading a mutated file did not end")
+		}
+	})
+}
