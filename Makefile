@@ -25,6 +25,8 @@ fuzz: ## fuzz every decoder for FUZZTIME each (default 5m)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/norm
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./formats/raw
 	$(GO) test -run '^$$' -fuzz '^FuzzParseMetadata$$' -fuzztime $(FUZZTIME) ./formats/parquet
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePageHeader$$' -fuzztime $(FUZZTIME) ./formats/parquet
+	$(GO) test -run '^$$' -fuzz '^FuzzReadFile$$' -fuzztime $(FUZZTIME) ./formats/parquet
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./formats/criteo
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadVocab$$' -fuzztime $(FUZZTIME) ./formats/criteo
 	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./trainer/graph
