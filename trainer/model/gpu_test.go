@@ -3,11 +3,16 @@ package model
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/formatstest"
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
@@ -184,4 +189,102 @@ func TestGPUEvaluateAUC(t *testing.T) {
 		t.Fatalf("device AUC %.17g, host %.17g", ev.AUC, want)
 	}
 	t.Logf("eval AUC %.6f over %d samples on the device = host", ev.AUC, ev.Samples)
+}
+
+// TestGPUHugeCTRConfigs builds every HugeCTR model config of the shared
+// fixtures that ctrkit reads (CTRKIT_HUGECTR_JSON names their folder on a
+// machine without ../shared) on the GPU with batch 512, trains 3 steps on
+// random data of the model's input shape and requires finite losses; when
+// the embedding tables are small (≤ 1 GiB) it also requires the first
+// step's loss to equal the CPU backend's within 1e-4. Configs whose
+// embeddings exceed 8 GiB (MLPerf's 188M rows) are left out.
+func TestGPUHugeCTRConfigs(t *testing.T) {
+	dir := os.Getenv("CTRKIT_HUGECTR_JSON")
+	if dir == "" {
+		dir = "../../../shared/data/hugectr-json"
+	}
+	var paths []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".json") {
+			paths = append(paths, p)
+		}
+		return nil
+	})
+	if len(paths) == 0 {
+		t.Skipf("no HugeCTR configs under %s", dir)
+	}
+	g := gpuOrSkip(t, gpu.Options{})
+	const batch = 512
+	built := 0
+	for _, p := range paths {
+		name := strings.TrimPrefix(p, dir+"/")
+		cfg, err := graph.ReadFile(p)
+		if err != nil || cfg.Graph == nil {
+			t.Logf("%s: not a model ctrkit reads: %v", name, err)
+			continue
+		}
+		info, err := cfg.Graph.Infer(cfg.Optimizer)
+		if err != nil {
+			t.Logf("%s: not a model ctrkit trains: %v", name, err)
+			continue
+		}
+		rows := embRows(info)
+		if rows*128*4 > 8<<30 {
+			t.Logf("%s: %d embedding rows: too big for this test", name, rows)
+			continue
+		}
+		m, err := Build(cfg, g, Options{BatchSize: batch, Seed: 1})
+		if err != nil {
+			t.Logf("%s: does not build: %v", name, err)
+			continue
+		}
+		s := m.Schema(formats.KeyI64)
+		sizes := make([]int64, s.NumSlots())
+		for i := range sizes {
+			sizes[i] = 1000
+		}
+		var nnz []int
+		for _, sl := range s.Slots {
+			nnz = append(nnz, sl.MaxNNZ)
+		}
+		s = formats.NewSchema(s.LabelDim, s.DenseDim, nnz, sizes, formats.KeyI64)
+		d := formatstest.NewDataset(rand.New(rand.NewPCG(1, uint64(built))), s, 3*batch, 1, formatstest.IntegerValued)
+		bs, err := d.Batches(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first float64
+		for i, b := range bs {
+			if err := m.TrainStep(b); err != nil {
+				t.Errorf("%s: step %d: %v", name, i+1, err)
+				break
+			}
+			l, err := m.Loss()
+			if err != nil || math.IsNaN(l) || math.IsInf(l, 0) {
+				t.Errorf("%s: step %d: loss %v, %v", name, i+1, l, err)
+				break
+			}
+			if i == 0 {
+				first = l
+			}
+		}
+		built++
+		msg := fmt.Sprintf("%s: 3 GPU steps, first loss %.6f", name, first)
+		if rows > 0 && rows*128*4 <= 1<<30 {
+			c, _ := cpu.New(cpu.Options{})
+			mc, err := Build(cfg, c, Options{BatchSize: batch, Seed: 1})
+			if err == nil && mc.TrainStep(bs[0]) == nil {
+				lc, _ := mc.Loss()
+				if d := math.Abs(lc-first) / math.Max(math.Abs(lc), 1e-12); !(d <= 1e-4) {
+					t.Errorf("%s: first loss GPU %.7f, CPU %.7f", name, first, lc)
+				}
+				msg += fmt.Sprintf(", CPU %.6f", lc)
+			}
+		}
+		t.Log(msg)
+	}
+	if built == 0 {
+		t.Fatal("no config built")
+	}
+	t.Logf("%d of %d configs trained on the GPU", built, len(paths))
 }
