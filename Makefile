@@ -40,6 +40,7 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test  # the device tool carries 64 MiB
 	cp scripts/gpu_check.sh bench/readers_16core.sh .gpu/
 	-cp ../shared/anchors/pytorch_dlrm.py .gpu/
+	-mkdir -p .gpu/hugectr-json && cp -r ../shared/data/hugectr-json/* .gpu/hugectr-json/
 
 kernels-check: ## syntax-check the CUDA kernels with the host C++ compiler (no CUDA needed)
 	trainer/tensor/gpu/check_kernels.sh

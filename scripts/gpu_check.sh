@@ -12,6 +12,7 @@ OUT=${OUT:-/tmp/ctrkit-gpu}
 W=${WORK:-/tmp/ctrkit-work}
 mkdir -p "$OUT" "$W"
 export CTRKIT_REQUIRE_GPU=1 CTRKIT_KERNEL_CACHE="$W/kernels"
+[ -d "$G/hugectr-json" ] && export CTRKIT_HUGECTR_JSON="$G/hugectr-json"
 stages=${*:-tests quickstart dlrm planted}
 summary="$OUT/summary.txt"
 : >"$summary"
@@ -30,7 +31,7 @@ tests|parity|model)
 	[ $s = parity ] && continue
 	"$G/model.test" -test.v -test.count=1 -test.run 'GPU' >"$OUT/model_test.log" 2>&1
 	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
-	grep -h "worst relative\|relative error" "$OUT"/*_test.log | head -20 | tee -a "$summary"
+	grep -h "worst relative\|relative error\|configs trained" "$OUT"/*_test.log | head -20 | tee -a "$summary"
 	;;
 quickstart)
 	( cd "$W" && /usr/bin/time -f "%e s" "$G/ctrkit" quickstart --device gpu ) >"$OUT/quickstart.log" 2>&1
