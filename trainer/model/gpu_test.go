@@ -247,6 +247,19 @@ func TestGPUHugeCTRConfigs(t *testing.T) {
 		for _, sl := range s.Slots {
 			nnz = append(nnz, sl.MaxNNZ)
 		}
+		// An input may allow fewer keys a sample than its slots' nnz sum
+		// (max_feature_num_per_sample): then draw one key per slot there.
+		for k, first := range m.feed.first {
+			sum := 0
+			for _, v := range nnz[first : first+m.feed.slots[k]] {
+				sum += v
+			}
+			if sum > m.feed.capKeys[k]/batch {
+				for j := first; j < first+m.feed.slots[k]; j++ {
+					nnz[j] = 1
+				}
+			}
+		}
 		s = formats.NewSchema(s.LabelDim, s.DenseDim, nnz, sizes, formats.KeyI64)
 		d := formatstest.NewDataset(rand.New(rand.NewPCG(1, uint64(built))), s, 3*batch, 1, formatstest.IntegerValued)
 		bs, err := d.Batches(batch)
