@@ -14,3 +14,5 @@ func mapFile(*os.File, int64) ([]byte, error) { return nil, errors.ErrUnsupporte
 func unmapFile([]byte) {}
 
 func populate([]byte, int64, int64) {}
+
+func adviseHuge([]byte) {}

@@ -18,7 +18,14 @@ type poolAllocator struct {
 	free  [48][][]byte // free[c] holds buffers of capacity 1<<c
 	held  int          // bytes in free
 	limit int
+	slab  []byte // the rest of a huge page that new buffers are cut from
 }
+
+// minSlabClass is the size class from which new buffers are cut from huge
+// pages (see makeBuf): snappy files have a decompressed page buffer (1 MiB
+// for 131072 int64 values) per selected column and worker, most of a fresh
+// read's page faults after the row group buffers.
+const minSlabClass = 18
 
 // spare holds the pooled buffers of closed readers, for the next reader
 // (one reader per epoch is common); the garbage collector empties it.
@@ -54,7 +61,20 @@ func (p *poolAllocator) Allocate(n int) []byte {
 	if v := spare[c].Get(); v != nil {
 		return (*v.(*[]byte))[:n]
 	}
-	return make([]byte, n, 1<<c)
+	if c < minSlabClass {
+		return make([]byte, n, 1<<c)
+	}
+	if 1<<c >= hugePage {
+		return makeBuf[byte](1 << c)[:n]
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.slab) < 1<<c {
+		p.slab = makeBuf[byte](hugePage)
+	}
+	b := p.slab[: n : 1<<c]
+	p.slab = p.slab[1<<c:]
+	return b
 }
 
 // release hands the free lists to spare; called when no column reader is

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -259,9 +260,32 @@ func (b *rgBuf) finish() {
 
 func growF(s []float32, n int) []float32 {
 	if cap(s) < n {
-		return make([]float32, n)
+		return makeBuf[float32](n)
 	}
 	return s[:n]
+}
+
+// hugePage is the size of a transparent huge page (x86-64, arm64 with 4 KiB
+// pages), from which makeBuf aligns its buffers to it.
+const hugePage = 2 << 20
+
+// makeBuf makes a row group buffer of n values. A large one starts at a
+// huge page boundary and is backed by huge pages where the system allows
+// (see adviseHuge); the huge page of slack it is allocated with is never
+// touched.
+func makeBuf[T byte | float32 | uint32 | int64](n int) []T {
+	var z T
+	size := int(unsafe.Sizeof(z))
+	if n > (math.MaxInt-2*hugePage)/size || n*size < hugePage {
+		return make([]T, n)
+	}
+	m := (n*size + hugePage - 1) &^ (hugePage - 1)
+	s := make([]T, (m+hugePage)/size)
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
+	skip := int(-p&(hugePage-1)) / size
+	s = s[skip : skip+n : skip+n]
+	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), m))
+	return s
 }
 
 // setup sizes b for row group g of fp.
@@ -279,12 +303,12 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 		n := b.rows * S
 		if i64 {
 			if cap(b.k64) < n {
-				b.k64 = make([]int64, n)
+				b.k64 = makeBuf[int64](n)
 			}
 			b.k64 = b.k64[:n]
 		} else {
 			if cap(b.k32) < n {
-				b.k32 = make([]uint32, n)
+				b.k32 = makeBuf[uint32](n)
 			}
 			b.k32 = b.k32[:n]
 		}
