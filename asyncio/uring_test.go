@@ -20,41 +20,44 @@ func TestEngines(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rs := batchRanges(int64(len(data)), 700_001) // unaligned ranges
-	for _, direct := range []bool{true, false} {
-		for _, engine := range []string{"", "pread", "io_uring"} {
-			f, _, err := OpenFile(path, direct)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r, err := NewReader(f, ranges(rs), 700_001, Params{NumThreads: 3, IODepth: 5, IOBlockSize: 128 << 10, Engine: engine})
-			if err != nil {
-				if engine == "io_uring" && errors.Is(err, errNoUring) {
-					t.Logf("io_uring unavailable: %v", err)
-					f.Close()
-					continue
-				}
-				t.Fatal(err)
-			}
-			t.Logf("direct=%v engine %q → %s", f.Direct(), engine, r.Engine())
-			if engine != "" && r.Engine() != engine {
-				t.Fatalf("asked for %s, got %s", engine, r.Engine())
-			}
-			for i, want := range rs {
-				b, err := r.Next()
+	for _, rlen := range []int64{700_001, 3<<20 + 12345} { // small ranges; ranges in huge-page buffers
+		rs := batchRanges(int64(len(data)), rlen) // unaligned ranges
+		for _, direct := range []bool{true, false} {
+			for _, engine := range []string{"", "pread", "io_uring"} {
+				f, _, err := OpenFile(path, direct)
 				if err != nil {
-					t.Fatalf("%s: range %d: %v", r.Engine(), i, err)
+					t.Fatal(err)
 				}
-				if !bytes.Equal(b.Data, data[want.Off:want.Off+want.Len]) {
-					t.Fatalf("%s: range %d: wrong bytes", r.Engine(), i)
+				r, err := NewReader(f, ranges(rs), rlen, Params{NumThreads: 3, IODepth: 5, IOBlockSize: 128 << 10, Engine: engine})
+				if err != nil {
+					if engine == "io_uring" && errors.Is(err, errNoUring) {
+						t.Logf("io_uring unavailable: %v", err)
+						f.Close()
+						continue
+					}
+					t.Fatal(err)
 				}
-				r.Release(b)
-			}
-			if err := r.Close(); err != nil {
-				t.Fatal(err)
+				t.Logf("direct=%v engine %q → %s", f.Direct(), engine, r.Engine())
+				if engine != "" && r.Engine() != engine {
+					t.Fatalf("asked for %s, got %s", engine, r.Engine())
+				}
+				for i, want := range rs {
+					b, err := r.Next()
+					if err != nil {
+						t.Fatalf("%s: range %d: %v", r.Engine(), i, err)
+					}
+					if !bytes.Equal(b.Data, data[want.Off:want.Off+want.Len]) {
+						t.Fatalf("%s: range %d: wrong bytes", r.Engine(), i)
+					}
+					r.Release(b)
+				}
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
+	rs := batchRanges(int64(len(data)), 700_001)
 	if _, err := NewReader(&MemFile{Data: data, Path: "mem", FailAt: -1}, ranges(rs), 700_001, Params{Engine: "io_uring"}); !errors.Is(err, errNoUring) {
 		t.Fatalf("io_uring on a file without a descriptor: %v", err)
 	}
