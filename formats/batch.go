@@ -23,10 +23,22 @@ func (HeapAllocator) Alloc(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ctrkit/formats: negative allocation %d", n)
 	}
-	buf := make([]byte, n+64)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & 63)
-	return buf[off : off+n : off+n], nil
+	align := 64
+	if n >= hugePage {
+		// Batch-sized buffers are megabytes: on 2 MiB pages their first
+		// touch is an order of magnitude cheaper (madvise; Linux only).
+		align = hugePage
+	}
+	buf := make([]byte, n+align)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(align-1))
+	b := buf[off : off+n : off+n]
+	if align == hugePage {
+		adviseHuge(b)
+	}
+	return b, nil
 }
+
+const hugePage = 2 << 20
 
 // Free implements Allocator; the garbage collector reclaims the buffer.
 func (HeapAllocator) Free([]byte) {}
