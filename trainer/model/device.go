@@ -51,7 +51,7 @@ func OpenBackend(device string, s graph.Solver, log io.Writer) (tensor.Backend, 
 	be, err := gpu.New(gpu.Options{Device: ord, Math: math})
 	if err != nil {
 		if device == DeviceAuto && errors.Is(err, cuda.ErrNoDriver) {
-			fmt.Fprintf(log, "device: no CUDA driver (%v): training on the CPU\n", err)
+			fmt.Fprintf(log, "device: no CUDA driver found: training on the CPU (--device gpu says why)\n")
 			return cpu.New(cpu.Options{})
 		}
 		return nil, err
