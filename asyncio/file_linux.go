@@ -57,7 +57,3 @@ func logicalBlockSize(fd *os.File) int {
 	}
 	return 512
 }
-
-// adviseHuge asks for transparent huge pages for b (ignored where the
-// kernel has none).
-func adviseHuge(b []byte) { unix.Madvise(b, unix.MADV_HUGEPAGE) }

@@ -16,5 +16,3 @@ func openFile(path string, direct bool) (File, string, error) {
 	}
 	return f, notice, err
 }
-
-func adviseHuge([]byte) {}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -163,22 +162,10 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 	return r, nil
 }
 
-func alignedAlloc(n, align int) []byte {
-	if n >= hugePage {
-		// Batch buffers are tens of MB: on 2 MiB pages their first touch
-		// (the first read into each) is an order of magnitude cheaper.
-		align = max(align, hugePage)
-	}
-	buf := make([]byte, n+align)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(align-1))
-	b := buf[off : off+n : off+n]
-	if n >= hugePage {
-		adviseHuge(b)
-	}
-	return b
-}
-
-const hugePage = 2 << 20
+// alignedAlloc returns a read buffer: batch buffers are tens of MB and sit
+// on huge pages (formats.AlignedAlloc), which makes pinning them for
+// O_DIRECT far cheaper.
+func alignedAlloc(n, align int) []byte { return formats.AlignedAlloc(n, align) }
 
 // Alignment returns the alignment in use: max(IOAlignment, the device's
 // logical block size when reading with O_DIRECT).

@@ -26,10 +26,3 @@ func populate(m []byte, off, n int64) {
 		unix.Madvise(m[lo:off+n], unix.MADV_POPULATE_READ)
 	}
 }
-
-// adviseHuge asks for b, whose start and length are multiples of hugePage,
-// to be backed by transparent huge pages: in a fresh process most of a
-// read's page faults are those of the row group buffers, and one fault per
-// 2 MiB costs far less than 512 faults of 4 KiB (in VMs especially). Errors
-// (no THP support) are ignored.
-func adviseHuge(b []byte) { unix.Madvise(b, unix.MADV_HUGEPAGE) }

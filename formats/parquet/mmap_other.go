@@ -14,5 +14,3 @@ func mapFile(*os.File, int64) ([]byte, error) { return nil, errors.ErrUnsupporte
 func unmapFile([]byte) {}
 
 func populate([]byte, int64, int64) {}
-
-func adviseHuge([]byte) {}

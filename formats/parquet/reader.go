@@ -265,27 +265,18 @@ func growF(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-// hugePage is the size of a transparent huge page (x86-64, arm64 with 4 KiB
-// pages), from which makeBuf aligns its buffers to it.
-const hugePage = 2 << 20
+const hugePage = formats.HugePage
 
-// makeBuf makes a row group buffer of n values. A large one starts at a
-// huge page boundary and is backed by huge pages where the system allows
-// (see adviseHuge); the huge page of slack it is allocated with is never
-// touched.
+// makeBuf makes a row group buffer of n values; a large one lies on huge
+// pages (formats.AlignedAlloc).
 func makeBuf[T byte | float32 | uint32 | int64](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	if n > (math.MaxInt-2*hugePage)/size || n*size < hugePage {
 		return make([]T, n)
 	}
-	m := (n*size + hugePage - 1) &^ (hugePage - 1)
-	s := make([]T, (m+hugePage)/size)
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
-	skip := int(-p&(hugePage-1)) / size
-	s = s[skip : skip+n : skip+n]
-	adviseHuge(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), m))
-	return s
+	b := formats.AlignedAlloc(n*size, size)
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 // setup sizes b for row group g of fp.
