@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime/debug"
 	"unsafe"
 
 	"github.com/klauspost/compress/s2"
@@ -49,14 +48,18 @@ type decoder struct {
 	page []byte
 	left int
 
-	// A plain column chunk of an uncompressed or snappy file that could be
-	// mapped is read from the mapping instead (mapped set): raw is the rest
-	// of the chunk, pages are parsed here, uncompressed values are read in
-	// place and snappy pages decompressed into dec (from the reader's pool).
-	mapped bool
-	raw    []byte
-	codec  compress.Compression
-	dec    []byte
+	// A plain column chunk of an uncompressed or snappy file is read
+	// through st instead (streamed set): pages are parsed here, snappy pages
+	// decompressed into dec (from the reader's pool), uncompressed values
+	// taken from st's window a window at a time (stream set while the
+	// current page's values come from st; tail is what follows them in the
+	// page).
+	streamed bool
+	st       chunkStream
+	codec    compress.Compression
+	dec      []byte
+	stream   bool
+	tail     int64
 }
 
 // littleEndian reports whether this machine stores numbers as Parquet's
@@ -91,8 +94,9 @@ func (d *decoder) close() {
 	if d.dec != nil {
 		d.r.pool.Free(d.dec)
 	}
+	d.st.release(d.r.pool)
 	d.cr, d.pr, d.page, d.left = nil, nil, nil, 0
-	d.mapped, d.raw, d.dec = false, nil, nil
+	d.streamed, d.dec, d.stream, d.tail = false, nil, false, 0
 }
 
 func (d *decoder) fail(row int, sentinel error, format string, args ...any) *formats.Error {
@@ -134,15 +138,9 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 		return
 	}
 	defer rd.Close()
-	// The column chunks are read from a mapping of the file where they can
-	// be (see decoder.mapped); a fault on it (the file truncated meanwhile)
-	// panics rather than crashes, and run turns the panic into an error.
-	var m []byte
+	size := int64(-1) // plain column chunks are streamed from regular files (see decoder.streamed)
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-		if m, err = mapFile(f, st.Size()); err == nil {
-			defer unmapFile(m)
-			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-		}
+		size = st.Size()
 	}
 	defer func() {
 		for ci := range b.decs {
@@ -153,7 +151,7 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 	failed := false
 	for ci := range fp.cols {
 		b.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: &b.sc, chunkOff: -1}
-		if e := b.decs[ci].open(rg, m); e != nil {
+		if e := b.decs[ci].open(rg, f, size); e != nil {
 			b.errs[ci], failed = e, true
 		}
 	}
@@ -170,7 +168,7 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 		n := min(rowChunk, b.rows-row)
 		for ci := range fp.cols {
 			d := &b.decs[ci]
-			if (d.cr == nil && d.pr == nil && !d.mapped) || d.cp.list || b.errs[ci] != nil {
+			if (d.cr == nil && d.pr == nil && !d.streamed) || d.cp.list || b.errs[ci] != nil {
 				continue
 			}
 			if e := d.run(row, n); e != nil {
@@ -180,9 +178,9 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 	}
 }
 
-// open opens the column chunk reader of d's column, or its pages in m, the
-// mapped file (nil if not mapped).
-func (d *decoder) open(rg *file.RowGroupReader, m []byte) (ferr *formats.Error) {
+// open opens the column chunk reader of d's column, or a stream of its pages
+// from f, size bytes long (-1: not a regular file).
+func (d *decoder) open(rg *file.RowGroupReader, f *os.File, size int64) (ferr *formats.Error) {
 	defer func() {
 		if p := recover(); p != nil {
 			ferr = d.corrupt(0, fmt.Errorf("decoder panic: %v", p))
@@ -197,10 +195,12 @@ func (d *decoder) open(rg *file.RowGroupReader, m []byte) (ferr *formats.Error) 
 		}
 		if plainOnly(cp, cc) && rg.MetaData().Schema.Column(cp.leaf).PhysicalType() == cp.phys {
 			start, n := cc.DataPageOffset(), cc.TotalCompressedSize()
-			if c := cc.Compression(); m != nil && (c == compress.Codecs.Uncompressed || c == compress.Codecs.Snappy) &&
-				start >= 0 && n >= 0 && start <= int64(len(m)) && n <= int64(len(m))-start {
-				d.mapped, d.raw, d.codec = true, m[start:start+n], c
-				populate(m, start, n)
+			if c := cc.Compression(); size >= 0 && (c == compress.Codecs.Uncompressed || c == compress.Codecs.Snappy) {
+				if start < 0 || n < 0 || start > size || n > size-start {
+					return d.corrupt(0, fmt.Errorf("%w: %d bytes at offset %d, the file has %d", errShortFile, n, start, size))
+				}
+				d.streamed, d.codec = true, c
+				d.st = chunkStream{f: f, path: d.b.fp.path, off: start, end: start + n}
 				return nil
 			}
 			pr, err := rg.GetColumnPageReader(cp.leaf)
@@ -238,7 +238,7 @@ func (d *decoder) run(row, n int) (ferr *formats.Error) {
 			ferr = d.corrupt(row, fmt.Errorf("decoder panic: %v", p))
 		}
 	}()
-	if d.pr != nil || d.mapped {
+	if d.pr != nil || d.streamed {
 		switch d.cp.phys {
 		case parquet.Types.Int32:
 			return plainT(d, &d.sc.i32, row, n)
@@ -271,13 +271,19 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	for end := row + n; row < end; {
-		if d.left == 0 {
-			if e := d.nextPage(row, size); e != nil {
+		if len(d.page) == 0 {
+			var e *formats.Error
+			if d.stream && d.left > 0 {
+				e = d.moreValues(row, size)
+			} else {
+				e = d.nextPage(row, size)
+			}
+			if e != nil {
 				return e
 			}
 			continue
 		}
-		k := min(end-row, d.left)
+		k := min(end-row, len(d.page)/size)
 		var vals []T
 		if p := unsafe.Pointer(unsafe.SliceData(d.page)); uintptr(p)%uintptr(size) == 0 {
 			vals = unsafe.Slice((*T)(p), k)
@@ -301,7 +307,7 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 // nextPage moves d to the next data page of its column chunk, whose values
 // are size bytes each; row is the row it will start at.
 func (d *decoder) nextPage(row, size int) *formats.Error {
-	if d.mapped {
+	if d.streamed {
 		return d.nextRawPage(row, size)
 	}
 	if !d.pr.Next() {
@@ -591,7 +597,7 @@ func endRow(d *decoder, cur, cnt int) *formats.Error {
 }
 
 // Page types and the Thrift compact-protocol field types of a PageHeader
-// (parquet-format's parquet.thrift), for reading the pages of a mapped
+// (parquet-format's parquet.thrift), for reading the pages of a streamed
 // column chunk without arrow-go's page reader.
 const (
 	pageData       = 0
@@ -798,29 +804,33 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 	return h, t.i, nil
 }
 
-// nextRawPage moves d to the next data page of its mapped column chunk,
+// nextRawPage moves d to the next data page of its streamed column chunk,
 // whose values are size bytes each; row is the row it will start at. The
 // checks are those of arrow-go's page reader (page sizes, uncompressed
-// length), plus those of nextPage.
+// length), plus those of nextPage. An uncompressed page's values are then
+// read from the stream as they are consumed (moreValues); a snappy page is
+// read whole and decompressed.
 func (d *decoder) nextRawPage(row, size int) *formats.Error {
+	st, pool := &d.st, d.r.pool
+	st.skip(d.tail) // the rest of the previous page
+	d.stream, d.tail, d.left = false, 0, 0
 	for {
-		if len(d.raw) == 0 {
+		if st.left() == 0 {
 			return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", row, d.b.rows)
 		}
-		h, n, err := parsePageHeader(d.raw)
+		h, n, err := d.pageHeader()
 		if err != nil {
 			return d.corrupt(row, err)
 		}
 		if h.csize < 0 || h.usize < 0 || h.usize > maxRawPageSize {
 			return d.corrupt(row, fmt.Errorf("parquet: invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
 		}
-		body := d.raw[n:]
-		if int(h.csize) > len(body) {
-			return d.corrupt(row, fmt.Errorf("parquet: page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, len(body)))
+		if rest := st.left() - int64(n); int64(h.csize) > rest {
+			return d.corrupt(row, fmt.Errorf("parquet: page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, rest))
 		}
-		body = body[:h.csize]
-		d.raw = d.raw[n+int(h.csize):]
-		var data []byte
+		st.skip(int64(n))
+		csize := int64(h.csize)
+		var lv int64 // level bytes before a v2 page's values
 		switch h.typ {
 		case pageData, pageDataV2:
 			if !h.data || h.dataV2 != (h.typ == pageDataV2) {
@@ -832,41 +842,95 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
 				return d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
 			}
-			if h.typ == pageData {
-				if data, err = d.inflate(body, int(h.usize), d.codec); err != nil {
-					return d.corrupt(row, err)
-				}
-				break
-			}
-			if h.defLen < 0 || h.repLen < 0 {
-				return d.corrupt(row, errors.New("parquet: invalid page header (negative levels byte length)"))
-			}
-			if h.nulls != 0 {
-				return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
-			}
-			lv := int64(h.defLen) + int64(h.repLen)
-			if lv > int64(len(body)) || lv > int64(h.usize) {
-				return d.fail(row, formats.ErrCorrupt, "page levels of %d bytes in a page of %d", lv, len(body))
-			}
 			codec := d.codec
-			if !h.compressed {
-				codec = compress.Codecs.Uncompressed
+			if h.typ == pageDataV2 {
+				if h.defLen < 0 || h.repLen < 0 {
+					return d.corrupt(row, errors.New("parquet: invalid page header (negative levels byte length)"))
+				}
+				if h.nulls != 0 {
+					return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
+				}
+				lv = int64(h.defLen) + int64(h.repLen)
+				if lv > csize || lv > int64(h.usize) {
+					return d.fail(row, formats.ErrCorrupt, "page levels of %d bytes in a page of %d", lv, csize)
+				}
+				if !h.compressed {
+					codec = compress.Codecs.Uncompressed
+				}
 			}
-			if data, err = d.inflate(body[lv:], int(h.usize)-int(lv), codec); err != nil {
+			st.skip(lv)
+			body, usize := csize-lv, int64(h.usize)-lv
+			nv := int64(h.nv)
+			if codec == compress.Codecs.Uncompressed {
+				if body != usize {
+					return d.corrupt(row, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
+				}
+				if nv*int64(size) > body {
+					return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", body, nv, size)
+				}
+				d.stream, d.left, d.tail = true, int(nv), body-nv*int64(size)
+				if nv > 0 && !st.aligned(size) {
+					// Realign the window once here, rather than copying every
+					// misaligned value (plainT).
+					if err := st.load(pool, min(size, st.avail())); err != nil {
+						return d.corrupt(row, err)
+					}
+				}
+				d.take(size)
+				return nil
+			}
+			if err := st.fill(pool, int(body)); err != nil {
 				return d.corrupt(row, err)
 			}
+			data, err := d.inflate(st.take(int(body)), int(usize), codec)
+			if err != nil {
+				return d.corrupt(row, err)
+			}
+			if nv*int64(size) > int64(len(data)) {
+				return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
+			}
+			d.page, d.left = data[:nv*int64(size)], int(nv)
+			return nil
 		case pageDictionary:
 			return d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
 		default:
-			continue // index pages and unknown types, as arrow-go
+			st.skip(csize) // index pages and unknown types, as arrow-go
 		}
-		nv := int(h.nv)
-		if int64(nv)*int64(size) > int64(len(data)) {
-			return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
-		}
-		d.page, d.left = data[:nv*size], nv
-		return nil
 	}
+}
+
+// pageHeader parses the page header at the stream's position, reading as
+// much of the chunk as it turns out to need (up to maxPageHeader); it
+// returns the header and its length, leaving the stream before it.
+func (d *decoder) pageHeader() (pageHeader, int, error) {
+	st := &d.st
+	for want := 256; ; want *= 16 {
+		k := int(min(int64(want), st.left(), maxPageHeader))
+		if err := st.fill(d.r.pool, k); err != nil {
+			return pageHeader{}, 0, err
+		}
+		h, n, err := parsePageHeader(st.buf[st.lo:st.hi])
+		if err == nil || int64(st.avail()) >= st.left() || st.avail() >= maxPageHeader {
+			return h, n, err
+		}
+	}
+}
+
+// take sets d.page to the whole values of the current uncompressed page
+// that lie in the window (size bytes each), consuming them from the stream.
+func (d *decoder) take(size int) {
+	n := min(d.st.avail()/size, d.left)
+	d.page = d.st.take(n * size)
+}
+
+// moreValues reads on in the current uncompressed page, whose next value
+// does not lie wholly in the window.
+func (d *decoder) moreValues(row, size int) *formats.Error {
+	if err := d.st.load(d.r.pool, size); err != nil {
+		return d.corrupt(row, err)
+	}
+	d.take(size)
+	return nil
 }
 
 // inflate returns the n bytes that src decompresses to: src itself when

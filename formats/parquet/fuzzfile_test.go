@@ -37,7 +37,7 @@ func fuzzSeedFile(tb testing.TB, compression string) []byte {
 }
 
 // FuzzReadFile reads mutated Parquet files through the whole reader (the
-// mapped raw-page path and arrow-go's): any input must end in samples or an
+// streamed raw-page path and arrow-go's): any input must end in samples or an
 // error, never a panic, a hang or an unbounded allocation.
 func FuzzReadFile(f *testing.F) {
 	for _, c := range []string{"none", "snappy", "zstd"} {

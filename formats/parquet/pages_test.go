@@ -91,17 +91,21 @@ func TestPageLayouts(t *testing.T) {
 			}
 			s := want.Schema
 			for _, workers := range []int{1, 4} {
-				r, err := OpenFiles([]string{path}, meta, &s, Options{Options: formats.Options{BatchSize: 777, Workers: workers}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := formatstest.ReadAll(r, 777, 0)
-				r.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if d := formatstest.Diff(want, got); d != "" {
-					t.Fatalf("workers %d: %s", workers, d)
+				for _, win := range []int{streamWindow, 100} { // 100: pages straddle window loads
+					withWindow(t, win, func() {
+						r, err := OpenFiles([]string{path}, meta, &s, Options{Options: formats.Options{BatchSize: 777, Workers: workers}})
+						if err != nil {
+							t.Fatal(err)
+						}
+						got, err := formatstest.ReadAll(r, 777, 0)
+						r.Close()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if d := formatstest.Diff(want, got); d != "" {
+							t.Fatalf("workers %d, window %d: %s", workers, win, d)
+						}
+					})
 				}
 			}
 		})

@@ -269,7 +269,7 @@ const hugePage = formats.HugePage
 
 // makeBuf makes a row group buffer of n values; a large one lies on huge
 // pages (formats.AlignedAlloc).
-func makeBuf[T byte | float32 | uint32 | int64](n int) []T {
+func makeBuf[T byte | float32 | int32 | uint32 | int64](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	if n > (math.MaxInt-2*hugePage)/size || n*size < hugePage {
@@ -449,7 +449,7 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	}
 	L, D, S, lo, hi := s.LabelDim, s.DenseDim, len(s.Slots), c.pos, c.pos+bs
 	if r.ones == nil {
-		r.ones = make([]int32, bs*S+1)
+		r.ones = makeBuf[int32](bs*S + 1) // huge pages: 7 MB for 65536 Criteo rows
 		for i := range r.ones {
 			r.ones[i] = int32(i)
 		}

@@ -1,0 +1,112 @@
+package parquet
+
+import (
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/formatstest"
+)
+
+// withWindow runs f with the column chunk streams' initial window set to n
+// bytes.
+func withWindow(t *testing.T, n int, f func()) {
+	t.Helper()
+	old := streamWindow
+	streamWindow = n
+	defer func() { streamWindow = old }()
+	f()
+}
+
+// TestStreamWindows reads ctrkit-written files whose 1 MiB pages are larger
+// than the window (values of 4 and 8 bytes split across window loads, page
+// headers straddling them) with the default window and with tiny ones, and
+// compares every sample with what was written.
+func TestStreamWindows(t *testing.T) {
+	const rows = 150000 // 1.2 MB int64 column chunks: two pages each
+	s := formats.NewSchema(1, 3, []int{1, 1, 1}, nil, formats.KeyI64)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	want := formatstest.NewDataset(rand.New(rand.NewPCG(7, 8)), s, rows, 1, formatstest.AnyFloat)
+	for _, comp := range []string{"none", "snappy"} {
+		for _, cat := range []string{"int64", "int32"} {
+			dir := t.TempDir()
+			w, err := NewDatasetWriter(dir, &s, DatasetOptions{WriterOptions: WriterOptions{Compression: comp, CatType: cat, RowGroupSize: 100000}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := want.WriteAll(w, 4096); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, win := range []int{streamWindow, 4096, 64} {
+				withWindow(t, win, func() {
+					r, err := OpenList(filepath.Join(dir, FileListName), &s, Options{Options: formats.Options{BatchSize: 1000, Workers: 2}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := formatstest.ReadAll(r, 1000, 0)
+					r.Close()
+					if err != nil {
+						t.Fatalf("%s %s window %d: %v", comp, cat, win, err)
+					}
+					if d := formatstest.Diff(want, got); d != "" {
+						t.Fatalf("%s %s window %d: %s", comp, cat, win, d)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestTruncatedWhileOpen truncates a file after its reader was opened (the
+// footer read): reading must end in an ErrCorrupt error naming the file and
+// a column chunk's offset, not in a crash or a hang.
+func TestTruncatedWhileOpen(t *testing.T) {
+	s := formats.NewSchema(1, 2, []int{1, 1}, nil, formats.KeyI64)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	ds := formatstest.NewDataset(rand.New(rand.NewPCG(1, 1)), s, 20000, 1, formatstest.AnyFloat)
+	for _, comp := range []string{"none", "snappy"} {
+		dir := t.TempDir()
+		w, err := NewDatasetWriter(dir, &s, DatasetOptions{WriterOptions: WriterOptions{Compression: comp, RowGroupSize: 5000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ds.WriteAll(w, 1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "part_0.parquet")
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := OpenList(filepath.Join(dir, FileListName), &s, Options{Options: formats.Options{BatchSize: 1000, Workers: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(path, st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		_, err = formatstest.ReadAll(r, 1000, 0)
+		r.Close()
+		var fe *formats.Error
+		if !errors.As(err, &fe) || !errors.Is(err, formats.ErrCorrupt) || fe.Path != path || fe.Offset <= 0 || fe.Record < 0 {
+			t.Fatalf("%s: got %v, want ErrCorrupt naming %s, a chunk offset and a record", comp, err, path)
+		}
+		if !strings.Contains(err.Error(), "end of the file") {
+			t.Errorf("%s: %v does not say the file ends early", comp, err)
+		}
+	}
+}
