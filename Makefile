@@ -38,7 +38,7 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/model.test ./trainer/model
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/cuda.test ./trainer/cuda
 	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test  # the device tool carries 64 MiB
-	cp scripts/gpu_check.sh bench/readers_16core.sh .gpu/
+	cp scripts/gpu_check.sh bench/readers_16core.sh bench/convert_compare.sh .gpu/
 	-cp ../shared/anchors/pytorch_dlrm.py .gpu/
 	-mkdir -p .gpu/hugectr-json && cp -r ../shared/data/hugectr-json/* .gpu/hugectr-json/
 

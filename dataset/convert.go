@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"time"
@@ -24,9 +25,11 @@ const convertDepth = 3
 
 // Convert streams every sample of src into a new dataset at dst.
 //
-// Reading and writing overlap: one goroutine reads (the readers decode on
-// o.Workers goroutines of their own) and converts keys to the output key
-// type, another encodes and writes, and a fixed set of convertDepth batches
+// Reading and writing overlap. A reader that lends its decoded batches
+// (Next) decodes ahead on o.Workers goroutines of its own while one
+// goroutine writes each batch it lends. Otherwise one goroutine reads (the
+// readers decode on o.Workers goroutines of their own) and converts keys to
+// the output key type, another encodes and writes, and a fixed set of convertDepth batches
 // circulates between them (reader → writer → back to the reader), so memory
 // is bounded by those batches plus the writer's buffer (a Parquet row
 // group): nothing holds the whole dataset. A key that does not fit the
@@ -41,12 +44,62 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		return st, err
 	}
 	o = o.WithDefaults()
+	hint := "" // for a key that does not fit 32 bits
+	if src.Format == Parquet && src.Schema.KeyType == formats.KeyU32 {
+		hint = "read 64-bit keys with --i64-input-key"
+	}
+	if src.Format == Parquet && src.Schema.KeyType == formats.KeyI64 && outSchema.KeyType == formats.KeyU32 {
+		// The Parquet reader narrows (and range-checks) keys as it decodes:
+		// no second pass over every batch.
+		s := *src
+		s.Schema = src.Schema.Clone()
+		s.Schema.KeyType = formats.KeyU32
+		src, hint = &s, "keep i64 keys: --out-key-type i64"
+	}
 	r, err := src.Open(o)
 	if err != nil {
 		return st, err
 	}
 	defer r.Close()
 	convert := r.Schema().KeyType != outSchema.KeyType
+	finish := func(w formats.Writer, err error) (ConvertStats, error) {
+		if err != nil {
+			w.Abort()
+			if hint != "" && errors.Is(err, formats.ErrKeyRange) {
+				err = fmt.Errorf("%w (%s)", err, hint)
+			}
+			return st, err
+		}
+		if err := w.Close(); err != nil {
+			return st, err
+		}
+		st.Seconds = time.Since(start).Seconds()
+		return st, nil
+	}
+	if nx, ok := r.(nexter); ok && !convert {
+		// The reader lends decoded batches (decoding ahead on its own
+		// goroutines): one goroutine writes them as they come, with no copy.
+		w, err := Create(dst, &outSchema, out)
+		if err != nil {
+			return st, err
+		}
+		for {
+			b, err := nx.Next()
+			if errors.Is(err, io.EOF) {
+				return finish(w, nil)
+			}
+			if err == nil {
+				err = w.Write(b)
+			}
+			if err != nil {
+				return finish(w, err)
+			}
+			st.Samples += int64(b.N)
+			if progress != nil {
+				progress(b.N)
+			}
+		}
+	}
 	bs := r.Schema()
 	var in *formats.Batch // the reader's batch when keys are converted
 	if convert {
@@ -128,15 +181,13 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		}
 		return nil
 	})
-	if err := g.Wait(); err != nil {
-		w.Abort()
-		return st, err
-	}
-	if err := w.Close(); err != nil {
-		return st, err
-	}
-	st.Seconds = time.Since(start).Seconds()
-	return st, nil
+	return finish(w, g.Wait())
+}
+
+// nexter is a reader that lends its own decoded batches (formats/parquet's
+// Reader, formats/raw's AsyncReader): each stays valid until the next call.
+type nexter interface {
+	Next() (*formats.Batch, error)
 }
 
 // ConvertKeys copies src into dst, whose schema has the same shape but

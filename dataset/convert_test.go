@@ -290,5 +290,29 @@ func TestConvertKeyRange(t *testing.T) {
 		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 			t.Errorf("key %d: failed conversion left %v", bad, ents)
 		}
+		// From Parquet (int64 cats), where the reader narrows the keys.
+		pq := t.TempDir()
+		if _, err := Convert(d, pq, Output{Format: Parquet, KeyType: formats.KeyI64}, formats.Options{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			spec Spec
+			hint string
+		}{
+			{Spec{NNZ: []int{1, 2}}, "--i64-input-key"},
+			{Spec{NNZ: []int{1, 2}, KeyType: formats.KeyI64, KeyTypeSet: true}, "--out-key-type i64"},
+		} {
+			dp, err := Resolve(pq, c.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Convert(dp, filepath.Join(dir, "r.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{BatchSize: 30}, nil)
+			if !errors.Is(err, formats.ErrKeyRange) || !errors.As(err, &fe) || fe.Record != 60 || !strings.Contains(err.Error(), `"C2"`) || !strings.Contains(err.Error(), c.hint) {
+				t.Errorf("key %d, parquet (%s) to i32 raw: %v, want an ErrKeyRange *formats.Error for record 60, column C2, hint %s", bad, dp.Schema.KeyType, err, c.hint)
+			}
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("key %d: failed conversion left %v", bad, ents)
+		}
 	}
 }

@@ -28,6 +28,11 @@ type Options struct {
 	// Alloc supplies batch buffers for readers that allocate their own
 	// (nil: Go heap).
 	Alloc Allocator
+	// MemoryLimit, when > 0, bounds the buffers of readers that decode
+	// whole units ahead of the consumer (Parquet row groups): they run
+	// fewer workers, down to one, to stay under it. Batches are not
+	// counted. 0: no bound.
+	MemoryLimit int64
 }
 
 // DefaultBatchSize is the batch size when Options.BatchSize is 0.

@@ -3,7 +3,7 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests|parity|model] [quickstart] [dlrm] [planted] [readers]
+#   sh .gpu/gpu_check.sh [tests|parity|model] [quickstart] [dlrm] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
@@ -68,6 +68,11 @@ readers)
 	[ -f "$G/readers_16core.sh" ] && bash "$G/readers_16core.sh" "$G/ctrkit" "$W/readers" 16 >"$OUT/readers.log" 2>&1
 	row "readers_16core.sh" "rc=$?"
 	tail -12 "$OUT/readers.log" | tee -a "$summary"
+	;;
+convert)
+	[ -f "$G/convert_compare.sh" ] && bash "$G/convert_compare.sh" "$G/ctrkit" "$W/convert" 16 >"$OUT/convert.log" 2>&1
+	row "convert_compare.sh" "rc=$?"
+	tail -9 "$OUT/convert.log" | tee -a "$summary"
 	;;
 esac; done
 echo "---- summary ----"

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -82,17 +80,11 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if p := c.String("cpuprofile"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
 	}
+	defer stop()
 	rep := benchReport{Path: d.Path, Format: d.Format.String(), Reader: c.String("reader"), BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers")}
 	// Several epochs are read through one reader in repeat mode, as a
 	// training run does, so that opening (and allocating buffers) once per

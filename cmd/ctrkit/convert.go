@@ -48,6 +48,8 @@ Examples:
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
 			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
 			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
+			&cli.StringFlag{Name: "read-memory", Value: "512MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 		),
 		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },
@@ -90,8 +92,20 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	for _, n := range d.Notes {
 		fmt.Fprintln(c.App.ErrWriter, "note:", n)
 	}
+	var readMem int64
+	if v := strings.TrimSpace(c.String("read-memory")); v != "0" {
+		readMem, err = parseSize(v)
+	}
+	if err != nil {
+		return &exitError{2, fmt.Errorf("--read-memory: %w", err)}
+	}
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return &exitError{2, err}
+	}
+	defer stop()
 	bar := progress.New(c.App.ErrWriter, d.Samples, "converting", "samples")
-	st, err := dataset.Convert(d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers")},
+	st, err := dataset.Convert(d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers"), MemoryLimit: readMem},
 		func(n int) { bar.Add(int64(n)) })
 	bar.Finish()
 	if err != nil {

@@ -20,7 +20,10 @@ import (
 // and a list column's pages end on record boundaries. arrow-go's writer
 // remains for dictionary encoding.
 
-const pageBytes = 1 << 20
+// pageBytes bounds a page's values. Pages of 128 KiB rather than pyarrow's
+// 1 MiB compress as well, and a reader holds one decompressed page per
+// column it is decoding (ctrkit's: per column and worker).
+const pageBytes = 128 << 10
 
 // Parquet enum values (parquet.thrift).
 const (
@@ -40,6 +43,7 @@ const (
 // chunkMeta is what the footer records of one written column chunk.
 type chunkMeta struct {
 	offset, uncompressed, compressed, values int64
+	pages                                    int32 // data pages, for the footer's encoding_stats
 }
 
 // pageEncoder compresses pages with the file's codec; one per goroutine.
@@ -49,6 +53,7 @@ type pageEncoder struct {
 	zstd   *zstd.Encoder
 	comp   []byte
 	body   []byte
+	pages  int32 // pages appended since the caller last cleared it
 }
 
 func (e *pageEncoder) compress(src []byte) []byte {
@@ -73,6 +78,7 @@ func (e *pageEncoder) compress(src []byte) []byte {
 // nvalues values (levels included) to dst; it returns dst and the page's
 // uncompressed size (header + body).
 func (e *pageEncoder) appendPage(dst, body []byte, nvalues int) ([]byte, int64) {
+	e.pages++
 	comp := e.compress(body)
 	tw := thriftWriter{b: dst}
 	start := len(dst)

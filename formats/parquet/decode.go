@@ -879,10 +879,25 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 				d.take(size)
 				return nil
 			}
-			if err := st.fill(pool, int(body)); err != nil {
-				return d.corrupt(row, err)
+			// A compressed page that fits the window is read through it;
+			// a larger one into the task's scratch, so that windows stay
+			// small.
+			var src []byte
+			if int(body) <= max(len(st.buf), streamWindow) {
+				if err := st.fill(pool, int(body)); err != nil {
+					return d.corrupt(row, err)
+				}
+				src = st.take(int(body))
+			} else {
+				if cap(d.sc.comp) < int(body) {
+					d.sc.comp = make([]byte, body)
+				}
+				src = d.sc.comp[:body]
+				if err := st.read(src); err != nil {
+					return d.corrupt(row, err)
+				}
 			}
-			data, err := d.inflate(st.take(int(body)), int(usize), codec)
+			data, err := d.inflate(src, int(usize), codec)
 			if err != nil {
 				return d.corrupt(row, err)
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/schema"
@@ -181,6 +182,7 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 		}
 		total += fp.numRows
 	}
+	o.Workers, o.Prefetch = fitMemory(files, &schemaOwned, o)
 	if o.Repeat && total == 0 {
 		return nil, formats.Errorf("parquet", paths[0], -1, -1, formats.ErrMetadata, "repeat mode over a dataset of 0 rows")
 	}
@@ -484,4 +486,68 @@ func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) er
 		fp.rgStart[g+1] = fp.rgStart[g] + rows
 	}
 	return nil
+}
+
+// fitMemory returns the workers and prefetch depth under o.MemoryLimit
+// (o's own when there is none). A worker holds one decoded row group (the
+// sample-major rgBuf), one decompressed page and one window per selected
+// column, and a prefetched row group its rgBuf. Row groups are sized by the
+// largest in the files, pages by the first of each column in the first
+// file (pageSizes).
+func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefetch int) {
+	if o.MemoryLimit <= 0 {
+		return o.Workers, o.Prefetch
+	}
+	var rows int64
+	ncols := 0
+	for _, fp := range files {
+		for g := 0; g < fp.md.NumRowGroups(); g++ {
+			rows = max(rows, fp.md.RowGroup(g).NumRows())
+		}
+		ncols = max(ncols, len(fp.cols))
+	}
+	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
+	decoded := rows * perRow
+	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
+	workers, prefetch = o.Workers, o.Prefetch
+	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {
+		workers--
+	}
+	for prefetch > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {
+		prefetch--
+	}
+	return workers, prefetch
+}
+
+// pageSizes estimates the decompression buffers of one worker: the sum
+// over fp's selected compressed columns of their first data page's
+// uncompressed size (the whole column chunk where the page header cannot be
+// read, or a dictionary comes first).
+func pageSizes(fp *filePlan) int64 {
+	if fp.md.NumRowGroups() == 0 {
+		return 0
+	}
+	rg := fp.md.RowGroup(0)
+	f, err := os.Open(fp.path)
+	if err == nil {
+		defer f.Close()
+	}
+	var total int64
+	hdr := make([]byte, 512)
+	for _, cp := range fp.cols {
+		cc, err2 := rg.ColumnChunk(cp.leaf)
+		if err2 != nil || cc.Compression() == compress.Codecs.Uncompressed {
+			continue
+		}
+		size := cc.TotalUncompressedSize()
+		if err == nil && !cc.HasDictionaryPage() {
+			if n, _ := f.ReadAt(hdr, cc.DataPageOffset()); n > 0 {
+				if h, _, err := parsePageHeader(hdr[:n]); err == nil && h.usize > 0 {
+					size = min(size, int64(h.usize))
+				}
+			}
+		}
+		total += size
+	}
+	return total
 }

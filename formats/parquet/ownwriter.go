@@ -56,12 +56,15 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 	}
 	unc := make([]int64, ncol)
 	vals := make([]int64, ncol)
+	pages := make([]int32, ncol)
 	var tasks errgroup.Group
 	tasks.SetLimit(runtime.GOMAXPROCS(0))
 	for c := 0; c < ncol; c++ {
 		tasks.Go(func() error {
 			e := o.encs.Get().(*pageEncoder)
 			defer o.encs.Put(e)
+			e.pages = 0
+			defer func() { pages[c] = e.pages }()
 			buf := o.bufs[c][:0]
 			switch {
 			case c < L:
@@ -97,7 +100,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 		if _, err := w.bw.Write(o.bufs[c]); err != nil {
 			return fmt.Errorf("ctrkit/parquet: writing %s: %w", w.path, err)
 		}
-		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c]}
+		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c], pages: pages[c]}
 		o.off += int64(len(o.bufs[c]))
 	}
 	o.rgs = append(o.rgs, rg)
@@ -218,6 +221,12 @@ func (w *Writer) ownFooter() []byte {
 			tw.i64(6, ch.uncompressed)
 			tw.i64(7, ch.compressed)
 			tw.i64(9, ch.offset)
+			tw.list(13, ctStruct, 1) // encoding_stats: the data pages, all PLAIN
+			tw.beginElem()
+			tw.i32(1, 0) // DATA_PAGE
+			tw.i32(2, encPlain)
+			tw.i32(3, ch.pages)
+			tw.end()
 			tw.end()
 			tw.end()
 			total += ch.uncompressed

@@ -88,6 +88,7 @@ type scratch struct {
 	f32      []float32
 	f64      []float64
 	def, rep []int16
+	comp     []byte // a compressed page larger than its column's window
 }
 
 func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {

@@ -102,6 +102,28 @@ func (s *chunkStream) take(n int) []byte {
 	return b
 }
 
+// read consumes len(p) bytes (≤ left()) into p: those in the window, then
+// the rest straight from the file, leaving the window empty.
+func (s *chunkStream) read(p []byte) error {
+	n := copy(p, s.buf[s.lo:s.hi])
+	s.lo += n
+	if n == len(p) {
+		return nil
+	}
+	if int64(len(p)-n) > s.end-s.off {
+		return fmt.Errorf("%w: %d bytes needed at offset %d, the chunk ends at %d", errShortFile, len(p)-n, s.off, s.end)
+	}
+	got, err := s.f.ReadAt(p[n:], s.off)
+	s.off += int64(got)
+	if got < len(p)-n {
+		if err == nil || err == io.EOF {
+			err = errShortFile
+		}
+		return fmt.Errorf("reading %s at offset %d: %w", s.path, s.off, err)
+	}
+	return nil
+}
+
 // skip consumes n bytes (n ≤ left()), reading past those not in the window.
 func (s *chunkStream) skip(n int64) {
 	if a := int64(s.avail()); n > a {

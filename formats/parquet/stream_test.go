@@ -40,10 +40,7 @@ func TestStreamWindows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := want.WriteAll(w, 4096); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.Close(); err != nil {
+			if err := want.WriteAll(w, 4096); err != nil { // closes w
 				t.Fatal(err)
 			}
 			for _, win := range []int{streamWindow, 4096, 64} {
@@ -81,10 +78,7 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := ds.WriteAll(w, 1000); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
+		if err := ds.WriteAll(w, 1000); err != nil { // closes w
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, "part_0.parquet")
@@ -107,6 +101,63 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), "end of the file") {
 			t.Errorf("%s: %v does not say the file ends early", comp, err)
+		}
+	}
+}
+
+// TestMemoryLimit checks that Options.MemoryLimit lowers the workers (then
+// the prefetch depth) to fit its estimate — a row group buffer, the first
+// pages and a window per column for each worker — and that the samples do
+// not change.
+func TestMemoryLimit(t *testing.T) {
+	s := formats.NewSchema(1, 3, []int{1, 1, 1}, nil, formats.KeyI64)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	want := formatstest.NewDataset(rand.New(rand.NewPCG(5, 6)), s, 50000, 1, formatstest.AnyFloat)
+	dir := t.TempDir()
+	w, err := NewDatasetWriter(dir, &s, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 20000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := want.WriteAll(w, 4096); err != nil { // closes w
+		t.Fatal(err)
+	}
+	open := func(limit int64) *Reader {
+		r, err := OpenList(filepath.Join(dir, FileListName), &s, Options{Options: formats.Options{BatchSize: 1000, Workers: 8, MemoryLimit: limit}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := open(0)
+	if r.o.Workers != 8 || r.o.Prefetch != 2 {
+		t.Errorf("no limit: %d workers, prefetch %d; want 8 and 2", r.o.Workers, r.o.Prefetch)
+	}
+	decoded := int64(20000 * (4*4 + 8*3))
+	pages := pageSizes(r.files[0])
+	r.Close()
+	// Four float columns of one 80000-byte page, three int64 columns whose
+	// first page is full.
+	if wantPages := int64(4*20000*4 + 3*pageBytes); pages != wantPages {
+		t.Errorf("pageSizes %d, want %d", pages, wantPages)
+	}
+	worker := decoded + pages + 7*int64(streamWindow)
+	for _, c := range []struct {
+		limit             int64
+		workers, prefetch int
+	}{{3*worker + 2*decoded, 3, 2}, {3*worker + 2*decoded - 1, 2, 2}, {worker + decoded, 1, 1}, {1, 1, 1}} {
+		r := open(c.limit)
+		if r.o.Workers != c.workers || r.o.Prefetch != c.prefetch {
+			t.Errorf("limit %d: %d workers, prefetch %d; want %d and %d", c.limit, r.o.Workers, r.o.Prefetch, c.workers, c.prefetch)
+		}
+		got, err := formatstest.ReadAll(r, 1000, 0)
+		r.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := formatstest.Diff(want, got); d != "" {
+			t.Fatalf("limit %d: %s", c.limit, d)
 		}
 	}
 }

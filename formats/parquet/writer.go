@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -296,10 +297,16 @@ func (w *Writer) writeRange(b *formats.Batch, lo, hi int) error {
 	return nil
 }
 
+// bufferMin is the fewest rows one goroutine of bufferParallel moves.
+const bufferMin = 8192
+
 // buffer appends samples [lo, hi) of b to the row-group buffers.
 func (w *Writer) buffer(b *formats.Batch, lo, hi int) error {
 	L, D, S := w.s.LabelDim, w.s.DenseDim, len(w.s.Slots)
 	n := hi - lo
+	if n >= 2*bufferMin && runtime.GOMAXPROCS(0) > 1 && !slices.Contains(w.list, true) {
+		return w.bufferParallel(b, lo, hi)
+	}
 	g := w.rg
 	for j := 0; j < L; j++ {
 		col := grow(g.labels[j], n, w.rgLen)
@@ -364,6 +371,86 @@ func (w *Writer) buffer(b *formats.Batch, lo, hi int) error {
 		g.k64[si], g.k32[si] = k64, k32
 		if list {
 			g.defs[si], g.reps[si] = defs, reps
+		}
+	}
+	w.nbuf += n
+	return nil
+}
+
+// bufferParallel is buffer for scalar columns only and many rows: every
+// column is extended by hi-lo values, then up to GOMAXPROCS goroutines each
+// move a part of the rows (reading them in order, writing every column).
+// The error reported is that of the first bad row (its first bad slot).
+func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
+	L, D, S := w.s.LabelDim, w.s.DenseDim, len(w.s.Slots)
+	n := hi - lo
+	g := w.rg
+	extend := func(col []float32) ([]float32, []float32) {
+		col = grow(col, n, w.rgLen)
+		return col[:len(col)+n], col[len(col) : len(col)+n]
+	}
+	labels, dense := make([][]float32, L), make([][]float32, D)
+	for j := range L {
+		g.labels[j], labels[j] = extend(g.labels[j])
+	}
+	for j := range D {
+		g.dense[j], dense[j] = extend(g.dense[j])
+	}
+	k64, k32 := make([][]int64, S), make([][]int32, S)
+	for si := range S {
+		if w.bits == 64 {
+			c := grow(g.k64[si], n, w.rgLen)
+			g.k64[si], k64[si] = c[:len(c)+n], c[len(c):len(c)+n]
+		} else {
+			c := grow(g.k32[si], n, w.rgLen)
+			g.k32[si], k32[si] = c[:len(c)+n], c[len(c):len(c)+n]
+		}
+	}
+	minK, maxK := w.keyRange()
+	parts := min(runtime.GOMAXPROCS(0), n/bufferMin)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		plo, phi := n*p/parts, n*(p+1)/parts
+		wg.Go(func() {
+			for r := plo; r < phi; r++ {
+				i := lo + r
+				for j := range L {
+					labels[j][r] = b.Labels[i*L+j]
+				}
+				for j := range D {
+					dense[j][r] = b.Dense[i*D+j]
+				}
+				for si := range S {
+					klo, khi := int(b.Offsets[i*S+si]), int(b.Offsets[i*S+si+1])
+					rec := w.rows + int64(w.nbuf+r)
+					if khi-klo != 1 {
+						errs[p] = formats.Errorf("parquet", w.path, -1, rec, formats.ErrNNZ, "slot %d holds %d keys; column C%d is scalar (max nnz 1)", si, khi-klo, si+1)
+						return
+					}
+					var k int64
+					if b.Keys64 != nil {
+						k = b.Keys64[klo]
+					} else {
+						k = int64(b.Keys32[klo])
+					}
+					if k < minK || k > maxK {
+						errs[p] = formats.Errorf("parquet", w.path, -1, rec, formats.ErrKeyRange, "slot %d key %d does not fit cat type %s", si, k, w.catName())
+						return
+					}
+					if w.bits == 64 {
+						k64[si][r] = k
+					} else {
+						k32[si][r] = int32(uint32(k))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	w.nbuf += n

@@ -246,3 +246,51 @@ func TestSmallerSnappy(t *testing.T) {
 	}
 	t.Logf("fast %d bytes, better %d bytes", sizes[0], sizes[1])
 }
+
+// TestBufferParallel writes batches large enough to be buffered by several
+// goroutines and checks the file is byte for byte the one small batches
+// give; a key that does not fit the cat type deep in such a batch fails at
+// its own record, even with a later bad record in another part.
+func TestBufferParallel(t *testing.T) {
+	s := formats.NewSchema(2, 3, []int{1, 1, 1, 1}, nil, formats.KeyI64)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	const n = 6*bufferMin + 77
+	ds := formatstest.NewDataset(rand.New(rand.NewPCG(9, 9)), s, n, 1, formatstest.AnyFloat)
+	dir := t.TempDir()
+	for _, cat := range []string{"int64", "uint32"} {
+		write := func(name string, batch int) []byte {
+			p := filepath.Join(dir, cat+name)
+			w, err := Create(p, &s, WriterOptions{CatType: cat, RowGroupSize: 5 * bufferMin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ds.WriteAll(w, batch); err != nil { // closes w
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		if par, ser := write("par.parquet", n), write("ser.parquet", 1000); !bytes.Equal(par, ser) {
+			t.Fatalf("%s: files from large and small batches differ", cat)
+		}
+	}
+	bs, err := ds.Batches(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bs[0]
+	const badAt = 4*bufferMin + 5
+	b.Keys64[badAt*len(s.Slots)+2] = -3
+	b.Keys64[(badAt+bufferMin)*len(s.Slots)] = -4
+	w, err := Create(filepath.Join(dir, "bad.parquet"), &s, WriterOptions{CatType: "uint32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkErr(t, w.Write(b), formats.ErrKeyRange, badAt)
+	w.Abort()
+}

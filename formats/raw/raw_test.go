@@ -640,3 +640,70 @@ func TestReset(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteParallel writes large batches, which are encoded in parallel,
+// and compares the file with one written a sample at a time; a bad sample
+// deep in a large batch fails with its own record and offset, and the
+// samples before it are counted as written.
+func TestWriteParallel(t *testing.T) {
+	s := formats.NewSchema(1, 3, []int{1, 1, 1}, nil, formats.KeyU32)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	const n = 5*parallelMin + 123
+	ds := formatstest.NewDataset(rand.New(rand.NewPCG(3, 4)), s, n, 1, formatstest.AnyFloat)
+	dir := t.TempDir()
+	write := func(name string, chunk int) []byte {
+		p := filepath.Join(dir, name)
+		w, err := Create(p, &s, OneHot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ds.WriteAll(w, chunk); err != nil { // closes w
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if par, ser := write("par.raw", n), write("ser.raw", 7); !bytes.Equal(par, ser) {
+		t.Fatal("parallel and serial encodings differ")
+	}
+
+	bs, err := ds.Batches(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bs[0]
+	const badAt = 3*parallelMin + 17
+	b.Keys32[badAt*len(s.Slots)+1] = 1<<32 - 1 // fits u32: still good
+	s2 := s.Clone()
+	s2.LabelType = formats.Int32
+	b.Schema = &s2
+	b.Labels[badAt] = 0.5 // not an int32 label
+	b.Labels[badAt+parallelMin] = 0.25
+	p := filepath.Join(dir, "bad.raw")
+	w, err := Create(p, &s2, OneHot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b.N {
+		if i != badAt && i != badAt+parallelMin {
+			b.Labels[i] = float32(i % 2)
+		}
+	}
+	err = w.Write(b)
+	size, _ := SampleSize(&s2, OneHot)
+	var fe *formats.Error
+	if !errors.Is(err, formats.ErrValue) || !errors.As(err, &fe) || fe.Record != badAt || fe.Offset != int64(badAt*size) {
+		t.Fatalf("got %v, want ErrValue at record %d", err, badAt)
+	}
+	if w.Count() != badAt {
+		t.Errorf("Count %d after the failed write, want %d", w.Count(), badAt)
+	}
+	if w.Close() == nil {
+		t.Error("Close after a failed write succeeded")
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -25,6 +27,7 @@ type Writer struct {
 	w   *bufio.Writer
 	enc encoder
 	rec []byte // one encoded sample
+	buf []byte // encoded samples of a range written in parallel
 	n   int64  // samples written
 	err error  // sticky
 }
@@ -89,17 +92,72 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 	if lo < 0 || hi > b.N || lo > hi {
 		return fmt.Errorf("ctrkit/formats/raw: WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
 	}
+	if hi-lo >= 2*parallelMin && runtime.GOMAXPROCS(0) > 1 {
+		return w.writeParallel(b, lo, hi)
+	}
 	for i := lo; i < hi; i++ {
 		if err := w.enc.encode(w.rec, b, i); err != nil {
-			err := &formats.Error{Format: "raw", Path: w.f.Final(), Offset: w.n * int64(w.enc.size), Record: w.n, Err: err}
-			w.err = err
-			return err
+			return w.fail(err)
 		}
 		if _, err := w.w.Write(w.rec); err != nil {
 			w.err = err
 			return err
 		}
 		w.n++
+	}
+	return nil
+}
+
+// fail makes err, the encoding error of the next sample, the writer's
+// sticky error.
+func (w *Writer) fail(err error) error {
+	w.err = &formats.Error{Format: "raw", Path: w.f.Final(), Offset: w.n * int64(w.enc.size), Record: w.n, Err: err}
+	return w.err
+}
+
+// parallelMin is the fewest samples one goroutine of writeParallel encodes.
+const parallelMin = 8192
+
+// writeParallel is WriteRange for large ranges: the samples are encoded by
+// up to GOMAXPROCS goroutines, each into its part of one buffer, which is
+// then written at once. As in the serial path, the samples before the first
+// one that fails to encode are written, and none after.
+func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
+	n, size := hi-lo, w.enc.size
+	if cap(w.buf) < n*size {
+		w.buf = formats.AlignedAlloc(n*size, 64)
+	}
+	buf := w.buf[:n*size]
+	parts := min(runtime.GOMAXPROCS(0), n/parallelMin)
+	bad, errs := make([]int, parts), make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		plo, phi := lo+n*p/parts, lo+n*(p+1)/parts
+		bad[p] = phi
+		wg.Go(func() {
+			for i := plo; i < phi; i++ {
+				if err := w.enc.encode(buf[(i-lo)*size:], b, i); err != nil {
+					bad[p], errs[p] = i, err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	good, err := hi, error(nil)
+	for p := range parts { // the first failing part holds the first failing sample
+		if errs[p] != nil {
+			good, err = bad[p], errs[p]
+			break
+		}
+	}
+	if _, werr := w.w.Write(buf[:(good-lo)*size]); werr != nil {
+		w.err = werr
+		return werr
+	}
+	w.n += int64(good - lo)
+	if err != nil {
+		return w.fail(err)
 	}
 	return nil
 }
