@@ -49,7 +49,7 @@ Examples:
 			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
 			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
-			&cli.StringFlag{Name: "read-memory", Value: "512MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
+			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 		),
 		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },

@@ -11,9 +11,9 @@ import (
 // streamWindow is the initial window of a chunkStream. A row group's
 // column chunks are read side by side, rowChunk rows at a time, so one
 // decoding task holds a window per selected column (40 in the Criteo shape:
-// 10 MiB) rather than whole chunks; a window grows to hold a compressed
-// page whole.
-var streamWindow = 256 << 10
+// 5 MiB) rather than whole chunks; a compressed page larger than the window
+// is read into the task's scratch instead.
+var streamWindow = 128 << 10
 
 // maxPageHeader bounds how far a page header may reach; numeric columns'
 // headers (statistics of at most 8-byte values) are a few dozen bytes.

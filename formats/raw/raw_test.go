@@ -707,3 +707,50 @@ func TestWriteParallel(t *testing.T) {
 		t.Error("Close after a failed write succeeded")
 	}
 }
+
+// TestEncodeOneHotFast checks that the copying path of encode (float label
+// and dense, one 32-bit key per slot) gives the bytes of the general one,
+// and that a sample without one key per slot still fails.
+func TestEncodeOneHotFast(t *testing.T) {
+	s := formats.NewSchema(2, 5, []int{1, 1, 1, 1}, nil, formats.KeyU32)
+	for i := range s.Slots {
+		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+	}
+	ds := formatstest.NewDataset(rand.New(rand.NewPCG(8, 1)), s, 500, 1, formatstest.AnyFloat)
+	bs, err := ds.Batches(500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bs[0]
+	for _, l := range []Layout{OneHot, MultiHot} {
+		fast, err := newEncoder(&s, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !fast.oneHot32 {
+			t.Fatalf("%s: the fast path is not taken", l)
+		}
+		slow := fast
+		slow.oneHot32 = false
+		p, q := make([]byte, fast.size), make([]byte, fast.size)
+		for i := range b.N {
+			if err := fast.encode(p, b, i); err != nil {
+				t.Fatal(err)
+			}
+			if err := slow.encode(q, b, i); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(p, q) {
+				t.Fatalf("%s sample %d: fast %x, general %x", l, i, p, q)
+			}
+		}
+	}
+	bad, _ := formats.NewBatch(&s, 1, nil)
+	if err := bad.AppendSample([]float32{1, 0}, make([]float32, 5), [][]int64{{1}, {}, {2, 3}, {4}}); err != nil || bad.N != 1 {
+		t.Fatalf("AppendSample: %v", err)
+	}
+	enc, _ := newEncoder(&s, OneHot)
+	if err := enc.encode(make([]byte, enc.size), bad, 0); !errors.Is(err, formats.ErrNNZ) {
+		t.Errorf("slots of 0 and 2 keys: %v, want ErrNNZ", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -27,9 +28,14 @@ type Writer struct {
 	w   *bufio.Writer
 	enc encoder
 	rec []byte // one encoded sample
-	buf []byte // encoded samples of a range written in parallel
-	n   int64  // samples written
+	n   int64  // samples written (or being written)
 	err error  // sticky
+
+	// Large ranges are encoded in parallel into one of two buffers and
+	// written in the background (pending) while the next is encoded.
+	bufs    [2][]byte
+	cur     int
+	pending chan error
 }
 
 // encoder encodes samples of a schema in a layout.
@@ -38,6 +44,9 @@ type encoder struct {
 	layout Layout
 	size   int
 	hot    []int
+	// oneHot32: float32 label and dense, 32-bit keys, one per slot — the
+	// layout encode copies whole when the sample matches it.
+	oneHot32 bool
 }
 
 func newEncoder(s *formats.Schema, l Layout) (encoder, error) {
@@ -46,14 +55,21 @@ func newEncoder(s *formats.Schema, l Layout) (encoder, error) {
 		return encoder{}, err
 	}
 	e := encoder{schema: s, layout: l, size: size}
+	e.oneHot32 = s.LabelType == formats.Float32 && s.DenseType == formats.Float32 && s.KeyType == formats.KeyU32
 	for _, sl := range s.Slots {
 		h := 1
 		if l == MultiHot {
 			h = sl.Hotness
 		}
 		e.hot = append(e.hot, h)
+		e.oneHot32 = e.oneHot32 && h == 1
 	}
 	return e, nil
+}
+
+// f32bytes views v as its bytes (host order).
+func f32bytes(v []float32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
 }
 
 // Create starts a Raw file at path for samples of schema s in layout l.
@@ -95,6 +111,9 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 	if hi-lo >= 2*parallelMin && runtime.GOMAXPROCS(0) > 1 {
 		return w.writeParallel(b, lo, hi)
 	}
+	if err := w.wait(); err != nil {
+		return err
+	}
 	for i := lo; i < hi; i++ {
 		if err := w.enc.encode(w.rec, b, i); err != nil {
 			return w.fail(err)
@@ -118,16 +137,31 @@ func (w *Writer) fail(err error) error {
 // parallelMin is the fewest samples one goroutine of writeParallel encodes.
 const parallelMin = 8192
 
+// wait waits for the buffer being written in the background; its error
+// becomes the writer's.
+func (w *Writer) wait() error {
+	if w.pending == nil {
+		return nil
+	}
+	err := <-w.pending
+	w.pending = nil
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return err
+}
+
 // writeParallel is WriteRange for large ranges: the samples are encoded by
 // up to GOMAXPROCS goroutines, each into its part of one buffer, which is
-// then written at once. As in the serial path, the samples before the first
-// one that fails to encode are written, and none after.
+// then written in the background while the caller goes on (the previous
+// one's write having ended). As in the serial path, the samples before the
+// first one that fails to encode are written, and none after.
 func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
 	n, size := hi-lo, w.enc.size
-	if cap(w.buf) < n*size {
-		w.buf = formats.AlignedAlloc(n*size, 64)
+	if cap(w.bufs[w.cur]) < n*size {
+		w.bufs[w.cur] = formats.AlignedAlloc(n*size, 64)
 	}
-	buf := w.buf[:n*size]
+	buf := w.bufs[w.cur][:n*size]
 	parts := min(runtime.GOMAXPROCS(0), n/parallelMin)
 	bad, errs := make([]int, parts), make([]error, parts)
 	var wg sync.WaitGroup
@@ -151,10 +185,15 @@ func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
 			break
 		}
 	}
-	if _, werr := w.w.Write(buf[:(good-lo)*size]); werr != nil {
-		w.err = werr
-		return werr
+	if err := w.wait(); err != nil {
+		return err
 	}
+	ch := make(chan error, 1)
+	go func(p []byte) {
+		_, err := w.w.Write(p)
+		ch <- err
+	}(buf[:(good-lo)*size])
+	w.pending, w.cur = ch, w.cur^1
 	w.n += int64(good - lo)
 	if err != nil {
 		return w.fail(err)
@@ -167,6 +206,22 @@ func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
 func (e *encoder) encode(p []byte, b *formats.Batch, i int) error {
 	s := e.schema
 	p = p[:e.size]
+	if e.oneHot32 && nativeLE && b.Keys32 != nil {
+		// Float label and dense, 32-bit one-hot keys: three copies when
+		// every slot of the sample holds one key.
+		S := len(e.hot)
+		off := b.Offsets[i*S : i*S+S+1]
+		k0, ok := int(off[0]), int(off[S])-int(off[0]) == S
+		for si := 0; ok && si < S; si++ {
+			ok = off[si+1]-off[si] == 1
+		}
+		if ok {
+			n := copy(p, f32bytes(b.Labels[i*s.LabelDim:(i+1)*s.LabelDim]))
+			n += copy(p[n:], f32bytes(b.Dense[i*s.DenseDim:(i+1)*s.DenseDim]))
+			copy(p[n:], unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.Keys32[k0:k0+S]))), 4*S))
+			return nil
+		}
+	}
 	for j, v := range b.Labels[i*s.LabelDim : (i+1)*s.LabelDim] {
 		if s.LabelType == formats.Int32 {
 			if v != float32(math.Trunc(float64(v))) || v < math.MinInt32 || v >= math.MaxInt32 {
@@ -191,13 +246,28 @@ func (e *encoder) encode(p []byte, b *formats.Batch, i int) error {
 		p = p[4:]
 	}
 	wide := e.layout == MultiHot && s.KeyType == formats.KeyI64
+	S := len(e.hot)
+	off := b.Offsets[i*S : i*S+S+1]
 	for si, h := range e.hot {
-		lo, hi := b.Row(i, si)
+		lo, hi := int(off[si]), int(off[si+1])
 		if hi-lo != h {
 			return fmt.Errorf("%w: slot %d has %d keys, the %s layout holds %d", formats.ErrNNZ, si, hi-lo, e.layout, h)
 		}
-		for j := lo; j < hi; j++ {
-			k := b.Key(j)
+		switch {
+		case b.Keys32 != nil && !wide: // the common case: 32-bit keys, nothing to check
+			for _, k := range b.Keys32[lo:hi] {
+				binary.LittleEndian.PutUint32(p, k)
+				p = p[4:]
+			}
+			continue
+		case b.Keys32 != nil:
+			for _, k := range b.Keys32[lo:hi] {
+				binary.LittleEndian.PutUint64(p, uint64(k))
+				p = p[8:]
+			}
+			continue
+		}
+		for _, k := range b.Keys64[lo:hi] {
 			if wide {
 				binary.LittleEndian.PutUint64(p, uint64(k))
 				p = p[8:]
@@ -246,6 +316,7 @@ func DenseToInt32(v float32) (int32, error) {
 // Close flushes the samples and moves the file to its final name. After an
 // error from Write, Close removes the temporary file and returns that error.
 func (w *Writer) Close() error {
+	w.wait()
 	if w.err != nil {
 		w.f.Abort()
 		return w.err
@@ -260,6 +331,7 @@ func (w *Writer) Close() error {
 
 // Abort removes the temporary file; nothing is left under the final name.
 func (w *Writer) Abort() error {
+	w.wait()
 	if w.err == nil {
 		w.err = fmt.Errorf("ctrkit/formats/raw: writer aborted")
 	}
