@@ -668,8 +668,33 @@ func TestWriteParallel(t *testing.T) {
 		}
 		return b
 	}
-	if par, ser := write("par.raw", n), write("ser.raw", 7); !bytes.Equal(par, ser) {
+	ser := write("ser.raw", 7)
+	if par := write("par.raw", n); !bytes.Equal(par, ser) {
 		t.Fatal("parallel and serial encodings differ")
+	}
+	// Small and large ranges mixed: the buffered and the background writes
+	// must append in order.
+	mixed := filepath.Join(dir, "mixed.raw")
+	mw, err := Create(mixed, &s, OneHot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := ds.Batches(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lo, k := 0, 0; lo < n; k++ {
+		hi := min(lo+[]int{5, 3 * parallelMin, 7, 2*parallelMin + 1}[k%4], n)
+		if err := mw.WriteRange(all[0], lo, hi); err != nil {
+			t.Fatal(err)
+		}
+		lo = hi
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(mixed); !bytes.Equal(got, ser) {
+		t.Fatal("mixed ranges differ from the serial file")
 	}
 
 	bs, err := ds.Batches(n)
@@ -705,6 +730,9 @@ func TestWriteParallel(t *testing.T) {
 	}
 	if w.Close() == nil {
 		t.Error("Close after a failed write succeeded")
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Error("a failed write left the final file")
 	}
 }
 
