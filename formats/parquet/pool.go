@@ -22,10 +22,11 @@ type poolAllocator struct {
 }
 
 // minSlabClass is the size class from which new buffers are cut from huge
-// pages (see makeBuf): snappy files have a decompressed page buffer (1 MiB
-// for 131072 int64 values) per selected column and worker, most of a fresh
-// read's page faults after the row group buffers.
-const minSlabClass = 18
+// pages (see makeBuf): snappy files have a decompressed page buffer (128
+// KiB as ctrkit writes them, 1 MiB as pyarrow does) and every streamed
+// column a window per selected column and worker, most of a fresh read's
+// page faults after the row group buffers.
+const minSlabClass = 16
 
 // spare holds the pooled buffers of closed readers, for the next reader
 // (one reader per epoch is common); the garbage collector empties it.

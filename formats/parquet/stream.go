@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"unsafe"
 )
 
 // streamWindow is the initial window of a chunkStream. A row group's
 // column chunks are read side by side, rowChunk rows at a time, so one
 // decoding task holds a window per selected column (40 in the Criteo shape:
-// 5 MiB) rather than whole chunks; a compressed page larger than the window
-// is read into the task's scratch instead.
-var streamWindow = 128 << 10
+// 10 MiB) rather than whole chunks; a compressed page larger than the window
+// is read into the task's scratch instead. 256 KiB is the pool's smallest
+// size class cut from huge pages: smaller windows cost a fresh reader a
+// page fault per 4 KiB.
+var streamWindow = 256 << 10
 
 // maxPageHeader bounds how far a page header may reach; numeric columns'
 // headers (statistics of at most 8-byte values) are a few dozen bytes.
@@ -86,12 +87,6 @@ func (s *chunkStream) load(pool *poolAllocator, k int) error {
 		return fmt.Errorf("reading %s at offset %d: %w", s.path, s.off, err)
 	}
 	return nil
-}
-
-// aligned reports whether the window's next byte is aligned for size-byte
-// values.
-func (s *chunkStream) aligned(size int) bool {
-	return (uintptr(unsafe.Pointer(unsafe.SliceData(s.buf)))+uintptr(s.lo))&uintptr(size-1) == 0
 }
 
 // take consumes n available bytes and returns them; they stay valid until
