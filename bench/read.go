@@ -23,6 +23,10 @@ type ReadOptions struct {
 	// the steady state of a training run, without re-opening (and
 	// re-allocating the reader's buffers) every epoch.
 	MaxSamples int64
+	// EpochSamples, with MaxSamples, is the number of samples of one
+	// epoch: the result then also gives the best epoch after the first
+	// (the steady state, as a warm process sees it).
+	EpochSamples int64
 	// BatchSize is the capacity of the batch read into (default 65536).
 	BatchSize int
 	// Alloc supplies the batch buffers (nil: Go heap).
@@ -45,6 +49,10 @@ type ReadResult struct {
 	// CPUPercent is user+system CPU time over wall time, ×100 (200 = two
 	// cores busy).
 	CPUPercent float64 `json:"cpu_percent"`
+	// BestEpochSamplesPerSecond is the fastest epoch after the first, at
+	// batch granularity (ReadOptions.EpochSamples; 0 without it or with
+	// fewer than two epochs).
+	BestEpochSamplesPerSecond float64 `json:"best_epoch_samples_per_second,omitempty"`
 }
 
 // Lender is a reader that can lend its own decoded batch instead of copying
@@ -83,6 +91,8 @@ func Read(open Opener, bytesPerSample float64, o ReadOptions) (ReadResult, error
 	if o.MaxSamples > 0 {
 		o.Epochs = 1
 	}
+	// Epoch boundaries of a steady run: samples and time at the last one.
+	epoch, epochS, epochT := 0, int64(0), start
 epochs:
 	for e := 0; o.Duration > 0 || e < o.Epochs; e++ {
 		r, err := open()
@@ -117,6 +127,13 @@ epochs:
 			lat = append(lat, time.Since(t))
 			res.Samples += int64(n)
 			res.Batches++
+			if o.EpochSamples > 0 && o.MaxSamples > 0 && res.Samples >= int64(epoch+1)*o.EpochSamples {
+				now := time.Now()
+				if rate := float64(res.Samples-epochS) / now.Sub(epochT).Seconds(); epoch > 0 {
+					res.BestEpochSamplesPerSecond = max(res.BestEpochSamplesPerSecond, rate)
+				}
+				epoch, epochS, epochT = epoch+1, res.Samples, now
+			}
 			if o.Progress != nil {
 				o.Progress(n)
 			}

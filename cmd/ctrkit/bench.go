@@ -102,7 +102,7 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 	rep.CachedBefore = bench.CachedFraction(d.Files)
 	ro := bench.ReadOptions{Epochs: c.Int("epochs"), Duration: c.Duration("duration"), BatchSize: rep.BatchSize}
 	if steady {
-		ro.MaxSamples = int64(c.Int("epochs")) * d.Samples
+		ro.MaxSamples, ro.EpochSamples = int64(c.Int("epochs"))*d.Samples, d.Samples
 	}
 	var bar *progress.Bar
 	if !c.Bool("json") {
@@ -252,6 +252,9 @@ func printBench(c *cli.Context, w io.Writer, d *dataset.Dataset, rep *benchRepor
 	fmt.Fprintf(w, ", batch %d, %d workers)\n", rep.BatchSize, rep.Workers)
 	fmt.Fprintf(w, "  %d samples in %d batches, %.2f epochs, %.2f s\n", rep.Samples, rep.Batches, rep.Epochs, rep.Seconds)
 	fmt.Fprintf(w, "  %.0f samples/s   %.3f GB/s of file bytes\n", rep.SamplesPerSecond, rep.GBPerSecond)
+	if rep.BestEpochSamplesPerSecond > 0 {
+		fmt.Fprintf(w, "  best epoch after the first: %.0f samples/s\n", rep.BestEpochSamplesPerSecond)
+	}
 	if rep.BatchP50Millis > 0 {
 		fmt.Fprintf(w, "  batch latency p50 %.2f ms, p99 %.2f ms\n", rep.BatchP50Millis, rep.BatchP99Millis)
 	}
