@@ -91,9 +91,10 @@
 // (one column at a time over a whole row group writes every 26th key of a
 // 27 MB array, and 16 cores doing that run out of memory bandwidth). A
 // required scalar column of PLAIN pages without a dictionary (what the
-// Writer and NVTabular write) is read page by page: its values are
-// converted, range-checked, offset and scattered straight from the
-// decompressed page. Other column chunks go through the typed ReadBatch of
+// Writer and NVTabular write), uncompressed or snappy, is read page by page
+// through a 256 KiB window refilled with pread (page headers parsed here):
+// its values are converted, range-checked, offset and scattered straight
+// from the window or from the decompressed page. Other column chunks go through the typed ReadBatch of
 // arrow-go into reused value and level buffers; list columns are decoded
 // whole, one after the other. Read takes row groups from the queue in order,
 // waits for each to be complete, and copies rows into the caller's batch
@@ -104,10 +105,12 @@
 // stops between chunks of rows); no goroutine outlives it. A Reader is not
 // safe for concurrent use.
 //
-// Column chunks are read through a 64 KiB buffer and arrow-go's page buffers
-// come from a pooling allocator (recycled without clearing), so
-// steady-state reading allocates a few hundred small objects per row group
-// and no per-row memory.
+// Column chunks read by arrow-go go through a 64 KiB buffer; windows,
+// decompressed pages and arrow-go's page buffers come from a pooling
+// allocator (recycled without clearing; from 64 KiB on cut from huge
+// pages), so steady-state reading allocates a few hundred small objects per
+// row group and no per-row memory. Options.MemoryLimit bounds the decoded
+// row groups, pages and windows by running fewer workers.
 //
 // # Writer
 //
@@ -117,7 +120,8 @@
 // MaxNNZ 1 (a sample with another key count is then ErrNNZ), else a required
 // list<required element> (3-level LIST encoding). Cats are INT64 by default,
 // or INT32/UINT32/UINT64 (WriterOptions.CatType); a key that does not fit is
-// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1,
+// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1 of
+// at most 128 KiB of values,
 // snappy by default. Plain files are encoded by ctrkit itself (chunks.go
 // draws the file; thrift.go writes the compact-protocol page headers and
 // footer), columns in parallel, row groups in the background; with
