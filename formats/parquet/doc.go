@@ -120,12 +120,12 @@
 // MaxNNZ 1 (a sample with another key count is then ErrNNZ), else a required
 // list<required element> (3-level LIST encoding). Cats are INT64 by default,
 // or INT32/UINT32/UINT64 (WriterOptions.CatType); a key that does not fit is
-// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1 of
-// at most 128 KiB of values,
-// snappy by default. Plain files are encoded by ctrkit itself (chunks.go
-// draws the file; thrift.go writes the compact-protocol page headers and
-// footer), columns in parallel, row groups in the background; with
-// Dictionary arrow-go's writer encodes. DatasetWriter splits the rows into files of RowsPerFile
+// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1
+// of at most 128 KiB of values, snappy by default. Plain files are encoded
+// by ctrkit itself (chunks.go draws the file; thrift.go writes the
+// compact-protocol page headers and footer), columns in parallel, row
+// groups in the background; with Dictionary arrow-go's writer encodes.
+// DatasetWriter splits the rows into files of RowsPerFile
 // and writes _file_list.txt and _metadata.json on Close. Every file goes
 // through formats.CreateFile: nothing appears under its final name until
 // Close succeeds.
