@@ -349,17 +349,12 @@ func (w *Writer) buffer(b *formats.Batch, lo, hi int) error {
 					defs, reps = append(defs, 1), append(reps, int16(min(j-klo, 1)))
 				}
 			} else if khi-klo != 1 {
-				return formats.Errorf("parquet", w.path, -1, rec, formats.ErrNNZ, "slot %d holds %d keys; column C%d is scalar (max nnz 1)", si, khi-klo, si+1)
+				return w.nnzError(rec, si, khi-klo)
 			}
 			for j := klo; j < khi; j++ {
-				var k int64
-				if b.Keys64 != nil {
-					k = b.Keys64[j]
-				} else {
-					k = int64(b.Keys32[j])
-				}
+				k := b.Key(j)
 				if k < minK || k > maxK {
-					return formats.Errorf("parquet", w.path, -1, rec, formats.ErrKeyRange, "slot %d key %d does not fit cat type %s", si, k, w.catName())
+					return w.keyError(rec, si, k)
 				}
 				if w.bits == 64 {
 					k64 = append(k64, k)
@@ -425,17 +420,12 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 					klo, khi := int(b.Offsets[i*S+si]), int(b.Offsets[i*S+si+1])
 					rec := w.rows + int64(w.nbuf+r)
 					if khi-klo != 1 {
-						errs[p] = formats.Errorf("parquet", w.path, -1, rec, formats.ErrNNZ, "slot %d holds %d keys; column C%d is scalar (max nnz 1)", si, khi-klo, si+1)
+						errs[p] = w.nnzError(rec, si, khi-klo)
 						return
 					}
-					var k int64
-					if b.Keys64 != nil {
-						k = b.Keys64[klo]
-					} else {
-						k = int64(b.Keys32[klo])
-					}
+					k := b.Key(klo)
 					if k < minK || k > maxK {
-						errs[p] = formats.Errorf("parquet", w.path, -1, rec, formats.ErrKeyRange, "slot %d key %d does not fit cat type %s", si, k, w.catName())
+						errs[p] = w.keyError(rec, si, k)
 						return
 					}
 					if w.bits == 64 {
@@ -455,6 +445,18 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 	}
 	w.nbuf += n
 	return nil
+}
+
+// nnzError is the error of record rec, whose slot si holds n keys where
+// its scalar column holds one.
+func (w *Writer) nnzError(rec int64, si, n int) error {
+	return formats.Errorf("parquet", w.path, -1, rec, formats.ErrNNZ, "slot %d holds %d keys; column C%d is scalar (max nnz 1)", si, n, si+1)
+}
+
+// keyError is the error of record rec, whose slot si holds key k that the
+// cat type cannot.
+func (w *Writer) keyError(rec int64, si int, k int64) error {
+	return formats.Errorf("parquet", w.path, -1, rec, formats.ErrKeyRange, "slot %d key %d does not fit cat type %s", si, k, w.catName())
 }
 
 // keyRange returns the key values the cat type holds (int64 values; the
