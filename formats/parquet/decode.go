@@ -876,6 +876,11 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 				d.take(size)
 				return nil
 			}
+			if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
+				// No snappy block of usize bytes is that long: refuse
+				// before reading (and allocating for) it.
+				return d.corrupt(row, fmt.Errorf("parquet: snappy page of %d bytes for %d bytes of data", body, usize))
+			}
 			// A compressed page that fits the window is read through it;
 			// a larger one into the task's scratch, so that windows stay
 			// small.
