@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bytes"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -160,4 +161,64 @@ func TestMemoryLimit(t *testing.T) {
 			t.Fatalf("limit %d: %s", c.limit, d)
 		}
 	}
+}
+
+// TestChunkStream drives a chunkStream over a file directly: fills that
+// move and grow the window, reads and skips past it, and a chunk that runs
+// past the end of its (truncated) file.
+func TestChunkStream(t *testing.T) {
+	data := make([]byte, 10000)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	p := filepath.Join(t.TempDir(), "c")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pool := &poolAllocator{limit: 1 << 20}
+	withWindow(t, 64, func() {
+		s := chunkStream{f: f, path: p, off: 100, end: 9000}
+		defer s.release(pool)
+		pos := int64(100) // file offset of the next unconsumed byte
+		check := func(b []byte) {
+			t.Helper()
+			if !bytes.Equal(b, data[pos:pos+int64(len(b))]) {
+				t.Fatalf("bytes at %d differ", pos)
+			}
+			pos += int64(len(b))
+		}
+		if err := s.fill(pool, 10); err != nil || s.avail() < 10 {
+			t.Fatalf("fill 10: %v, %d available", err, s.avail())
+		}
+		check(s.take(10))
+		if err := s.fill(pool, 500); err != nil { // grows the window
+			t.Fatal(err)
+		}
+		check(s.take(500))
+		s.skip(3000) // mostly past the window
+		pos += 3000
+		buf := make([]byte, 2000)
+		if err := s.read(buf); err != nil {
+			t.Fatal(err)
+		}
+		check(buf)
+		if got := s.left(); got != 9000-pos {
+			t.Fatalf("left %d, want %d", got, 9000-pos)
+		}
+		if err := s.fill(pool, int(s.left())+1); !errors.Is(err, errShortFile) {
+			t.Fatalf("fill past the chunk: %v", err)
+		}
+		if err := os.Truncate(p, 7000); err != nil {
+			t.Fatal(err)
+		}
+		err := s.read(make([]byte, s.left()))
+		if !errors.Is(err, errShortFile) || !strings.Contains(err.Error(), p) {
+			t.Fatalf("reading past the truncated file: %v", err)
+		}
+	})
 }
