@@ -55,13 +55,6 @@ type ReadResult struct {
 	BestEpochSamplesPerSecond float64 `json:"best_epoch_samples_per_second,omitempty"`
 }
 
-// Lender is a reader that can lend its own decoded batch instead of copying
-// into the caller's (raw.AsyncReader.Next): what a trainer feeding pinned
-// buffers uses. Read prefers it.
-type Lender interface {
-	Next() (*formats.Batch, error)
-}
-
 // Opener opens a fresh reader (one per epoch).
 type Opener func() (formats.Reader, error)
 
@@ -105,7 +98,7 @@ epochs:
 				return res, err
 			}
 		}
-		lender, _ := r.(Lender)
+		lender, _ := r.(formats.Lender) // what a trainer feeding pinned buffers uses
 		for {
 			t := time.Now()
 			var n int

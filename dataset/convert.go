@@ -26,11 +26,12 @@ const convertDepth = 3
 // Convert streams every sample of src into a new dataset at dst.
 //
 // Reading and writing overlap. A reader that lends its decoded batches
-// (Next) decodes ahead on o.Workers goroutines of its own while one
-// goroutine writes each batch it lends. Otherwise one goroutine reads (the
-// readers decode on o.Workers goroutines of their own) and converts keys to
-// the output key type, another encodes and writes, and a fixed set of convertDepth batches
-// circulates between them (reader → writer → back to the reader), so memory
+// (formats.Lender) decodes ahead on o.Workers goroutines of its own while
+// one goroutine writes each batch it lends. Otherwise one goroutine reads
+// (the readers decode on o.Workers goroutines of their own) and converts
+// keys to the output key type, another encodes and writes, and a fixed set
+// of convertDepth batches circulates between them (reader → writer → back
+// to the reader), so memory
 // is bounded by those batches plus the writer's buffer (a Parquet row
 // group): nothing holds the whole dataset. A key that does not fit the
 // output key type is an ErrKeyRange error. On error the output being
@@ -76,7 +77,7 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		st.Seconds = time.Since(start).Seconds()
 		return st, nil
 	}
-	if nx, ok := r.(nexter); ok && !convert {
+	if nx, ok := r.(formats.Lender); ok && !convert {
 		// The reader lends decoded batches (decoding ahead on its own
 		// goroutines): one goroutine writes them as they come, with no copy.
 		w, err := Create(dst, &outSchema, out)
@@ -182,12 +183,6 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		return nil
 	})
 	return finish(w, g.Wait())
-}
-
-// nexter is a reader that lends its own decoded batches (formats/parquet's
-// Reader, formats/raw's AsyncReader): each stays valid until the next call.
-type nexter interface {
-	Next() (*formats.Batch, error)
 }
 
 // ConvertKeys copies src into dst, whose schema has the same shape but

@@ -101,6 +101,14 @@ type Reader interface {
 	Close() error
 }
 
+// Lender is a reader that can lend its own decoded batches instead of
+// copying into the caller's (parquet.Reader, raw.AsyncReader): a lent batch
+// must not be modified and stays valid until the next Next, Read or Close.
+// At the end of data Next returns nil, io.EOF.
+type Lender interface {
+	Next() (*Batch, error)
+}
+
 // Writer writes batches in a format. Close finishes the output (header
 // counts, footers) and moves it from its temporary name to its final name;
 // Abort removes the temporary file instead.

@@ -24,6 +24,11 @@ const streamBufferSize = 64 << 10
 // errClosed is returned by Read after Close.
 var errClosed = errors.New("ctrkit/parquet: reader closed")
 
+var (
+	_ formats.Reader = (*Reader)(nil)
+	_ formats.Lender = (*Reader)(nil)
+)
+
 // Reader reads a Parquet dataset into batches. It implements formats.Reader;
 // it is not safe for concurrent use.
 type Reader struct {

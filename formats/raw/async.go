@@ -40,7 +40,10 @@ func (o *AsyncOptions) Validate(s *formats.Schema) error {
 	return p.Validate()
 }
 
-var _ formats.Reader = (*AsyncReader)(nil)
+var (
+	_ formats.Reader = (*AsyncReader)(nil)
+	_ formats.Lender = (*AsyncReader)(nil)
+)
 
 // AsyncReader is HugeCTR's RawAsync reader: it reads whole batches of a Raw
 // file with the asyncio engine (O_DIRECT, many requests in flight, each batch
