@@ -416,9 +416,9 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 				for j := range D {
 					dense[j][r] = b.Dense[i*D+j]
 				}
+				rec := w.rows + int64(w.nbuf+r)
 				for si := range S {
 					klo, khi := int(b.Offsets[i*S+si]), int(b.Offsets[i*S+si+1])
-					rec := w.rows + int64(w.nbuf+r)
 					if khi-klo != 1 {
 						errs[p] = w.nnzError(rec, si, khi-klo)
 						return
