@@ -59,7 +59,7 @@ func TestColumnKinds(t *testing.T) {
 		Keys:   [][][]int64{{{3}, {}, {4294967295}}, {{4}, {1}, {0}}, {{5}, {2, 3}, {1}}},
 	}
 	for _, kt := range []formats.KeyType{formats.KeyU32, formats.KeyI64} {
-		for _, workers := range []int{1, 3} {
+		for _, workers := range []int{1, 3, 9} {
 			r, err := OpenList(list, nil, Options{KeyType: kt, Options: formats.Options{BatchSize: 2, Workers: workers}})
 			if err != nil {
 				t.Fatal(err)

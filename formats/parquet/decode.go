@@ -116,25 +116,30 @@ func (d *decoder) corrupt(row int, err error) *formats.Error {
 // columns are scattered into it.
 const rowChunk = 1024
 
-// decodeRowGroup decodes row group b.rg of b.fp into b and closes b.done.
-// Scalar columns are decoded rowChunk rows at a time, all columns of one
-// chunk before the next; list columns whole, one after the other. Each
-// column keeps its first error; after a chunk in which a column failed no
-// further chunk is decoded (later errors lie on later rows), and finish
-// picks the lowest row, then the first column, as decoding every column to
-// its first error would.
-func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
-	defer b.finish()
+// decodeRowGroup decodes columns [lo, hi) of row group b.rg of b.fp into b
+// with the decode buffers sc; the last of the row group's parts to end
+// closes b.done (finish). Scalar columns are decoded rowChunk rows at a
+// time, all columns of one chunk before the next; list columns whole, one
+// after the other. Each column keeps its first error; after a chunk in
+// which a column failed no further chunk is decoded (later errors lie on
+// later rows), and finish picks the lowest row, then the first column, as
+// decoding every column to its first error would.
+func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf, lo, hi int, sc *scratch) {
+	defer func() {
+		if b.parts.Add(-1) == 0 {
+			b.finish()
+		}
+	}()
 	fp := b.fp
 	f, err := os.Open(fp.path)
 	if err != nil {
-		b.err = &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err}
+		b.setErr(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err})
 		return
 	}
 	rd, err := file.NewParquetReader(f, file.WithMetadata(fp.md), file.WithReadProps(r.props))
 	if err != nil {
 		f.Close()
-		b.err = &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+		b.setErr(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)})
 		return
 	}
 	defer rd.Close()
@@ -142,31 +147,32 @@ func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf) {
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
+	decs := b.decs[lo:hi]
 	defer func() {
-		for ci := range b.decs {
-			b.decs[ci].close()
+		for ci := range decs {
+			decs[ci].close()
 		}
 	}()
 	rg := rd.RowGroup(b.rg)
 	failed := false
-	for ci := range fp.cols {
-		b.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: &b.sc, chunkOff: -1}
+	for ci := lo; ci < hi; ci++ {
+		b.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: sc, chunkOff: -1}
 		if e := b.decs[ci].open(rg, f, size); e != nil {
 			b.errs[ci], failed = e, true
 		}
 	}
-	for ci := range fp.cols {
+	for ci := lo; ci < hi; ci++ {
 		if d := &b.decs[ci]; d.cr != nil && d.cp.list {
 			b.errs[ci] = d.run(0, 0)
 		}
 	}
 	for row := 0; row < b.rows && !failed; row += rowChunk {
 		if ctx.Err() != nil {
-			b.err = errClosed
+			b.setErr(errClosed)
 			return
 		}
 		n := min(rowChunk, b.rows-row)
-		for ci := range fp.cols {
+		for ci := lo; ci < hi; ci++ {
 			d := &b.decs[ci]
 			if (d.cr == nil && d.pr == nil && !d.streamed) || d.cp.list || b.errs[ci] != nil {
 				continue

@@ -84,8 +84,15 @@
 // For each it takes a buffer from a fixed set of Workers+Prefetch (the
 // memory bound: at most that many decoded row groups exist), queues it, and
 // starts one task for the row group on an errgroup limited to Workers, so
-// row groups of one file and of different files decode in parallel. A task
-// opens every selected column chunk and decodes the scalar columns 1024 rows
+// row groups of one file and of different files decode in parallel. Some
+// row groups are split over several tasks at column bounds that balance the
+// columns' uncompressed bytes (Reader.split): in a dataset of fewer row
+// groups than Workers every one (over ⌈2·Workers/row groups⌉ tasks: a file
+// of one row group would otherwise decode on one core), else the first
+// Workers row groups (over Workers/4 tasks: otherwise no row could be handed
+// out before a whole row group had been decoded by one core among Workers
+// busy ones, and a conversion's writer would wait that long). A task
+// opens its selected column chunks and decodes the scalar columns 1024 rows
 // at a time, all columns of those rows before the next rows, so that the
 // sample-major label/dense/key arrays being filled stay in the core's cache
 // (one column at a time over a whole row group writes every 26th key of a

@@ -90,7 +90,7 @@ func TestPageLayouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			s := want.Schema
-			for _, workers := range []int{1, 4} {
+			for _, workers := range []int{1, 4, 12} {
 				for _, win := range []int{streamWindow, 100} { // 100: pages straddle window loads
 					withWindow(t, win, func() {
 						r, err := OpenFiles([]string{path}, meta, &s, Options{Options: formats.Options{BatchSize: 777, Workers: workers}})

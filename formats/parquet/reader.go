@@ -12,7 +12,6 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -35,6 +34,7 @@ type Reader struct {
 	schema *formats.Schema
 	o      Options
 	files  []*filePlan
+	numRG  int     // non-empty row groups of one epoch
 	sizes  []int64 // slot sizes when o.SlotSizeArray is set, else nil
 	offs   []int64 // slot offsets matching sizes
 
@@ -77,13 +77,26 @@ type rgBuf struct {
 	s32           [][]uint32 // variable layout: per slot keys
 	s64           [][]int64
 
-	sc   scratch                  // the task's decode buffers
-	decs []decoder                // per selected column
-	crs  []file.ColumnChunkReader // per selected column, open during the task
-	errs []*formats.Error         // per selected column: its first error
-	done chan struct{}
-	err  error
-	pos  int // next row to hand out (consumer)
+	sc   scratch          // the (first) task's decode buffers
+	subs []scratch        // those of the other tasks of a split row group
+	decs []decoder        // per selected column
+	errs []*formats.Error // per selected column: its first error
+	// parts counts the tasks decoding the row group that have not ended:
+	// one, or several over disjoint columns (see Reader.split).
+	parts atomic.Int32
+	mu    sync.Mutex // guards err while tasks run
+	done  chan struct{}
+	err   error
+	pos   int // next row to hand out (consumer)
+}
+
+// setErr records err as the row group's error unless one is recorded.
+func (b *rgBuf) setErr(err error) {
+	b.mu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.mu.Unlock()
 }
 
 // scratch holds a task's decode buffers; reused across row groups.
@@ -106,6 +119,13 @@ func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
 	// 1 MiB, as arrow-go and pyarrow write them).
 	pool := &poolAllocator{limit: o.Workers * (ncols + 1) * (3 << 20)}
 	r := &Reader{schema: s, o: o, files: files, pool: pool, props: parquet.NewReaderProperties(pool)}
+	for _, fp := range files {
+		for g := 0; g+1 < len(fp.rgStart); g++ {
+			if fp.rgStart[g+1] > fp.rgStart[g] {
+				r.numRG++
+			}
+		}
+	}
 	// Read column chunks through a small buffer rather than whole: arrow-go
 	// allocates the whole chunk otherwise, for every row group and column.
 	r.props.BufferedStreamEnabled = true
@@ -162,15 +182,16 @@ func (r *Reader) order(epoch uint64) []int {
 }
 
 // produce schedules the row groups in hand-out order: for each one it takes
-// a free buffer (the memory bound), queues it on jobs and starts one task
-// that decodes the whole row group, under the Workers limit. Row groups of
-// one file and of different files decode in parallel.
+// a free buffer (the memory bound), queues it on jobs and starts the tasks
+// that decode it (one, or split's over disjoint columns), under the Workers
+// limit. Row groups of one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
 	var tasks errgroup.Group
 	tasks.SetLimit(r.o.Workers)
 	defer close(r.done)
 	defer close(r.jobs)
 	defer tasks.Wait()
+	started := 0 // row groups started by this reader
 	for epoch := uint64(0); ; epoch++ {
 		for _, fi := range r.order(epoch) {
 			fp := r.files[fi]
@@ -183,17 +204,29 @@ func (r *Reader) produce(ctx context.Context) {
 					return
 				}
 				r.setup(b, fp, g)
+				cuts := r.split(fp, g, started)
+				started++
+				for len(b.subs) < len(cuts)-2 {
+					b.subs = append(b.subs, scratch{})
+				}
+				b.parts.Store(int32(len(cuts) - 1))
 				r.jobs <- b // never blocks: jobs holds every buffer
-				r.busy.Add(1)
-				tasks.Go(func() error {
-					r.decodeRowGroup(ctx, b)
-					r.busy.Add(-1)
-					select {
-					case r.idle <- struct{}{}:
-					default:
+				for p := range len(cuts) - 1 {
+					sc := &b.sc
+					if p > 0 {
+						sc = &b.subs[p-1]
 					}
-					return nil
-				})
+					r.busy.Add(1)
+					tasks.Go(func() error {
+						r.decodeRowGroup(ctx, b, cuts[p], cuts[p+1], sc)
+						r.busy.Add(-1)
+						select {
+						case r.idle <- struct{}{}:
+						default:
+						}
+						return nil
+					})
+				}
 			}
 			if ctx.Err() != nil {
 				return
@@ -203,6 +236,50 @@ func (r *Reader) produce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// split returns the column cuts of the tasks decoding row group g of fp,
+// the started-th of the reader: 0 = cuts[0] < … < cuts[k] = the column
+// count. Decoding whole row groups, Workers at a time, keeps every core busy
+// once it runs, but no row is handed out before a whole row group is
+// decoded on one core, which the other Workers−1 tasks slow down (a
+// conversion's writer waits that long), and a dataset of fewer row groups
+// than Workers leaves cores idle. So a dataset of R < Workers row groups
+// has each split over ⌈2·Workers/R⌉ tasks (twice the workers: tasks of
+// unequal length then still end together), and otherwise the first Workers
+// row groups over Workers/4 tasks: the first rows come a quarter of a row
+// group's decoding time after the start, later ones as the tasks of the
+// first wave end at staggered times. Cuts fall at column bounds that
+// balance the columns' uncompressed bytes; a task has at least one column.
+func (r *Reader) split(fp *filePlan, g, started int) []int {
+	nc := len(fp.cols)
+	k := r.o.Workers / 4
+	if r.numRG < r.o.Workers {
+		k = (2*r.o.Workers + r.numRG - 1) / r.numRG
+	} else if started >= r.o.Workers {
+		k = 1
+	}
+	if k = min(k, nc); k < 2 {
+		return []int{0, nc}
+	}
+	rg := fp.md.RowGroup(g)
+	w := make([]int64, nc+1) // cumulative uncompressed bytes
+	for ci := range fp.cols {
+		size := int64(1)
+		if cc, err := rg.ColumnChunk(fp.cols[ci].leaf); err == nil && cc.TotalUncompressedSize() > 0 {
+			size = cc.TotalUncompressedSize()
+		}
+		w[ci+1] = w[ci] + size
+	}
+	cuts := []int{0}
+	for p := 1; p < k; p++ {
+		c := cuts[len(cuts)-1] + 1
+		for c < nc-(k-p) && w[c]*int64(k) < w[nc]*int64(p) {
+			c++
+		}
+		cuts = append(cuts, c)
+	}
+	return append(cuts, nc)
 }
 
 // takeBuf returns a free row group buffer, or nil when ctx is done. A new

@@ -71,7 +71,7 @@ func TestRoundTrip(t *testing.T) {
 			tc.wo.RowGroupSize = tc.rg
 			list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: tc.wo, RowsPerFile: tc.per})
 			var ref *formatstest.Dataset
-			for _, workers := range []int{1, 4} {
+			for _, workers := range []int{1, 4, 12} {
 				got := readAll(t, list, &s, Options{Options: formats.Options{BatchSize: tc.batch, Workers: workers}}, tc.batch, 0)
 				if diff := formatstest.Diff(d, got); diff != "" {
 					t.Fatalf("workers=%d: %s", workers, diff)
@@ -220,7 +220,7 @@ func TestLargeBatches(t *testing.T) {
 		s := formatstest.NewSchema(rng, formatstest.RandomSchema{MaxLabel: 2, MaxDense: 3, MaxSlots: 3, MaxNNZ: 3, OneHot: oneHot, KeyType: formats.KeyU32})
 		d := formatstest.NewDataset(rng, s, 30000, 1, formatstest.AnyFloat)
 		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 7000}, RowsPerFile: 16000})
-		for _, workers := range []int{1, 4} {
+		for _, workers := range []int{1, 4, 12} {
 			got := readAll(t, list, &s, Options{Options: formats.Options{BatchSize: 12000, Workers: workers}}, 12000, 0)
 			if diff := formatstest.Diff(d, got); diff != "" {
 				t.Fatalf("one-hot %v workers %d: %s", oneHot, workers, diff)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -180,6 +181,39 @@ type rowGroup struct {
 	k32    [][]int32 // per slot, when bits == 32
 	defs   [][]int16 // per list slot
 	reps   [][]int16
+	// slab backs the scalar columns when reserve cut them from one buffer.
+	slab []byte
+}
+
+// reserve gives every column of a row group of scalar columns room for
+// rows values, cut from one buffer that huge pages back (formats.
+// AlignedAlloc): a row group's columns are tens of MB, and first touching
+// them page by page cost more than moving the rows into them.
+func (g *rowGroup) reserve(rows, bits int) {
+	if g.slab != nil {
+		return
+	}
+	per := 4*(len(g.labels)+len(g.dense)) + bits/8*len(g.k64)
+	g.slab = formats.AlignedAlloc(rows*per, 8)
+	rest := g.slab
+	cut := func(size int) unsafe.Pointer {
+		p := unsafe.Pointer(unsafe.SliceData(rest))
+		rest = rest[rows*size:]
+		return p
+	}
+	for j := range g.labels {
+		g.labels[j] = unsafe.Slice((*float32)(cut(4)), rows)[:0]
+	}
+	for j := range g.dense {
+		g.dense[j] = unsafe.Slice((*float32)(cut(4)), rows)[:0]
+	}
+	for si := range g.k64 {
+		if bits == 64 {
+			g.k64[si] = unsafe.Slice((*int64)(cut(8)), rows)[:0]
+		} else {
+			g.k32[si] = unsafe.Slice((*int32)(cut(4)), rows)[:0]
+		}
+	}
 }
 
 func newRowGroup(s *formats.Schema) *rowGroup {
@@ -380,6 +414,7 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 	L, D, S := w.s.LabelDim, w.s.DenseDim, len(w.s.Slots)
 	n := hi - lo
 	g := w.rg
+	g.reserve(w.rgLen, w.bits)
 	extend := func(col []float32) ([]float32, []float32) {
 		col = grow(col, n, w.rgLen)
 		return col[:len(col)+n], col[len(col) : len(col)+n]
@@ -401,40 +436,13 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 			g.k32[si], k32[si] = c[:len(c)+n], c[len(c):len(c)+n]
 		}
 	}
-	minK, maxK := w.keyRange()
 	parts := min(runtime.GOMAXPROCS(0), n/bufferMin)
 	errs := make([]error, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		plo, phi := n*p/parts, n*(p+1)/parts
 		wg.Go(func() {
-			for r := plo; r < phi; r++ {
-				i := lo + r
-				for j := range L {
-					labels[j][r] = b.Labels[i*L+j]
-				}
-				for j := range D {
-					dense[j][r] = b.Dense[i*D+j]
-				}
-				rec := w.rows + int64(w.nbuf+r)
-				for si := range S {
-					klo, khi := int(b.Offsets[i*S+si]), int(b.Offsets[i*S+si+1])
-					if khi-klo != 1 {
-						errs[p] = w.nnzError(rec, si, khi-klo)
-						return
-					}
-					k := b.Key(klo)
-					if k < minK || k > maxK {
-						errs[p] = w.keyError(rec, si, k)
-						return
-					}
-					if w.bits == 64 {
-						k64[si][r] = k
-					} else {
-						k32[si][r] = int32(uint32(k))
-					}
-				}
-			}
+			errs[p] = w.moveRows(b, lo, plo, phi, labels, dense, k64, k32)
 		})
 	}
 	wg.Wait()
@@ -445,6 +453,103 @@ func (w *Writer) bufferParallel(b *formats.Batch, lo, hi int) error {
 	}
 	w.nbuf += n
 	return nil
+}
+
+// moveBlock is the number of rows moveRows moves column by column: the
+// block's offsets and keys (strided by the slot count) stay in cache while
+// each column is written in turn.
+const moveBlock = 256
+
+// moveRows moves rows [plo, phi) of the range starting at batch row lo
+// into the extended column slices (indexed from the range's start), one
+// block of rows at a time and one column at a time. When a block holds a
+// bad row, rowsError scans it row by row for the first bad row and slot.
+func (w *Writer) moveRows(b *formats.Batch, lo, plo, phi int, labels, dense [][]float32, k64 [][]int64, k32 [][]int32) error {
+	L, D, S := w.s.LabelDim, w.s.DenseDim, len(w.s.Slots)
+	minK, maxK := w.keyRange()
+	for rb := plo; rb < phi; rb += moveBlock {
+		re := min(rb+moveBlock, phi)
+		for j := range L {
+			strided(labels[j][rb:re], b.Labels[(lo+rb)*L+j:], L)
+		}
+		for j := range D {
+			strided(dense[j][rb:re], b.Dense[(lo+rb)*D+j:], D)
+		}
+		for si := range S {
+			offs := b.Offsets[(lo+rb)*S+si : (lo+re-1)*S+si+2]
+			var ok bool
+			switch {
+			case w.bits == 64 && b.Keys32 != nil:
+				ok = moveKeys(k64[si][rb:re], b.Keys32, offs, S, minK, maxK)
+			case w.bits == 64:
+				ok = moveKeys(k64[si][rb:re], b.Keys64, offs, S, minK, maxK)
+			case b.Keys32 != nil:
+				ok = moveKeys(k32[si][rb:re], b.Keys32, offs, S, minK, maxK)
+			default:
+				ok = moveKeys(k32[si][rb:re], b.Keys64, offs, S, minK, maxK)
+			}
+			if !ok {
+				return w.rowsError(b, lo+rb, lo+re, w.rows+int64(w.nbuf+rb))
+			}
+		}
+	}
+	return nil
+}
+
+// strided sets dst[r] = src[r*stride].
+func strided(dst, src []float32, stride int) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:(len(dst)-1)*stride+1]
+	for r := range dst {
+		dst[r] = src[r*stride]
+	}
+}
+
+// moveKeys sets dst[r] to the one key of the slot whose offsets are
+// offs[r*stride] and offs[r*stride+1]; false when a row has another key
+// count or a key outside [minK, maxK] (dst is then partly written).
+func moveKeys[T int32 | int64, K uint32 | int64](dst []T, keys []K, offs []int32, stride int, minK, maxK int64) bool {
+	if len(dst) == 0 {
+		return true
+	}
+	offs = offs[:(len(dst)-1)*stride+2]
+	for r := range dst {
+		o := offs[r*stride]
+		if offs[r*stride+1]-o != 1 || uint(o) >= uint(len(keys)) {
+			return false
+		}
+		k := int64(keys[o])
+		if k < minK || k > maxK {
+			return false
+		}
+		dst[r] = T(k)
+	}
+	return true
+}
+
+// rowsError is the error of the first bad row in batch rows [lo, hi), the
+// first of which is record rec: a slot with other than one key, or a key
+// the cat type cannot hold.
+func (w *Writer) rowsError(b *formats.Batch, lo, hi int, rec int64) error {
+	S := len(w.s.Slots)
+	minK, maxK := w.keyRange()
+	for i := lo; i < hi; i++ {
+		for si := range S {
+			klo, khi := b.Row(i, si)
+			if khi-klo != 1 {
+				return w.nnzError(rec+int64(i-lo), si, khi-klo)
+			}
+			if klo < 0 || klo >= max(len(b.Keys32), len(b.Keys64)) {
+				return fmt.Errorf("ctrkit/parquet: writing %s: record %d slot %d: key index %d outside the batch", w.path, rec+int64(i-lo), si, klo)
+			}
+			if k := b.Key(klo); k < minK || k > maxK {
+				return w.keyError(rec+int64(i-lo), si, k)
+			}
+		}
+	}
+	return fmt.Errorf("ctrkit/parquet: writing %s: records %d–%d rejected but none is bad", w.path, rec, rec+int64(hi-lo)-1)
 }
 
 // nnzError is the error of record rec, whose slot si holds n keys where

@@ -2,11 +2,13 @@ package parquet
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -252,45 +254,91 @@ func TestSmallerSnappy(t *testing.T) {
 // give; a key that does not fit the cat type deep in such a batch fails at
 // its own record, even with a later bad record in another part.
 func TestBufferParallel(t *testing.T) {
-	s := formats.NewSchema(2, 3, []int{1, 1, 1, 1}, nil, formats.KeyI64)
-	for i := range s.Slots {
-		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
-	}
-	const n = 6*bufferMin + 77
-	ds := formatstest.NewDataset(rand.New(rand.NewPCG(9, 9)), s, n, 1, formatstest.AnyFloat)
-	dir := t.TempDir()
-	for _, cat := range []string{"int64", "uint32"} {
-		write := func(name string, batch int) []byte {
-			p := filepath.Join(dir, cat+name)
-			w, err := Create(p, &s, WriterOptions{CatType: cat, RowGroupSize: 5 * bufferMin})
+	for _, kt := range []formats.KeyType{formats.KeyI64, formats.KeyU32} {
+		s := formats.NewSchema(2, 3, []int{1, 1, 1, 1}, nil, kt)
+		for i := range s.Slots {
+			s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
+		}
+		const n = 6*bufferMin + 77
+		ds := formatstest.NewDataset(rand.New(rand.NewPCG(9, 9)), s, n, 1, formatstest.AnyFloat)
+		dir := t.TempDir()
+		for _, cat := range []string{"int64", "uint32", "int32"} {
+			write := func(name string, batch int) []byte {
+				p := filepath.Join(dir, cat+name)
+				w, err := Create(p, &s, WriterOptions{CatType: cat, RowGroupSize: 5 * bufferMin})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ds.WriteAll(w, batch); err != nil { // closes w
+					t.Fatal(err)
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b
+			}
+			if cat == "int32" && kt == formats.KeyI64 {
+				continue // the generated i64 keys do not fit
+			}
+			if par, ser := write("par.parquet", n), write("ser.parquet", 1000); !bytes.Equal(par, ser) {
+				t.Fatalf("%s keys, %s cats: files from large and small batches differ", kt, cat)
+			}
+		}
+		// Faults in one large batch: the first bad row is reported (its
+		// first bad slot), although a later part and a later column of
+		// the same block hold faults too.
+		const badAt = 4*bufferMin + 5
+		S := len(s.Slots)
+		for _, tc := range []struct {
+			name  string
+			plant func(b *formats.Batch)
+			want  error
+		}{
+			{"key", func(b *formats.Batch) {
+				setKey(b, badAt*S+2, -3)
+				setKey(b, badAt*S+3, -3)
+				setKey(b, (badAt+bufferMin)*S, -4)
+			}, formats.ErrKeyRange},
+			{"nnz", func(b *formats.Batch) {
+				b.Offsets[badAt*S+1]-- // slot 0 empty, slot 1 two keys
+				setKey(b, (badAt+1)*S, -4)
+			}, formats.ErrNNZ},
+		} {
+			bs, err := ds.Batches(n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := ds.WriteAll(w, batch); err != nil { // closes w
-				t.Fatal(err)
+			b := bs[0]
+			tc.plant(b)
+			cat := "uint32"
+			if kt == formats.KeyU32 {
+				cat = "int32" // u32 keys: only "negative" as int32 is out of range
 			}
-			b, err := os.ReadFile(p)
+			w, err := Create(filepath.Join(dir, "bad.parquet"), &s, WriterOptions{CatType: cat})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return b
+			err = w.Write(b)
+			checkErr(t, err, tc.want, badAt)
+			var fe *formats.Error
+			if errors.As(err, &fe) && tc.name == "key" && !strings.Contains(err.Error(), "slot 2 ") {
+				t.Errorf("%s %s: %v, want slot 2", kt, tc.name, err)
+			}
+			if tc.name == "nnz" && !strings.Contains(err.Error(), "slot 0 holds 0 keys") {
+				t.Errorf("%s %s: %v, want slot 0 holding 0 keys", kt, tc.name, err)
+			}
+			w.Abort()
 		}
-		if par, ser := write("par.parquet", n), write("ser.parquet", 1000); !bytes.Equal(par, ser) {
-			t.Fatalf("%s: files from large and small batches differ", cat)
-		}
 	}
-	bs, err := ds.Batches(n)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// setKey sets key j of b to k (as uint32 in a u32 batch: -3 is then
+// 2^32-3, above any int32).
+func setKey(b *formats.Batch, j int, k int64) {
+	if b.Keys64 != nil {
+		b.Keys64[j] = k
+		return
 	}
-	b := bs[0]
-	const badAt = 4*bufferMin + 5
-	b.Keys64[badAt*len(s.Slots)+2] = -3
-	b.Keys64[(badAt+bufferMin)*len(s.Slots)] = -4
-	w, err := Create(filepath.Join(dir, "bad.parquet"), &s, WriterOptions{CatType: "uint32"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkErr(t, w.Write(b), formats.ErrKeyRange, badAt)
-	w.Abort()
+	b.Keys32[j] = uint32(k)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -650,7 +651,7 @@ func TestWriteParallel(t *testing.T) {
 	for i := range s.Slots {
 		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
 	}
-	const n = 5*parallelMin + 123
+	const n = 12*parallelMin + 123
 	ds := formatstest.NewDataset(rand.New(rand.NewPCG(3, 4)), s, n, 1, formatstest.AnyFloat)
 	dir := t.TempDir()
 	write := func(name string, chunk int) []byte {
@@ -671,6 +672,11 @@ func TestWriteParallel(t *testing.T) {
 	ser := write("ser.raw", 7)
 	if par := write("par.raw", n); !bytes.Equal(par, ser) {
 		t.Fatal("parallel and serial encodings differ")
+	}
+	// Six large ranges in a row: more than the background writer's
+	// buffers, which are reused in order.
+	if par := write("par6.raw", 2*parallelMin); !bytes.Equal(par, ser) {
+		t.Fatal("consecutive parallel writes differ from the serial file")
 	}
 	// Small and large ranges mixed: the buffered and the background writes
 	// must append in order.
@@ -733,6 +739,52 @@ func TestWriteParallel(t *testing.T) {
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Error("a failed write left the final file")
+	}
+}
+
+// failWriter fails every write after the first ok bytes.
+type failWriter struct{ ok int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if len(p) <= f.ok {
+		f.ok -= len(p)
+		return len(p), nil
+	}
+	return 0, errors.New("disk full (test)")
+}
+
+// TestWriteParallelError checks that a failing background write is reported
+// by a later Write or by Close, which then leaves no file.
+func TestWriteParallelError(t *testing.T) {
+	s := formats.NewSchema(1, 2, []int{1, 1}, nil, formats.KeyU32)
+	ds := formatstest.NewDataset(rand.New(rand.NewPCG(5, 6)), s, 2*parallelMin, 1, formatstest.AnyFloat)
+	bs, err := ds.Batches(2 * parallelMin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []int{0, 100000} {
+		p := filepath.Join(t.TempDir(), "fail.raw")
+		w, err := Create(p, &s, OneHot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.w.Reset(&failWriter{ok: ok})
+		var werr error
+		for range 10 {
+			if werr = w.Write(bs[0]); werr != nil {
+				break
+			}
+		}
+		cerr := w.Close()
+		if werr == nil && cerr == nil || cerr == nil {
+			t.Fatalf("ok %d: Write %v, Close %v: the write error was lost", ok, werr, cerr)
+		}
+		if !strings.Contains(cerr.Error(), "disk full") || !strings.Contains(cerr.Error(), "fail.raw from byte ") {
+			t.Errorf("ok %d: Close: %v", ok, cerr)
+		}
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("ok %d: a failed write left the final file", ok)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -31,12 +32,26 @@ type Writer struct {
 	n   int64  // samples written (or being written)
 	err error  // sticky
 
-	// Large ranges are encoded in parallel into one of two buffers and
-	// written in the background (pending) while the next is encoded.
-	bufs    [2][]byte
-	cur     int
-	pending chan error
+	// Large ranges are encoded in parallel into a buffer that bg writes
+	// while the next ones are encoded.
+	bg *bgWrite
 }
+
+// bgWrite is a goroutine that writes queued buffers in order, so that the
+// next write starts as soon as one ends (no hand-back to the encoding
+// goroutine in between), and gives each written buffer back for reuse.
+type bgWrite struct {
+	queue chan []byte // to write; closed by wait
+	free  chan []byte // written, for reuse
+	made  int         // buffers made (at most bgBuffers)
+	end   chan error  // the first write error, or nil, once queue is closed and drained
+	// failed is set when a write fails, so that the encoder stops early.
+	failed atomic.Bool
+}
+
+// bgBuffers is the number of encode buffers: one being written, one queued
+// behind it, one being encoded.
+const bgBuffers = 3
 
 // encoder encodes samples of a schema in a layout.
 type encoder struct {
@@ -119,12 +134,18 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 			return w.fail(err)
 		}
 		if _, err := w.w.Write(w.rec); err != nil {
-			w.err = err
-			return err
+			w.err = w.ioError(w.n*int64(w.enc.size)-int64(w.w.Buffered()), err)
+			return w.err
 		}
 		w.n++
 	}
 	return nil
+}
+
+// ioError is err, from a write of the file's bytes from offset off on (the
+// first not yet in the file), with the file's final name and that offset.
+func (w *Writer) ioError(off int64, err error) error {
+	return fmt.Errorf("ctrkit/formats/raw: writing %s from byte %d: %w", w.f.Final(), off, err)
 }
 
 // fail makes err, the encoding error of the next sample, the writer's
@@ -137,31 +158,76 @@ func (w *Writer) fail(err error) error {
 // parallelMin is the fewest samples one goroutine of writeParallel encodes.
 const parallelMin = 8192
 
-// wait waits for the buffer being written in the background; its error
-// becomes the writer's.
+// wait waits for the buffers queued for the background writer to be
+// written and stops it; the first write error becomes the writer's.
 func (w *Writer) wait() error {
-	if w.pending == nil {
+	if w.bg == nil {
 		return nil
 	}
-	err := <-w.pending
-	w.pending = nil
+	close(w.bg.queue)
+	err := <-w.bg.end
+	w.bg = nil
 	if err != nil && w.err == nil {
 		w.err = err
 	}
 	return err
 }
 
+// startBG starts the background writer.
+func (w *Writer) startBG() {
+	bg := &bgWrite{queue: make(chan []byte, bgBuffers), free: make(chan []byte, bgBuffers), end: make(chan error, 1)}
+	w.bg = bg
+	off := w.n * int64(w.enc.size) // of the first byte queued
+	go func() {
+		var err error
+		for p := range bg.queue {
+			if err == nil {
+				start := off - int64(w.w.Buffered())
+				if _, err = w.w.Write(p); err != nil {
+					err = w.ioError(start, err)
+					bg.failed.Store(true)
+				}
+				off += int64(len(p))
+			}
+			bg.free <- p
+		}
+		bg.end <- err
+	}()
+}
+
+// buffer returns an encode buffer of n bytes: a written one, a new one while
+// fewer than bgBuffers exist, else the next to be written.
+func (bg *bgWrite) buffer(n int) []byte {
+	var b []byte
+	select {
+	case b = <-bg.free:
+	default:
+		if bg.made < bgBuffers {
+			bg.made++
+		} else {
+			b = <-bg.free
+		}
+	}
+	if cap(b) < n {
+		b = formats.AlignedAlloc(n, 64)
+	}
+	return b[:n]
+}
+
 // writeParallel is WriteRange for large ranges: the samples are encoded by
 // up to GOMAXPROCS goroutines, each into its part of one buffer, which is
-// then written in the background while the caller goes on (the previous
-// one's write having ended). As in the serial path, the samples before the
-// first one that fails to encode are written, and none after.
+// then queued for the background writer while the caller goes on. As in the
+// serial path, the samples before the first one that fails to encode are
+// written, and none after. A write error is returned by a later call (and
+// by Close).
 func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
-	n, size := hi-lo, w.enc.size
-	if cap(w.bufs[w.cur]) < n*size {
-		w.bufs[w.cur] = formats.AlignedAlloc(n*size, 64)
+	if w.bg == nil {
+		w.startBG()
+	} else if w.bg.failed.Load() {
+		return w.wait()
 	}
-	buf := w.bufs[w.cur][:n*size]
+	n, size := hi-lo, w.enc.size
+	buf := w.bg.buffer(n * size)
 	parts := min(runtime.GOMAXPROCS(0), n/parallelMin)
 	bad, errs := make([]int, parts), make([]error, parts)
 	var wg sync.WaitGroup
@@ -185,17 +251,12 @@ func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
 			break
 		}
 	}
-	if err := w.wait(); err != nil {
-		return err
-	}
-	ch := make(chan error, 1)
-	go func(p []byte) {
-		_, err := w.w.Write(p)
-		ch <- err
-	}(buf[:(good-lo)*size])
-	w.pending, w.cur = ch, w.cur^1
+	w.bg.queue <- buf[:(good-lo)*size] // never blocks: bgBuffers buffers exist
 	w.n += int64(good - lo)
 	if err != nil {
+		if werr := w.wait(); werr != nil {
+			return werr
+		}
 		return w.fail(err)
 	}
 	return nil
@@ -324,7 +385,7 @@ func (w *Writer) Close() error {
 	w.err = fmt.Errorf("ctrkit/formats/raw: writer closed")
 	if err := w.w.Flush(); err != nil {
 		w.f.Abort()
-		return err
+		return w.ioError(w.n*int64(w.enc.size)-int64(w.w.Buffered()), err)
 	}
 	return w.f.Commit()
 }
