@@ -310,7 +310,7 @@ func TestCorrupt(t *testing.T) {
 			var err error
 			r, err := Open(path, &tiny, o)
 			if err == nil {
-				r.minRun = 1
+				r.minRun, r.piece = 1, 16 // parallel decoding and reads
 				_, err = formatstest.ReadAll(r, 2, 0)
 				if err2 := r.Close(); err2 != nil {
 					t.Fatal(err2)

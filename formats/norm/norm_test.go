@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -161,7 +162,7 @@ func TestWorkersIdenticalBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.minRun = 16
+		r.minRun, r.piece = 16, 1000 // refills of 8 KiB split over up to 8 preads
 		got := readBatches(t, r, 777, 100)
 		r.Close()
 		if len(got) != 4 || got[3].Len() != 3000-3*777 {
@@ -175,6 +176,47 @@ func TestWorkersIdenticalBatches(t *testing.T) {
 			if diff := formatstest.Diff(ref[i], got[i]); diff != "" {
 				t.Fatalf("workers %d batch %d: %s", w, i, diff)
 			}
+		}
+	}
+}
+
+// TestShrinkWhileReading truncates a file under an open reader: the
+// refill's reads (parallel or not) end early, which is a truncation error
+// naming the file.
+func TestShrinkWhileReading(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 8))
+	s := formatstest.NewSchema(rng, formatstest.RandomSchema{MaxLabel: 1, MaxDense: 3, MaxSlots: 4, MaxNNZ: 2})
+	d := formatstest.NewDataset(rng, s, 4000, 0, formatstest.AnyFloat)
+	for _, w := range []int{1, 4} {
+		list, files, _ := writeFiles(t, t.TempDir(), d, 1, CheckSum, rng)
+		o := Options{Check: CheckSum, BufferSize: 8192}
+		o.BatchSize, o.Workers = 100, w
+		r, err := OpenList(list, &s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.minRun, r.piece = 16, 1000
+		b, err := formats.NewBatch(&s, 100, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(files[0], st.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+		for err == nil {
+			_, err = r.Read(b)
+		}
+		r.Close()
+		var fe *formats.Error
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !errors.As(err, &fe) || fe.Path != files[0] {
+			t.Fatalf("workers %d: %v, want a truncation error naming %s", w, err, files[0])
 		}
 	}
 }
