@@ -83,15 +83,14 @@
 // A producer goroutine walks the row groups in hand-out order, across files.
 // For each it takes a buffer from a fixed set of Workers+Prefetch (the
 // memory bound: at most that many decoded row groups exist), queues it, and
-// starts one task for the row group on an errgroup limited to Workers, so
-// row groups of one file and of different files decode in parallel. Some
-// row groups are split over several tasks at column bounds that balance the
-// columns' uncompressed bytes (Reader.split): in a dataset of fewer row
-// groups than Workers every one (over ⌈2·Workers/row groups⌉ tasks: a file
-// of one row group would otherwise decode on one core), else the first
-// Workers row groups (over Workers/4 tasks: otherwise no row could be handed
-// out before a whole row group had been decoded by one core among Workers
-// busy ones, and a conversion's writer would wait that long). A task
+// starts the tasks that decode it on an errgroup limited to Workers, so
+// row groups of one file and of different files decode in parallel. A row
+// group is split over Workers/2 tasks at column bounds that balance the
+// columns' uncompressed bytes (Reader.split), or over ⌈2·Workers/R⌉ in a
+// dataset of R < Workers row groups: whole row groups, each decoded by one
+// core among Workers busy ones, would reach the consumer in steps of
+// Workers row groups (a conversion's writer stalling between them), and a
+// file of one row group would decode on one core. A task
 // opens its selected column chunks and decodes the scalar columns 1024 rows
 // at a time, all columns of those rows before the next rows, so that the
 // sample-major label/dense/key arrays being filled stay in the core's cache

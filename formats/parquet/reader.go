@@ -183,7 +183,7 @@ func (r *Reader) order(epoch uint64) []int {
 
 // produce schedules the row groups in hand-out order: for each one it takes
 // a free buffer (the memory bound), queues it on jobs and starts the tasks
-// that decode it (one, or split's over disjoint columns), under the Workers
+// that decode it (one, or several over disjoint columns: split), under the Workers
 // limit. Row groups of one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
 	var tasks errgroup.Group
@@ -191,7 +191,6 @@ func (r *Reader) produce(ctx context.Context) {
 	defer close(r.done)
 	defer close(r.jobs)
 	defer tasks.Wait()
-	started := 0 // row groups started by this reader
 	for epoch := uint64(0); ; epoch++ {
 		for _, fi := range r.order(epoch) {
 			fp := r.files[fi]
@@ -204,8 +203,7 @@ func (r *Reader) produce(ctx context.Context) {
 					return
 				}
 				r.setup(b, fp, g)
-				cuts := r.split(fp, g, started)
-				started++
+				cuts := r.split(fp, g)
 				for len(b.subs) < len(cuts)-2 {
 					b.subs = append(b.subs, scratch{})
 				}
@@ -238,26 +236,23 @@ func (r *Reader) produce(ctx context.Context) {
 	}
 }
 
-// split returns the column cuts of the tasks decoding row group g of fp,
-// the started-th of the reader: 0 = cuts[0] < … < cuts[k] = the column
-// count. Decoding whole row groups, Workers at a time, keeps every core busy
-// once it runs, but no row is handed out before a whole row group is
-// decoded on one core, which the other Workers−1 tasks slow down (a
-// conversion's writer waits that long), and a dataset of fewer row groups
-// than Workers leaves cores idle. So a dataset of R < Workers row groups
-// has each split over ⌈2·Workers/R⌉ tasks (twice the workers: tasks of
-// unequal length then still end together), and otherwise the first Workers
-// row groups over Workers/4 tasks: the first rows come a quarter of a row
-// group's decoding time after the start, later ones as the tasks of the
-// first wave end at staggered times. Cuts fall at column bounds that
-// balance the columns' uncompressed bytes; a task has at least one column.
-func (r *Reader) split(fp *filePlan, g, started int) []int {
+// split returns the column cuts of the tasks decoding row group g of fp:
+// 0 = cuts[0] < … < cuts[k] = the column count. Whole row groups decoded
+// Workers at a time keep every core busy, but a row group is handed out
+// only when decoded, and one core decoding it among Workers busy ones takes
+// long: the consumer waits for row groups in steps of Workers (a
+// conversion's writer stalls), and a dataset of fewer row groups than
+// Workers leaves cores idle. So each row group is decoded by Workers/2
+// tasks (two row groups in flight, each ready in a fraction of the time),
+// or, in a dataset of R < Workers row groups, by ⌈2·Workers/R⌉ (twice the
+// workers: tasks of unequal length still end together). Cuts fall at column
+// bounds that balance the columns' uncompressed bytes; a task has at least
+// one column.
+func (r *Reader) split(fp *filePlan, g int) []int {
 	nc := len(fp.cols)
-	k := r.o.Workers / 4
+	k := r.o.Workers / 2
 	if r.numRG < r.o.Workers {
 		k = (2*r.o.Workers + r.numRG - 1) / r.numRG
-	} else if started >= r.o.Workers {
-		k = 1
 	}
 	if k = min(k, nc); k < 2 {
 		return []int{0, nc}

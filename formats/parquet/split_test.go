@@ -9,10 +9,11 @@ import (
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 )
 
-// TestSplit checks the column cuts of the first wave's row groups: Workers/4
-// parts (at most one per column), increasing, covering every column, with
-// the uncompressed bytes balanced (int64 cats weigh twice a float column);
-// later row groups and few workers are not split.
+// TestSplit checks the column cuts of row groups: Workers/2 parts, or
+// ⌈2·Workers/row groups⌉ when the dataset has fewer row groups than
+// Workers (at most one part per column), increasing, covering every
+// column, with the uncompressed bytes balanced (int64 cats weigh twice a
+// float column).
 func TestSplit(t *testing.T) {
 	s := formats.NewSchema(1, 13, make([]int, 26), nil, formats.KeyI64)
 	for i := range s.Slots {
@@ -23,25 +24,23 @@ func TestSplit(t *testing.T) {
 	many := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 500, Compression: "none"}})
 	few := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 5000, Compression: "none"}})
 	for _, tc := range []struct {
-		list             string
-		workers, started int
-		want             []int
+		list    string
+		workers int
+		want    []int
 	}{
-		{many, 16, 0, []int{0, 16, 24, 32, 40}}, // 14 float + 26 int64 columns: 18, 16, 16, 16 %
-		{many, 16, 15, []int{0, 16, 24, 32, 40}},
-		{many, 16, 16, []int{0, 40}},
-		{many, 8, 0, []int{0, 24, 40}},
-		{many, 7, 0, []int{0, 40}},
-		{many, 400, 0, nil}, // fewer row groups than workers: one column a task
-		{few, 2, 0, []int{0, 40}},
-		{few, 3, 0, []int{0, 18, 29, 40}},   // ⌈2·3/2⌉ = 3 tasks, cut at thirds of the bytes
-		{few, 3, 100, []int{0, 18, 29, 40}}, // every row group, not only the first wave
+		{many, 8, []int{0, 16, 24, 32, 40}}, // 14 float + 26 int64 columns: 18, 16, 16, 16 %
+		{many, 4, []int{0, 24, 40}},
+		{many, 3, []int{0, 40}},
+		{many, 16, []int{0, 9, 16, 20, 24, 28, 32, 36, 40}},
+		{many, 400, nil}, // fewer row groups than workers: one column a task
+		{few, 2, []int{0, 40}},
+		{few, 3, []int{0, 18, 29, 40}}, // ⌈2·3/2⌉ = 3 tasks, cut at thirds of the bytes
 	} {
 		r, err := OpenList(tc.list, &s, Options{Options: formats.Options{BatchSize: 100, Workers: tc.workers}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := r.split(r.files[0], 1, tc.started)
+		got := r.split(r.files[0], 1)
 		r.Close()
 		want := tc.want
 		if want == nil {
@@ -50,7 +49,7 @@ func TestSplit(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("workers %d, started %d: cuts %v, want %v", tc.workers, tc.started, got, want)
+			t.Errorf("workers %d: cuts %v, want %v", tc.workers, got, want)
 		}
 	}
 }
