@@ -39,7 +39,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, time.perf_c
 PY
 )
 	fi
-	sps=$(grep -o '([0-9]* samples/s)' "$out.log" | tr -dc 0-9)
+	sps=$(grep -o '([0-9]* samples/s' "$out.log" | tr -dc 0-9)
 	printf '%s %.0f %.2f\n' "$sps" "$rss" "$wall"
 }
 decode() { # decode PATH WORKERS FLAGS… → samples/s (2 epochs)

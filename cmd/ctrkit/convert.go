@@ -47,7 +47,7 @@ Examples:
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
 			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
-			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+			&cli.IntFlag{Name: "num-workers", Usage: "threads (default GOMAXPROCS); from 8 on a quarter is left to the writer, the rest decode (Criteo text: all parse)"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
 			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
@@ -120,7 +120,7 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "converted %d samples from %s (%s) to %s (%s)", st.Samples, src, d.Format, dst, out.Format)
 	if os.Getenv(noTimingsEnv) == "" {
-		fmt.Fprintf(w, " in %.2fs (%.0f samples/s)", st.Seconds, float64(st.Samples)/max(st.Seconds, 1e-9))
+		fmt.Fprintf(w, " in %.2fs (%.0f samples/s, %d decoding goroutines)", st.Seconds, float64(st.Samples)/max(st.Seconds, 1e-9), st.ReadWorkers)
 	}
 	fmt.Fprintln(w)
 	return nil

@@ -139,13 +139,16 @@ func TestConvertCommand(t *testing.T) {
 }
 
 // TestConvertTimings: without the test environment the summary reports the
-// time and the throughput.
+// time, the throughput and the decoding goroutines (a quarter of the
+// threads left to the writer from 8 threads on).
 func TestConvertTimings(t *testing.T) {
 	t.Chdir(t.TempDir())
 	writeNormFixture(t, "a.data", 20, norm.CheckNone, formats.KeyU32)
-	out, err := runCtrkit(t, permuteArgs(newApp(), []string{"ctrkit", "convert", "a.data", "o.txt", "--to", "norm"})[1:]...)
-	if err != nil || !regexp.MustCompile(`converted 20 samples from a.data \(norm\) to o.txt \(norm\) in [0-9.]+s \([0-9]+ samples/s\)\n$`).MatchString(out) {
-		t.Errorf("%v, output:\n%s", err, out)
+	for _, tc := range []struct{ workers, decoding string }{{"2", "2"}, {"8", "6"}, {"16", "12"}} {
+		out, err := runCtrkit(t, permuteArgs(newApp(), []string{"ctrkit", "convert", "a.data", "o" + tc.workers + ".txt", "--to", "norm", "--num-workers", tc.workers})[1:]...)
+		if err != nil || !regexp.MustCompile(`converted 20 samples from a.data \(norm\) to o`+tc.workers+`.txt \(norm\) in [0-9.]+s \([0-9]+ samples/s, `+tc.decoding+` decoding goroutines\)\n$`).MatchString(out) {
+			t.Errorf("%v, output:\n%s", err, out)
+		}
 	}
 }
 
