@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"time"
 
@@ -24,19 +25,20 @@ type ConvertStats struct {
 
 // ReadWorkers is the number of decoding goroutines a conversion of a
 // binary dataset (Norm, Raw, Parquet) to Raw on threads threads gives its
-// reader: from 8 threads on, a quarter is left to the writer. The Raw writer
-// encodes on all cores between its writes, and the kernel copies the
-// written bytes into the page cache on one thread per file (buffered writes
-// to one file are serialized); with every core decoding, that thread waits
-// for a core, and a conversion to Raw runs at its pace. Measured on a
-// 16-core VM (gpu-host, docs/PERFORMANCE.md): Parquet → Raw 12.9–15.4 M
-// samples/s decoding on 16 goroutines, 18.6–21.3 M on 12. Writers that
-// compress (Parquet) keep every core busy themselves: Norm → Parquet ran
-// as fast on 12 as on 16, and decodes on all threads; so does Criteo text,
-// whose parsing is the slow part.
-func ReadWorkers(threads int) int {
-	if threads >= 8 {
-		return threads - threads/4
+// reader on a machine of cores cores (GOMAXPROCS): from 8 cores on, at most
+// three quarters of them. The Raw writer encodes on all cores between its
+// writes, and the kernel copies the written bytes into the page cache on
+// one thread per file (buffered writes to one file are serialized); with
+// every core decoding, that thread waits for a core, and a conversion to
+// Raw runs at its pace. Measured on a 16-core VM (gpu-host,
+// docs/PERFORMANCE.md): Parquet → Raw at 12.9–15.4 M samples/s decoding on
+// 16 goroutines, 18.6–21.3 M on 12. Writers that compress (Parquet) keep
+// every core busy themselves (Norm → Parquet ran as fast on 12 as on 16)
+// and Criteo text is slow to parse: those conversions decode on every
+// thread.
+func ReadWorkers(threads, cores int) int {
+	if cores >= 8 {
+		return min(threads, cores-cores/4)
 	}
 	return threads
 }
@@ -58,8 +60,8 @@ const convertDepth = 3
 // group): nothing holds the whole dataset. A key that does not fit the
 // output key type is an ErrKeyRange error. On error the output being
 // written is removed (Writer.Abort). o.Workers is the number of threads to
-// use (default GOMAXPROCS), ReadWorkers(o.Workers) of which decode a
-// binary dataset converted to Raw (all of them otherwise).
+// use (default GOMAXPROCS), ReadWorkers of which decode a binary dataset
+// converted to Raw (all of them otherwise).
 // progress, when not nil, is called from
 // the writing goroutine after each batch is written.
 func Convert(src *Dataset, dst string, out Output, o formats.Options, progress func(samples int)) (ConvertStats, error) {
@@ -71,7 +73,7 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 	}
 	o = o.WithDefaults()
 	if out.Format == Raw && src.Format != CriteoTSV && src.Format != CriteoCSV {
-		o.Workers = ReadWorkers(o.Workers)
+		o.Workers = ReadWorkers(o.Workers, runtime.GOMAXPROCS(0))
 	}
 	st.ReadWorkers = o.Workers
 	hint := "" // for a key that does not fit 32 bits

@@ -316,3 +316,16 @@ func TestConvertKeyRange(t *testing.T) {
 		}
 	}
 }
+
+// TestReadWorkers: a conversion to Raw decodes on at most three quarters
+// of 8 or more cores, on every thread it is given below that.
+func TestReadWorkers(t *testing.T) {
+	for _, tc := range []struct{ threads, cores, want int }{
+		{2, 2, 2}, {4, 4, 4}, {7, 7, 7}, {16, 4, 16},
+		{8, 8, 6}, {16, 16, 12}, {12, 16, 12}, {8, 16, 8}, {1, 16, 1}, {64, 64, 48},
+	} {
+		if got := ReadWorkers(tc.threads, tc.cores); got != tc.want {
+			t.Errorf("ReadWorkers(%d, %d) = %d, want %d", tc.threads, tc.cores, got, tc.want)
+		}
+	}
+}

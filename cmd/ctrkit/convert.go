@@ -47,7 +47,7 @@ Examples:
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
 			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
-			&cli.IntFlag{Name: "num-workers", Usage: "threads (default GOMAXPROCS); all decode, except that a conversion to raw leaves a quarter of 8 or more to the writer"},
+			&cli.IntFlag{Name: "num-workers", Usage: "threads (default GOMAXPROCS); all decode, except that a conversion to raw leaves a quarter of 8 or more cores to the writer"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
 			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
