@@ -61,9 +61,8 @@ const convertDepth = 3
 // output key type is an ErrKeyRange error. On error the output being
 // written is removed (Writer.Abort). o.Workers is the number of threads to
 // use (default GOMAXPROCS), ReadWorkers of which decode a binary dataset
-// converted to Raw (all of them otherwise).
-// progress, when not nil, is called from
-// the writing goroutine after each batch is written.
+// converted to Raw (all of them otherwise). progress, when not nil, is
+// called from the writing goroutine after each batch is written.
 func Convert(src *Dataset, dst string, out Output, o formats.Options, progress func(samples int)) (ConvertStats, error) {
 	var st ConvertStats
 	start := time.Now()

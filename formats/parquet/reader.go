@@ -59,7 +59,7 @@ type Reader struct {
 	closed bool
 }
 
-// rgBuf is one row group, decoded by one task: the producer fills the header
+// rgBuf is one row group, decoded by its tasks: the producer fills the header
 // fields before starting the task; the consumer reads it after done is
 // closed.
 type rgBuf struct {
@@ -183,8 +183,8 @@ func (r *Reader) order(epoch uint64) []int {
 
 // produce schedules the row groups in hand-out order: for each one it takes
 // a free buffer (the memory bound), queues it on jobs and starts the tasks
-// that decode it (one, or several over disjoint columns: split), under the Workers
-// limit. Row groups of one file and of different files decode in parallel.
+// that decode it (over disjoint columns: split), under the Workers limit.
+// Row groups of one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
 	var tasks errgroup.Group
 	tasks.SetLimit(r.o.Workers)

@@ -188,7 +188,8 @@ type rowGroup struct {
 // reserve gives every column of a row group of scalar columns room for
 // rows values, cut from one buffer that huge pages back (formats.
 // AlignedAlloc): a row group's columns are tens of MB, and first touching
-// them page by page cost more than moving the rows into them.
+// them page by page cost more than moving the rows into them. Values
+// already buffered are moved along.
 func (g *rowGroup) reserve(rows, bits int) {
 	if g.slab != nil {
 		return
@@ -202,16 +203,16 @@ func (g *rowGroup) reserve(rows, bits int) {
 		return p
 	}
 	for j := range g.labels {
-		g.labels[j] = unsafe.Slice((*float32)(cut(4)), rows)[:0]
+		g.labels[j] = append(unsafe.Slice((*float32)(cut(4)), rows)[:0], g.labels[j]...)
 	}
 	for j := range g.dense {
-		g.dense[j] = unsafe.Slice((*float32)(cut(4)), rows)[:0]
+		g.dense[j] = append(unsafe.Slice((*float32)(cut(4)), rows)[:0], g.dense[j]...)
 	}
 	for si := range g.k64 {
 		if bits == 64 {
-			g.k64[si] = unsafe.Slice((*int64)(cut(8)), rows)[:0]
+			g.k64[si] = append(unsafe.Slice((*int64)(cut(8)), rows)[:0], g.k64[si]...)
 		} else {
-			g.k32[si] = unsafe.Slice((*int32)(cut(4)), rows)[:0]
+			g.k32[si] = append(unsafe.Slice((*int32)(cut(4)), rows)[:0], g.k32[si]...)
 		}
 	}
 }

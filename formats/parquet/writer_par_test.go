@@ -281,8 +281,33 @@ func TestBufferParallel(t *testing.T) {
 			if cat == "int32" && kt == formats.KeyI64 {
 				continue // the generated i64 keys do not fit
 			}
-			if par, ser := write("par.parquet", n), write("ser.parquet", 1000); !bytes.Equal(par, ser) {
+			ser := write("ser.parquet", 1000)
+			if par := write("par.parquet", n); !bytes.Equal(par, ser) {
 				t.Fatalf("%s keys, %s cats: files from large and small batches differ", kt, cat)
+			}
+			// Small and large ranges mixed in one row group: the rows a
+			// small range buffered stay when a large one is moved in.
+			all, err := ds.Batches(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, cat+"mixed.parquet")
+			w, err := Create(p, &s, WriterOptions{CatType: cat, RowGroupSize: 5 * bufferMin})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for lo, k := 0, 0; lo < n; k++ {
+				hi := min(lo+[]int{5, 3 * bufferMin, 7, 2*bufferMin + 1}[k%4], n)
+				if err := w.writeRange(all[0], lo, hi); err != nil {
+					t.Fatal(err)
+				}
+				lo = hi
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(p); !bytes.Equal(got, ser) {
+				t.Fatalf("%s keys, %s cats: mixed ranges differ from small batches", kt, cat)
 			}
 		}
 		// Faults in one large batch: the first bad row is reported (its

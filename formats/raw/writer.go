@@ -41,7 +41,7 @@ type Writer struct {
 // next write starts as soon as one ends (no hand-back to the encoding
 // goroutine in between), and gives each written buffer back for reuse.
 type bgWrite struct {
-	queue chan []byte // to write; closed by wait
+	queue chan []byte // to write; closed by wait, nil while stopped
 	free  chan []byte // written, for reuse
 	made  int         // buffers made (at most bgBuffers)
 	end   chan error  // the first write error, or nil, once queue is closed and drained
@@ -159,14 +159,16 @@ func (w *Writer) fail(err error) error {
 const parallelMin = 8192
 
 // wait waits for the buffers queued for the background writer to be
-// written and stops it; the first write error becomes the writer's.
+// written and stops it (its buffers are kept for the next start); the first
+// write error becomes the writer's.
 func (w *Writer) wait() error {
-	if w.bg == nil {
+	bg := w.bg
+	if bg == nil || bg.queue == nil {
 		return nil
 	}
-	close(w.bg.queue)
-	err := <-w.bg.end
-	w.bg = nil
+	close(bg.queue)
+	err := <-bg.end
+	bg.queue = nil
 	if err != nil && w.err == nil {
 		w.err = err
 	}
@@ -175,12 +177,17 @@ func (w *Writer) wait() error {
 
 // startBG starts the background writer.
 func (w *Writer) startBG() {
-	bg := &bgWrite{queue: make(chan []byte, bgBuffers), free: make(chan []byte, bgBuffers), end: make(chan error, 1)}
-	w.bg = bg
+	if w.bg == nil {
+		w.bg = &bgWrite{free: make(chan []byte, bgBuffers)}
+	}
+	bg := w.bg
+	bg.queue, bg.end = make(chan []byte, bgBuffers), make(chan error, 1)
+	bg.failed.Store(false)
+	queue, end := bg.queue, bg.end
 	off := w.n * int64(w.enc.size) // of the first byte queued
 	go func() {
 		var err error
-		for p := range bg.queue {
+		for p := range queue {
 			if err == nil {
 				start := off - int64(w.w.Buffered())
 				if _, err = w.w.Write(p); err != nil {
@@ -191,7 +198,7 @@ func (w *Writer) startBG() {
 			}
 			bg.free <- p
 		}
-		bg.end <- err
+		end <- err
 	}()
 }
 
@@ -221,7 +228,7 @@ func (bg *bgWrite) buffer(n int) []byte {
 // written, and none after. A write error is returned by a later call (and
 // by Close).
 func (w *Writer) writeParallel(b *formats.Batch, lo, hi int) error {
-	if w.bg == nil {
+	if w.bg == nil || w.bg.queue == nil {
 		w.startBG()
 	} else if w.bg.failed.Load() {
 		return w.wait()
