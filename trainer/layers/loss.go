@@ -7,7 +7,7 @@ import (
 // LossKind selects the loss.
 type LossKind uint8
 
-// Losses.
+// Losses (HugeCTR loss.cu).
 const (
 	// BinaryCrossEntropy: fused sigmoid BCE on [B,1] (SPEC §8).
 	BinaryCrossEntropy LossKind = iota
@@ -15,21 +15,24 @@ const (
 	// TargetWeights (default all 1): loss = (1/B)·Σ_b Σ_t w_t·bce.
 	MultiCrossEntropy
 	// CrossEntropy: softmax cross-entropy on [B,C] with class-index labels
-	// [B,1].
+	// [B,1]: loss = mean over samples of −log softmax(x)[label].
 	CrossEntropy
 )
 
-// Loss is a loss layer: its output is the [1] batch loss; Backward writes
-// the prediction's gradient scaled by GradScale (1/global batch × loss
-// scale; default 1/B).
+// Loss is a loss layer: its output is the [1] batch loss (a mean over the
+// batch's real samples, plus the regularizer's term); Forward in training
+// also writes the prediction's gradient, multiplied by Scale.
 type Loss struct {
 	c           *Ctx
 	pred, label *Blob
 	out         *Blob
 	Kind        LossKind
 	weights     tensor.Tensor
-	GradScale   float64
-	Reg         *Regularizer
+	// Scale multiplies the gradient (not the loss): the mixed-precision
+	// loss scale, which the optimizers divide out again (0 means 1). A
+	// power of two cancels exactly, so training is the same as without.
+	Scale float64
+	Reg   *Regularizer
 }
 
 // NewLoss builds a loss over pred and label (label.Grad is not used).
@@ -47,8 +50,7 @@ func NewLoss(c *Ctx, kind LossKind, pred, label *Blob, targetWeights []float64) 
 			return nil, shapeErr("Loss", "prediction %v, label %v", pred.Value, label.Value)
 		}
 	}
-	l := &Loss{c: c, pred: pred, label: label, Kind: kind, GradScale: 1 / float64(pred.Value.Rows()),
-		out: &Blob{Value: c.alloc(1)}}
+	l := &Loss{c: c, pred: pred, label: label, Kind: kind, out: &Blob{Value: c.alloc(1)}}
 	if kind == MultiCrossEntropy && len(targetWeights) > 0 {
 		if len(targetWeights) != pred.Value.Cols() {
 			return nil, shapeErr("Loss", "%d target weights for %d columns", len(targetWeights), pred.Value.Cols())
@@ -66,10 +68,15 @@ func (l *Loss) Forward(p Pass) {
 	if p.Training {
 		dx = l.pred.Grad
 	}
+	gs := l.Scale
+	if gs == 0 {
+		gs = 1
+	}
+	gs /= float64(l.pred.Value.Rows())
 	if l.Kind == CrossEntropy {
-		l.c.BE.SoftmaxCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.GradScale)
+		l.c.BE.SoftmaxCE(l.out.Value, dx, l.pred.Value, l.label.Value, gs)
 	} else {
-		l.c.BE.BCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.weights, l.GradScale)
+		l.c.BE.BCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.weights, gs)
 	}
 	if l.Reg != nil {
 		l.Reg.addLoss(l.out.Value)
@@ -93,6 +100,8 @@ type Regularizer struct {
 	L1     bool
 	Lambda float64
 	Batch  int
+	// Scale multiplies the gradient, as Loss.Scale (0 means 1).
+	Scale  float64
 	params []Param
 }
 
@@ -123,6 +132,9 @@ func (r *Regularizer) addLoss(loss tensor.Tensor) {
 // it after the layers' Backward.
 func (r *Regularizer) AddGrad() {
 	k := r.Lambda / float64(r.Batch)
+	if r.Scale != 0 {
+		k *= r.Scale
+	}
 	for _, p := range r.params {
 		if r.L1 {
 			r.c.BE.SignAxpy(p.Grad, k, p.Value)

@@ -28,8 +28,10 @@ type Options struct {
 	// slot_size_array prefix sums over all slots of the file, SPEC §3.3);
 	// OneHot embeddings take them off again. Empty: keys arrive as stored.
 	SlotOffsets []int64
-	// LossScale divides gradients before the update (mixed-precision
-	// scaler; 0 means 1).
+	// LossScale is the mixed-precision loss scale (HugeCTR's scaler; 0
+	// means 1): the loss gradient is multiplied by it and the optimizers
+	// divide it out. A power of two (HugeCTR allows 128, 256, 512, 1024)
+	// cancels exactly in float32: training equals training without it.
 	LossScale float64
 }
 
@@ -147,8 +149,10 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		return nil, fmt.Errorf("ctrkit/trainer/model: the graph has no loss layer")
 	}
 	m.opt.AddDense(m.params...)
+	m.loss.Scale = o.LossScale
 	if lg := m.lossG; lg.Regularizer != "" {
 		m.reg = layers.NewRegularizer(m.ctx, lg.Regularizer == "L1", float64(lg.Lambda), m.batch, m.dense...)
+		m.reg.Scale = o.LossScale
 		m.loss.Reg = m.reg
 	}
 	if err := be.Sync(); err != nil {

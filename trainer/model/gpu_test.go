@@ -301,3 +301,21 @@ func TestGPUHugeCTRConfigs(t *testing.T) {
 	}
 	t.Logf("%d of %d configs trained on the GPU", built, len(paths))
 }
+
+// TestGPULossScaleAUC is TestLossScaleAUC on the GPU: SGD with the
+// mixed-precision scaler 1024 and BF16 GEMMs reaches the FP32 run's eval
+// AUC within 0.005.
+func TestGPULossScaleAUC(t *testing.T) {
+	gpuOrSkip(t, gpu.Options{}) // skip before generating data
+	fp32, mixed := lossScaleAUC(t, func(mp bool) tensor.Backend {
+		o := gpu.Options{}
+		if mp {
+			o.Math = cuda.BF16
+		}
+		return gpuOrSkip(t, o)
+	})
+	t.Logf("GPU eval AUC after 160 SGD steps: FP32 %.4f, BF16 with scaler 1024 %.4f", fp32, mixed)
+	if math.IsNaN(fp32) || fp32 < 0.6 || !(math.Abs(fp32-mixed) <= 0.005) {
+		t.Errorf("GPU eval AUC FP32 %.4f, BF16 with scaler 1024 %.4f", fp32, mixed)
+	}
+}
