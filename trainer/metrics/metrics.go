@@ -13,10 +13,14 @@ import (
 // weights (a sample with label y counts y as a positive and 1−y as a
 // negative), and pairs with equal scores count ½ (Mann–Whitney). The result
 // is Σ_{i,j} y_i(1−y_j)·([s_i>s_j] + ½[s_i=s_j]) / (Σy·Σ(1−y)), over all
-// ordered pairs including i = j; NaN when either total weight is 0. Scores
-// are sorted once (O(n log n)); sums are float64.
+// ordered pairs including i = j; NaN when either total weight is 0 or a
+// score is NaN (NaN has no rank). Scores are sorted once (O(n log n));
+// sums are float64.
 func AUC[T float32 | float64](scores, labels []T) float64 {
 	n := min(len(scores), len(labels))
+	if FirstNaN(scores[:n]) >= 0 {
+		return math.NaN()
+	}
 	idx := make([]int32, n)
 	for i := range idx {
 		idx[i] = int32(i)
@@ -50,6 +54,16 @@ func AUC[T float32 | float64](scores, labels []T) float64 {
 		return math.NaN()
 	}
 	return area / (totPos * totNeg)
+}
+
+// FirstNaN is the index of the first NaN of x, or −1.
+func FirstNaN[T float32 | float64](x []T) int {
+	for i, v := range x {
+		if v != v {
+			return i
+		}
+	}
+	return -1
 }
 
 // AUCAccumulator gathers scores and labels over an evaluation (AUC needs

@@ -82,3 +82,22 @@ func TestAverageLossHitRate(t *testing.T) {
 		t.Fatalf("hit rate %v", h.Value())
 	}
 }
+
+// TestAUCNaN: a NaN score gives a NaN AUC at once (before the fix the tie
+// grouping never advanced past it and spun forever); ±Inf scores rank.
+func TestAUCNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, s := range [][]float32{{nan}, {0.5, nan, 0.2, 0.9}, {nan, nan, nan, nan}, {0.1, 0.2, 0.3, nan}} {
+		y := []float32{1, 0, 1, 0}[:len(s)]
+		if got := AUC(s, y); !math.IsNaN(got) {
+			t.Errorf("AUC(%v) = %v, want NaN", s, got)
+		}
+	}
+	inf := float32(math.Inf(1))
+	if got := AUC([]float32{-inf, inf, 0, inf}, []float32{0, 1, 0, 1}); got != 1 {
+		t.Errorf("AUC with infinities = %v, want 1", got)
+	}
+	if got := FirstNaN([]float64{1, 2, math.NaN()}); got != 2 {
+		t.Errorf("FirstNaN = %d, want 2", got)
+	}
+}

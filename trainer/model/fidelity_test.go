@@ -2,9 +2,12 @@ package model
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/datagen"
@@ -155,5 +158,55 @@ func TestLossScaleAUC(t *testing.T) {
 	t.Logf("eval AUC after 160 SGD steps: FP32 %.4f, scaler 1024 %.4f", fp32, mixed)
 	if math.IsNaN(fp32) || fp32 < 0.6 || !(math.Abs(fp32-mixed) <= 0.005) {
 		t.Errorf("eval AUC FP32 %.4f, with scaler 1024 %.4f", fp32, mixed)
+	}
+}
+
+// TestFitStopsOnNaN: a diverging run (SGD at lr 1e8) stops with an error
+// naming the first iteration whose loss is not finite (the one a step-by-step
+// run sees), and an evaluation or prediction of a model with NaN weights
+// is an error naming the sample, not a hang in the AUC.
+func TestFitStopsOnNaN(t *testing.T) {
+	data := newPlanted(1, 4096, 4, smallSlots)
+	opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 1e8}
+	cfg, err := graph.Reference("wdl", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 4, Width: 1.0 / 64, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	losses, _ := scaledRun(t, cfg, cpuBackend(t), data, 64, 64, 0)
+	first := int64(0)
+	for i, l := range losses {
+		if math.IsNaN(l) || math.IsInf(l, 0) {
+			first = int64(i + 1)
+			break
+		}
+	}
+	if first == 0 {
+		t.Fatalf("lr 1e8 did not diverge in 64 steps: %v", losses)
+	}
+	for _, display := range []int{0, 5} {
+		m, err := Build(cfg, cpuBackend(t), Options{BatchSize: 64, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Fit(context.Background(), FitOptions{
+			OpenTrain: func() (formats.Reader, error) { return data.reader(64), nil },
+			OpenEval:  func() (formats.Reader, error) { return data.reader(64), nil },
+			MaxIter:   1000, Display: display, EvalInterval: 100,
+		})
+		var nf *NonFiniteError
+		if !errors.As(err, &nf) || nf.Iter != first || !strings.Contains(err.Error(), fmt.Sprintf("iteration %d:", first)) {
+			t.Fatalf("display %d: Fit after %d iterations: %v; want a non-finite loss at iteration %d", display, res.Iters, err, first)
+		}
+		if res.Iters >= first+lossWatchSteps {
+			t.Errorf("stopped at iteration %d, %d after the first NaN", res.Iters, res.Iters-first)
+		}
+		t.Logf("display %d: %v (stopped at %d)", display, err, res.Iters)
+		// The diverged model's predictions are NaN: errors, no hang.
+		if _, err := m.Evaluate(data.reader(64), 0); !errors.As(err, &nf) || nf.Sample != 0 {
+			t.Errorf("Evaluate of a diverged model: %v", err)
+		}
+		if _, err := m.PredictSamples(nil, data.reader(64), 0); !errors.As(err, &nf) || !strings.Contains(err.Error(), "sample 0:") {
+			t.Errorf("Predict of a diverged model: %v", err)
+		}
 	}
 }

@@ -87,6 +87,9 @@ func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 	}
 	t := m.pred.Value.Cols()
 	out := scores[:b.N*t]
+	if i := firstNonFinite(out); i >= 0 {
+		return nil, &NonFiniteError{What: "prediction", Sample: int64(i / t), Value: float64(out[i])}
+	}
 	if m.loss.Kind == layers.CrossEntropy {
 		for i := 0; i < b.N; i++ {
 			softmax(out[i*t : i*t+t])
@@ -98,6 +101,87 @@ func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 	}
 	return out, nil
 }
+
+// NonFiniteError reports a NaN or infinite loss or prediction: the model
+// diverged (or was loaded diverged).
+type NonFiniteError struct {
+	What   string // "training loss" or "prediction"
+	Iter   int64  // the training iteration (1-based), 0 when not training
+	Sample int64  // the sample of a prediction (0-based), −1 for a loss
+	Value  float64
+}
+
+func (e *NonFiniteError) Error() string {
+	var where string
+	if e.Iter > 0 {
+		where = fmt.Sprintf("iteration %d: ", e.Iter)
+	}
+	if e.Sample >= 0 && e.What == "prediction" {
+		where += fmt.Sprintf("sample %d: ", e.Sample)
+	}
+	return fmt.Sprintf("%sthe %s is %v: the model diverged (lower the learning rate, --lr, or check the data)", where, e.What, e.Value)
+}
+
+// firstNonFinite is the index of the first NaN or ±Inf of x, or −1.
+func firstNonFinite(x []float32) int {
+	for i, v := range x {
+		if v-v != 0 { // NaN − NaN and Inf − Inf are NaN
+			return i
+		}
+	}
+	return -1
+}
+
+// lossWatchSteps is how many steps' losses stay on the device between two
+// checks for NaN and Inf (one download of as many floats a check).
+const lossWatchSteps = 32
+
+// lossWatch keeps the losses of the last lossWatchSteps training steps on
+// the device, one [1]-element copy a step without synchronising, and
+// checks them on the host at display, evaluation and snapshot points, every
+// lossWatchSteps steps and at the end, so a diverging run stops at most 32
+// steps late and names the first iteration whose loss was NaN or Inf.
+type lossWatch struct {
+	m    *Model
+	ring tensor.Tensor // [1, lossWatchSteps]: loss of iteration i at (i−1) mod K
+	host []float32
+	from int64 // first iteration not yet checked (0: none recorded)
+}
+
+func newLossWatch(m *Model) *lossWatch {
+	return &lossWatch{m: m, ring: m.be.Alloc(tensor.Float32, 1, lossWatchSteps), host: make([]float32, lossWatchSteps)}
+}
+
+// record keeps the loss of iteration iter (just trained).
+func (w *lossWatch) record(iter int64) {
+	if w.from == 0 {
+		w.from = iter
+	}
+	w.m.be.CopyCols(w.ring, int((iter-1)%lossWatchSteps), w.m.loss.Outputs()[0].Value.Reshape(1, 1), 0, 1, 0)
+}
+
+// due reports whether iteration iter must be checked before the next step
+// (its ring slot would be overwritten).
+func (w *lossWatch) due(iter int64) bool { return w.from > 0 && iter-w.from+1 >= lossWatchSteps }
+
+// check checks the losses of the iterations up to iter.
+func (w *lossWatch) check(iter int64) error {
+	if w.from == 0 || iter < w.from {
+		return nil
+	}
+	if err := w.m.be.Download(w.host, w.ring); err != nil {
+		return fmt.Errorf("iteration %d: %w", iter, err)
+	}
+	for it := w.from; it <= iter; it++ {
+		if v := w.host[(it-1)%lossWatchSteps]; v-v != 0 {
+			return &NonFiniteError{What: "training loss", Iter: it, Sample: -1, Value: float64(v)}
+		}
+	}
+	w.from = iter + 1
+	return nil
+}
+
+func (w *lossWatch) free() { w.m.be.Free(w.ring) }
 
 func softmax(x []float32) {
 	mx := x[0]
@@ -171,7 +255,7 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 		if n > 0 {
 			s, ferr := m.forward(b, scores)
 			if ferr != nil {
-				return res, ferr
+				return res, atSample(ferr, int64(res.Samples))
 			}
 			L := b.Schema.LabelDim
 			for i := 0; i < n; i++ {
@@ -222,6 +306,16 @@ func (m *Model) auc(a *metrics.AUCAccumulator) (float64, error) {
 	return m.be.AUC(ts, tl)
 }
 
+// atSample moves a NonFiniteError's sample index from the batch to the
+// data (the batch starts at sample first).
+func atSample(err error, first int64) error {
+	var nf *NonFiniteError
+	if errors.As(err, &nf) && nf.Sample >= 0 {
+		nf.Sample += first
+	}
+	return err
+}
+
 // bceMean is the mean binary cross-entropy of probabilities against labels
 // (the evaluation loss, computed on the host from the downloaded scores).
 func bceMean(p, y []float32, n, t, l int) float64 {
@@ -259,7 +353,7 @@ func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64
 		if n > 0 {
 			s, ferr := m.forward(b, scores)
 			if ferr != nil {
-				return dst, ferr
+				return dst, atSample(ferr, seen)
 			}
 			dst = append(dst, s[:n*t]...)
 			seen += int64(n)
@@ -377,9 +471,14 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	defer func() { pf.close() }()
 	start, lastIter := time.Now(), int64(0)
 	epoch := 0
+	watch := newLossWatch(m)
+	defer watch.free()
 	evaluate := func() (bool, error) {
 		if o.OpenEval == nil {
 			return false, nil
+		}
+		if err := watch.check(res.Iters); err != nil {
+			return false, err
 		}
 		er, err := o.OpenEval()
 		if err != nil {
@@ -401,7 +500,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		ev, err := m.evaluate(er, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export)
 		er.Close()
 		if err != nil {
-			return false, err
+			return false, fmt.Errorf("evaluation at iteration %d: %w", res.Iters, err)
 		}
 		if export != nil {
 			p := fmt.Sprintf("%s_pred_%d", o.ExportPredictionsPrefix, res.Iters)
@@ -450,7 +549,14 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++
-			if o.Display > 0 && res.Iters%int64(o.Display) == 0 {
+			watch.record(res.Iters)
+			display := o.Display > 0 && res.Iters%int64(o.Display) == 0
+			if display || watch.due(res.Iters) || (o.Snapshot > 0 && res.Iters%int64(o.Snapshot) == 0) {
+				if err := watch.check(res.Iters); err != nil {
+					return res, err
+				}
+			}
+			if display {
 				loss, err := m.Loss()
 				if err != nil {
 					return res, err
@@ -491,6 +597,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 					break
 				}
 			}
+			if err := watch.check(res.Iters); err != nil {
+				return res, err
+			}
 			if r, err = o.OpenTrain(); err != nil {
 				return res, err
 			}
@@ -502,5 +611,5 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 	}
-	return res, nil
+	return res, watch.check(res.Iters)
 }

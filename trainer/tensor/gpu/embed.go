@@ -255,11 +255,15 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 	})
 }
 
+// aucKeyNaN reports whether k, a score key of emb_auc_prep, is a NaN's:
+// keys above +Inf's (0xff800000) or below −Inf's (0x007fffff).
+func aucKeyNaN(k uint32) bool { return k > 0xff800000 || k < 0x007fffff }
+
 // AUC is the exact ROC AUC on the device: radix sort of (score key, label)
 // pairs, a float64 scan of the sorted labels, compaction of the tie-group
 // boundaries and a float64 reduction over the groups (metrics.AUC's
-// formula); one 24-byte download at the end. NaN when a class has no
-// weight.
+// formula); one 32-byte download at the end. NaN when a class has no
+// weight or a score is NaN (as metrics.AUC).
 func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 	const op = "auc"
 	if !be.floats(op, scores, labels) || !be.check(tensor.CheckSameLen(op, scores, labels)) {
@@ -271,6 +275,7 @@ func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 	}
 	groups := min((n+256)/256, be.sms*4) // emb_auc_area's grid: fixed, so the sum order is too
 	var res [3]float64
+	var lo, hi uint32 // smallest and largest sorted keys
 	be.do(op, func(c *cuda.Ctx) error {
 		var srt primSort
 		var pre, flag, bpos, bidx, part, gpart, out cuda.Ptr
@@ -310,21 +315,34 @@ func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 		if err := be.launch(c, "emb_auc_final", cuda.D1(1), cuda.D1(256), 0, pre, gpart, groups, int64(n), out); err != nil {
 			return err
 		}
-		hb, err := be.staging(c, 24)
+		hb, err := be.staging(c, 32)
 		if err != nil {
 			return err
 		}
 		if err := c.DtoH(unsafe.Pointer(&hb[0]), out, 24, be.s); err != nil {
 			return err
 		}
+		// The smallest and largest sorted keys: a NaN score sorts below
+		// −Inf (negative NaN) or above +Inf (positive NaN).
+		if err := c.DtoH(unsafe.Pointer(&hb[24]), keys, 4, be.s); err != nil {
+			return err
+		}
+		if err := c.DtoH(unsafe.Pointer(&hb[28]), keys.Add(4*(n-1)), 4, be.s); err != nil {
+			return err
+		}
 		if err := c.StreamSync(be.s); err != nil {
 			return err
 		}
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(&res[0])), 24), hb[:24])
+		lo = *(*uint32)(unsafe.Pointer(&hb[24]))
+		hi = *(*uint32)(unsafe.Pointer(&hb[28]))
 		return nil
 	})
 	if err := be.Sync(); err != nil {
 		return 0, err
+	}
+	if aucKeyNaN(lo) || aucKeyNaN(hi) {
+		return math.NaN(), nil
 	}
 	area, pos, neg := res[0], res[1], res[2]
 	if pos == 0 || neg == 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -306,7 +307,7 @@ func TestAUC(t *testing.T) {
 		sizes = append(sizes, 10000000)
 	}
 	for _, n := range sizes {
-		for _, mode := range []string{"distinct", "ties", "weights", "zeros", "one class"} {
+		for _, mode := range []string{"distinct", "ties", "weights", "zeros", "one class", "nan", "-nan", "inf"} {
 			s, l := make([]float64, n), make([]float64, n)
 			for i := range s {
 				s[i] = h.rng.NormFloat64()
@@ -323,7 +324,17 @@ func TestAUC(t *testing.T) {
 					}
 				case "one class":
 					l[i] = 1
+				case "inf":
+					if h.rng.IntN(10) == 0 {
+						s[i] = math.Inf(int(l[i])*2 - 1)
+					}
 				}
+			}
+			switch mode { // one NaN score: AUC NaN (metrics.AUC)
+			case "nan":
+				s[h.rng.IntN(n)] = math.NaN()
+			case "-nan":
+				s[h.rng.IntN(n)] = math.Copysign(math.NaN(), -1)
 			}
 			sc, lb := h.Floats(s, n), h.Floats(l, n)
 			g, err := h.g.AUC(sc.G, lb.G)
@@ -340,10 +351,39 @@ func TestAUC(t *testing.T) {
 			if mode == "weights" {
 				tol = 1e-12
 			}
+			if strings.HasSuffix(mode, "nan") && !math.IsNaN(g) {
+				t.Errorf("AUC n=%d with a NaN score: gpu %v, want NaN", n, g)
+			}
 			if !(math.IsNaN(g) && math.IsNaN(c)) && !(math.Abs(g-c) <= tol) {
 				t.Errorf("AUC n=%d %s: gpu %v, cpu %v", n, mode, g, c)
 			}
 			h.Free(sc, lb)
+		}
+	}
+}
+
+// TestAUCKeyNaN: aucKeyNaN recognises exactly the keys emb_auc_prep gives
+// NaNs (the kernel's mapping, on the host).
+func TestAUCKeyNaN(t *testing.T) {
+	key := func(f float32) uint32 {
+		u := math.Float32bits(f)
+		if u<<1 == 0 {
+			u = 0
+		}
+		if u&0x80000000 != 0 {
+			return ^u
+		}
+		return u | 0x80000000
+	}
+	inf := float32(math.Inf(1))
+	for _, f := range []float32{0, -0.0, 1, -1, inf, -inf, math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32} {
+		if aucKeyNaN(key(f)) {
+			t.Errorf("%v taken for NaN", f)
+		}
+	}
+	for _, u := range []uint32{0x7fc00000, 0x7f800001, 0x7fffffff, 0xffc00000, 0xff800001, 0xffffffff} {
+		if !aucKeyNaN(key(math.Float32frombits(u))) {
+			t.Errorf("NaN %#x not recognised", u)
 		}
 	}
 }
