@@ -12,7 +12,8 @@ const (
 	// BinaryCrossEntropy: fused sigmoid BCE on [B,1] (SPEC §8).
 	BinaryCrossEntropy LossKind = iota
 	// MultiCrossEntropy: per-column fused sigmoid BCE on [B,T] weighted by
-	// TargetWeights (default all 1): loss = (1/B)·Σ_b Σ_t w_t·bce.
+	// TargetWeights (default all 1), averaged over all B·T entries:
+	// loss = Σ_b Σ_t w_t·bce / (B·T), dL/dx = w_t·(σ(x)−y)/(B·T).
 	MultiCrossEntropy
 	// CrossEntropy: softmax cross-entropy on [B,C] with class-index labels
 	// [B,1]: loss = mean over samples of −log softmax(x)[label].
@@ -20,7 +21,7 @@ const (
 )
 
 // Loss is a loss layer: its output is the [1] batch loss (a mean over the
-// batch's real samples, plus the regularizer's term); Forward in training
+// batch, plus the regularizer's term); Forward in training
 // also writes the prediction's gradient, multiplied by Scale.
 type Loss struct {
 	c           *Ctx
@@ -68,15 +69,22 @@ func (l *Loss) Forward(p Pass) {
 	if p.Training {
 		dx = l.pred.Grad
 	}
-	gs := l.Scale
-	if gs == 0 {
-		gs = 1
+	n := l.pred.Value.Rows()
+	x, y := l.pred.Value, l.label.Value
+	scale := l.Scale
+	if scale == 0 {
+		scale = 1
 	}
-	gs /= float64(l.pred.Value.Rows())
 	if l.Kind == CrossEntropy {
-		l.c.BE.SoftmaxCE(l.out.Value, dx, l.pred.Value, l.label.Value, gs)
+		l.c.BE.SoftmaxCE(l.out.Value, dx, x, y, scale/float64(n))
 	} else {
-		l.c.BE.BCE(l.out.Value, dx, l.pred.Value, l.label.Value, l.weights, gs)
+		// The backend's BCE is a mean over rows; MultiCrossEntropy's is over
+		// rows and columns.
+		t := x.Cols()
+		l.c.BE.BCE(l.out.Value, dx, x, y, l.weights, scale/float64(n*t))
+		if t > 1 {
+			l.c.BE.Axpby(l.out.Value, 1/float64(t), l.out.Value, 0, tensor.Tensor{})
+		}
 	}
 	if l.Reg != nil {
 		l.Reg.addLoss(l.out.Value)

@@ -13,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
@@ -208,5 +209,97 @@ func TestFitStopsOnNaN(t *testing.T) {
 		if _, err := m.PredictSamples(nil, data.reader(64), 0); !errors.As(err, &nf) || !strings.Contains(err.Error(), "sample 0:") {
 			t.Errorf("Predict of a diverged model: %v", err)
 		}
+	}
+}
+
+// lossVariant is DCN with a T-wide last layer and another loss: "CE"
+// (CrossEntropyLoss, T = 2) or "MultiCE" (MultiCrossEntropyLoss over two
+// labels with target weights 1 and 3).
+func lossVariant(t *testing.T, kind string) *graph.Config {
+	t.Helper()
+	opt := graph.DefaultOptimizer()
+	opt.LearningRate = 0.01
+	cfg, err := graph.Reference("dcn", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 8, Width: 1.0 / 32, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Graph
+	n := len(g.Layers)
+	g.Layers[n-2].NumOutput = 2
+	switch kind {
+	case "CE":
+		g.Layers[n-1].Type = graph.CrossEntropyLoss
+	case "MultiCE":
+		g.Layers[n-1].Type = graph.MultiCrossEntropyLoss
+		g.Layers[n-1].TargetWeight = []float32{1, 3}
+		g.Input.LabelDims = []int{2}
+	}
+	return cfg
+}
+
+// TestEvalLossMetrics: CrossEntropyLoss is evaluated on P(class 1) (before
+// the fix on P(class 0): AUC 1 − the true one) with a finite loss (before:
+// NaN); MultiCrossEntropyLoss's eval loss is HugeCTR's Σ w_t·bce / (B·T)
+// (before: the unweighted sum over columns) and its AUC the mean of the
+// columns' AUCs. Each eval loss of one full batch must equal the loss
+// layer's own (device) value of that batch.
+func TestEvalLossMetrics(t *testing.T) {
+	train := newPlanted(1, 16384, 4, smallSlots)
+	eval := newPlanted(2, 4096, 4, smallSlots)
+	for _, kind := range []string{"CE", "MultiCE"} {
+		t.Run(kind, func(t *testing.T) {
+			tr, ev := train, eval
+			if kind == "MultiCE" {
+				tr, ev = train.twoLabels(), eval.twoLabels()
+			}
+			m, err := Build(lossVariant(t, kind), cpuBackend(t), Options{BatchSize: 256, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := m.Fit(context.Background(), FitOptions{
+				OpenTrain: func() (formats.Reader, error) { return tr.reader(256), nil },
+				OpenEval:  func() (formats.Reader, error) { return ev.reader(256), nil },
+				NumEpochs: 2,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: eval AUC %.4f, planted %.4f", kind, res.LastAUC, eval.auc)
+			if !(math.Abs(res.LastAUC-eval.auc) <= 0.05) {
+				t.Errorf("eval AUC %.4f, planted %.4f", res.LastAUC, eval.auc)
+			}
+			one, err := m.Evaluate(ev.reader(256), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev, err := m.Loss() // the loss layer's value of the same batch
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(math.Abs(one.Loss-dev) <= 1e-5*dev) {
+				t.Errorf("eval loss of one batch %.7f, the loss layer's %.7f", one.Loss, dev)
+			}
+			if kind == "MultiCE" {
+				p, err := m.PredictSamples(nil, ev.reader(256), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want float64
+				for c := 0; c < 2; c++ {
+					s, y := make([]float32, len(p)/2), make([]float32, len(p)/2)
+					for i := range s {
+						s[i], y[i] = p[2*i+c], ev.labels[2*i+c]
+					}
+					want += metrics.AUC(s, y) / 2
+				}
+				all, err := m.Evaluate(ev.reader(256), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if math.Abs(all.AUC-want) > 1e-12 {
+					t.Errorf("MultiCE AUC %.6f, mean of the columns' %.6f", all.AUC, want)
+				}
+			}
+		})
 	}
 }

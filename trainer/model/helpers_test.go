@@ -69,6 +69,22 @@ func newPlanted(seed uint64, n, denseDim int, sizes []int64) *planted {
 	return p
 }
 
+// twoLabels returns p with the labels [y, 1−y] (label dim 2).
+func (p *planted) twoLabels() *planted {
+	q := *p
+	q.labels = nil
+	for _, y := range p.labels {
+		q.labels = append(q.labels, y, 1-y)
+	}
+	s := p.schema
+	nnz := make([]int, s.NumSlots())
+	for i := range nnz {
+		nnz[i] = 1
+	}
+	q.schema = formats.NewSchema(2, s.DenseDim, nnz, s.SlotSizes(), s.KeyType)
+	return &q
+}
+
 // reader serves the dataset in order, in batches of batch samples.
 func (p *planted) reader(batch int) formats.Reader { return &memReader{p: p, batch: batch} }
 
@@ -83,19 +99,19 @@ func (r *memReader) Close() error            { return nil }
 
 func (r *memReader) Read(b *formats.Batch) (int, error) {
 	b.SetLen(0)
-	D := r.p.schema.DenseDim
-	for b.N < r.batch && b.N < b.Cap() && r.pos < len(r.p.labels) {
+	D, L := r.p.schema.DenseDim, r.p.schema.LabelDim
+	for b.N < r.batch && b.N < b.Cap() && r.pos < len(r.p.keys) {
 		i := r.pos
 		keys := make([][]int64, len(r.p.keys[i]))
 		for s, k := range r.p.keys[i] {
 			keys[s] = []int64{k}
 		}
-		if err := b.AppendSample(r.p.labels[i:i+1], r.p.dense[i*D:i*D+D], keys); err != nil {
+		if err := b.AppendSample(r.p.labels[i*L:i*L+L], r.p.dense[i*D:i*D+D], keys); err != nil {
 			return b.N, err
 		}
 		r.pos++
 	}
-	if r.pos >= len(r.p.labels) {
+	if r.pos >= len(r.p.keys) {
 		return b.N, io.EOF
 	}
 	return b.N, nil

@@ -70,8 +70,20 @@ func (m *Model) Loss() (float64, error) {
 }
 
 // forward runs inference on b and returns the scores of its b.N samples
-// ([n·T], σ of the logits), valid until the next call.
+// ([n·T], σ of the logits, or the softmax for CrossEntropyLoss), valid
+// until the next call.
 func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
+	out, err := m.forwardLogits(b, scores)
+	if err != nil {
+		return nil, err
+	}
+	m.probabilities(out)
+	return out, nil
+}
+
+// forwardLogits runs inference on b and returns the logits of its b.N
+// samples ([n·T]) in scores.
+func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, error) {
 	if err := m.feed.load(b); err != nil {
 		return nil, err
 	}
@@ -90,16 +102,67 @@ func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 	if i := firstNonFinite(out); i >= 0 {
 		return nil, &NonFiniteError{What: "prediction", Sample: int64(i / t), Value: float64(out[i])}
 	}
+	return out, nil
+}
+
+// probabilities turns logits [n·T] into scores in place: the softmax of
+// each sample for CrossEntropyLoss, else σ.
+func (m *Model) probabilities(out []float32) {
 	if m.loss.Kind == layers.CrossEntropy {
-		for i := 0; i < b.N; i++ {
-			softmax(out[i*t : i*t+t])
+		t := m.pred.Value.Cols()
+		for i := 0; i+t <= len(out); i += t {
+			softmax(out[i : i+t])
 		}
-		return out, nil
+		return
 	}
 	for i, x := range out {
 		out[i] = float32(1 / (1 + math.Exp(-float64(x))))
 	}
-	return out, nil
+}
+
+// lossSum is the sum over the first n samples of the per-sample loss the
+// loss layer averages (HugeCTR loss.cu, from the logits x): BCE; for
+// MultiCrossEntropyLoss Σ_t w_t·bce / T; for CrossEntropyLoss −log
+// softmax(x)[label]. Labels y are [n·L].
+func (m *Model) lossSum(x, y []float32, n int) (float64, error) {
+	t := m.pred.Value.Cols()
+	L := m.feed.labelDim
+	var s float64
+	if m.loss.Kind == layers.CrossEntropy {
+		for i := 0; i < n; i++ {
+			row, c := x[i*t:i*t+t], int(y[i*L])
+			if c < 0 || c >= t || float32(c) != y[i*L] {
+				return 0, fmt.Errorf("sample %d: label %v is not a class index in [0, %d)", i, y[i*L], t)
+			}
+			mx := row[0]
+			for _, v := range row {
+				mx = max(mx, v)
+			}
+			var e float64
+			for _, v := range row {
+				e += math.Exp(float64(v - mx))
+			}
+			s += math.Log(e) - float64(row[c]-mx)
+		}
+		return s, nil
+	}
+	w := m.lossG.TargetWeight
+	for i := 0; i < n; i++ {
+		for k := 0; k < t; k++ {
+			xv, yv := float64(x[i*t+k]), float64(y[i*L+k])
+			var l float64
+			if xv >= 0 {
+				l = xv*(1-yv) + math.Log1p(math.Exp(-xv))
+			} else {
+				l = -xv*yv + math.Log1p(math.Exp(xv))
+			}
+			if len(w) == t {
+				l *= float64(w[k])
+			}
+			s += l
+		}
+	}
+	return s / float64(t), nil
 }
 
 // NonFiniteError reports a NaN or infinite loss or prediction: the model
@@ -201,8 +264,13 @@ func softmax(x []float32) {
 
 // EvalResult is the outcome of an evaluation.
 type EvalResult struct {
-	AUC     float64 // exact AUC of the first label column (SPEC §8)
-	Loss    float64 // mean loss per sample
+	// AUC is the exact AUC (SPEC §8) of the scores: for CrossEntropyLoss of
+	// P(class 1); for MultiCrossEntropyLoss the mean of the labels' AUCs
+	// (HugeCTR's multi-class AUC).
+	AUC float64
+	// Loss is the loss layer's loss (without the regularizer's term) as a
+	// mean per sample.
+	Loss    float64
 	HitRate float64
 	Samples int
 	Batches int
@@ -232,10 +300,9 @@ func (m *Model) EvaluateSamples(r formats.Reader, maxSamples int64) (EvalResult,
 }
 
 // evaluate is EvaluateSamples; export, when not nil, receives every batch's
-// scores and labels of the first label column.
+// scores and labels of the first AUC column (aucColumn).
 func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores, labels []float32) error) (EvalResult, error) {
 	var res EvalResult
-	var auc metrics.AUCAccumulator
 	var avg metrics.AverageLoss
 	var hr metrics.HitRate
 	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
@@ -243,32 +310,39 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 		return res, err
 	}
 	defer b.Free()
-	t := m.pred.Value.Cols()
+	aucs := make([]metrics.AUCAccumulator, m.aucColumns())
 	scores := make([]float32, m.pred.Value.Len())
-	col0 := make([]float32, m.batch)
-	lab0 := make([]float32, m.batch)
+	col := make([]float32, m.batch)
+	lab := make([]float32, m.batch)
 	for maxSamples <= 0 || int64(res.Samples) < maxSamples {
 		n, err := r.Read(b)
 		if maxSamples > 0 {
 			n = int(min(int64(n), maxSamples-int64(res.Samples)))
 		}
 		if n > 0 {
-			s, ferr := m.forward(b, scores)
+			x, ferr := m.forwardLogits(b, scores)
 			if ferr != nil {
 				return res, atSample(ferr, int64(res.Samples))
 			}
 			L := b.Schema.LabelDim
-			for i := 0; i < n; i++ {
-				col0[i], lab0[i] = s[i*t], b.Labels[i*L]
+			ls, lerr := m.lossSum(x, b.Labels[:n*L], n)
+			if lerr != nil {
+				return res, fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
 			}
-			if export != nil {
-				if err := export(col0[:n], lab0[:n]); err != nil {
-					return res, err
+			m.probabilities(x)
+			for c := range aucs {
+				m.aucColumn(col[:n], lab[:n], x, b.Labels, c)
+				if c == 0 {
+					if export != nil {
+						if err := export(col[:n], lab[:n]); err != nil {
+							return res, err
+						}
+					}
+					hr.Add(col[:n], lab[:n])
 				}
+				aucs[c].Add(col[:n], lab[:n])
 			}
-			auc.Add(col0[:n], lab0[:n])
-			hr.Add(col0[:n], lab0[:n])
-			avg.Add(bceMean(s, b.Labels[:n*L], n, t, L), n)
+			avg.Add(ls/float64(n), n)
 			res.Samples += n
 			res.Batches++
 		}
@@ -280,10 +354,47 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 		}
 	}
 	res.Loss, res.HitRate = avg.Value(), hr.Value()
-	if res.AUC, err = m.auc(&auc); err != nil {
-		return res, err
+	// HugeCTR's AUC of a multi-label model is the mean of the columns' AUCs.
+	for c := range aucs {
+		a, err := m.auc(&aucs[c])
+		if err != nil {
+			return res, err
+		}
+		res.AUC += a / float64(len(aucs))
 	}
 	return res, nil
+}
+
+// aucColumns is the number of AUC columns: T for MultiCrossEntropyLoss
+// (HugeCTR averages the per-label AUCs), else 1.
+func (m *Model) aucColumns() int {
+	if m.loss.Kind == layers.MultiCrossEntropy {
+		return m.pred.Value.Cols()
+	}
+	return 1
+}
+
+// aucColumn writes the scores and labels AUC column c ranks, from the
+// batch's probabilities p [n·T] and labels y: column c for the sigmoid
+// losses; for CrossEntropyLoss P(class 1) (1 − P(class 0) with more than
+// two classes) against label ≥ 1 (HugeCTR's click = label ≥ 0.5).
+func (m *Model) aucColumn(score, label, p, y []float32, c int) {
+	t, L := m.pred.Value.Cols(), m.feed.labelDim
+	for i := range score {
+		if m.loss.Kind != layers.CrossEntropy {
+			score[i], label[i] = p[i*t+c], y[i*L+c]
+			continue
+		}
+		if t == 2 {
+			score[i] = p[i*t+1]
+		} else {
+			score[i] = 1 - p[i*t]
+		}
+		label[i] = 0
+		if y[i*L] >= 0.5 {
+			label[i] = 1
+		}
+	}
 }
 
 // deviceAUCMin is the eval size from which the AUC is computed by the
@@ -314,20 +425,6 @@ func atSample(err error, first int64) error {
 		nf.Sample += first
 	}
 	return err
-}
-
-// bceMean is the mean binary cross-entropy of probabilities against labels
-// (the evaluation loss, computed on the host from the downloaded scores).
-func bceMean(p, y []float32, n, t, l int) float64 {
-	if t != l {
-		return math.NaN()
-	}
-	var s float64
-	for i := 0; i < n*t; i++ {
-		q := min(max(float64(p[i]), 1e-12), 1-1e-12)
-		s -= float64(y[i])*math.Log(q) + (1-float64(y[i]))*math.Log(1-q)
-	}
-	return s / float64(n)
 }
 
 // Predict appends the scores of up to maxBatches batches of r (0: all) to
@@ -389,9 +486,9 @@ type FitOptions struct {
 	// EvalBatchSize samples (0: the network's batch size).
 	EvalBatchSize int
 	// ExportPredictionsPrefix, when set, writes each evaluation's scores
-	// and labels (first label column) to <prefix>_pred_<iter> and
-	// <prefix>_label_<iter>, one %.9g value per line (HugeCTR
-	// export_predictions_prefix).
+	// and labels (the first AUC column: P(class 1) for CrossEntropyLoss) to
+	// <prefix>_pred_<iter> and <prefix>_label_<iter>, one %.9g value per
+	// line (HugeCTR export_predictions_prefix).
 	ExportPredictionsPrefix string
 	// AUCThreshold stops training once an evaluation reaches it (0: never).
 	AUCThreshold float64
