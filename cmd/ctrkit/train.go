@@ -69,7 +69,7 @@ func solverFlags() []cli.Flag {
 		&cli.IntFlag{Name: "num-epochs", Usage: "epochs (epoch mode)"},
 		&cli.IntFlag{Name: "display", Usage: "print a line every N iterations"},
 		&cli.IntFlag{Name: "eval-interval", Usage: "evaluate every N iterations"},
-		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches per evaluation (0: all)"},
+		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches of batchsize_eval per evaluation (0: all; train: default the config's, evaluate/predict: all)"},
 		&cli.IntFlag{Name: "snapshot", Usage: "save model files every N iterations"},
 		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
@@ -117,6 +117,9 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	set("display", &s.Display)
 	set("eval-interval", &s.EvalInterval)
 	set("max-eval-batches", &s.MaxEvalBatches)
+	if !train && !c.IsSet("max-eval-batches") {
+		s.MaxEvalBatches = 0 // evaluate and predict cover all the data
+	}
 	set("snapshot", &s.Snapshot)
 	if c.IsSet("num-epochs") && !c.IsSet("max-iter") {
 		s.MaxIter = 0

@@ -140,6 +140,24 @@ func TestTrainConfigRaw(t *testing.T) {
 	if err != nil || !strings.Contains(out, "wrote 4096 predictions") {
 		t.Errorf("predict: %v\n%s", err, out)
 	}
+	// predict and evaluate cover the whole data unless --max-eval-batches
+	// caps them (the file's eval_batches, 4 × 64, is for training-time
+	// evaluation).
+	load := []string{"--config", cfg, "--eval-source", eval, "--float-label-dense", "--i64-input-key=false",
+		"--load-prefix", prefix, "--load-iter", "40"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"predict", "-o", pred}, load...), "wrote 4096 predictions"},
+		{append([]string{"predict", "-o", pred, "--max-eval-batches", "2"}, load...), "wrote 128 predictions"},
+		{append([]string{"evaluate"}, load...), "4096 samples in 64 batches"},
+		{append([]string{"evaluate", "--max-eval-batches", "3"}, load...), "192 samples in 3 batches"},
+	} {
+		if out, err := runCtrkit(t, c.args...); err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%s: %v\n%s, want %q", strings.Join(c.args, " "), err, out, c.want)
+		}
+	}
 }
 
 // TestTrainParquet: a reference model on Parquet data (slot-local keys, so
