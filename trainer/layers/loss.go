@@ -21,7 +21,7 @@ const (
 )
 
 // Loss is a loss layer: its output is the [1] batch loss (a mean over the
-// batch, plus the regularizer's term); Forward in training
+// batch's real samples, plus the regularizer's term); Forward in training
 // also writes the prediction's gradient, multiplied by Scale.
 type Loss struct {
 	c           *Ctx
@@ -33,6 +33,11 @@ type Loss struct {
 	// loss scale, which the optimizers divide out again (0 means 1). A
 	// power of two cancels exactly, so training is the same as without.
 	Scale float64
+	// Valid is the number of real samples in the batch (0: all). Rows from
+	// Valid on are padding: they add nothing to the loss, their gradient is
+	// zero, and the loss and gradient are means over the Valid rows
+	// (HugeCTR's current_batchsize for the last batch of an epoch).
+	Valid int
 	Reg   *Regularizer
 }
 
@@ -62,6 +67,14 @@ func NewLoss(c *Ctx, kind LossKind, pred, label *Blob, targetWeights []float64) 
 	return l, nil
 }
 
+// rows returns the first n rows of t (all of t when n is 0 or B).
+func rows(t tensor.Tensor, n int) tensor.Tensor {
+	if n <= 0 || n >= t.Rows() || t.IsZero() {
+		return t
+	}
+	return t.Prefix(n*t.Cols()).Reshape(n, t.Cols())
+}
+
 // Forward computes the loss (and, in training, the prediction gradient: the
 // loss kernels are fused).
 func (l *Loss) Forward(p Pass) {
@@ -70,7 +83,13 @@ func (l *Loss) Forward(p Pass) {
 		dx = l.pred.Grad
 	}
 	n := l.pred.Value.Rows()
-	x, y := l.pred.Value, l.label.Value
+	if l.Valid > 0 && l.Valid < n {
+		n = l.Valid
+		if !dx.IsZero() {
+			l.c.BE.Fill(dx, 0)
+		}
+	}
+	x, y, dx := rows(l.pred.Value, n), rows(l.label.Value, n), rows(dx, n)
 	scale := l.Scale
 	if scale == 0 {
 		scale = 1

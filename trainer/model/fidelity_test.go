@@ -303,3 +303,80 @@ func TestEvalLossMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestShortLastBatch: epoch mode trains the short last batch (HugeCTR
+// does) and logs how many samples an epoch used; the padding adds nothing:
+// a step on 40 samples in a model of batch 64 equals the step of a model of
+// batch 40 on them (dropout off: its masks depend on the batch size). A repeating reader (max_iter mode) trains full batches.
+func TestShortLastBatch(t *testing.T) {
+	data := newPlanted(1, 1000, 4, smallSlots)
+	for _, name := range []string{"dlrm", "wdl"} {
+		t.Run(name, func(t *testing.T) {
+			opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.5}
+			cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 4, Width: 1.0 / 64, Optimizer: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cfg.Graph.Layers {
+				if cfg.Graph.Layers[i].Type == graph.Dropout {
+					cfg.Graph.Layers[i].Rate = 0 // its masks depend on the batch size
+				}
+			}
+			short := newPlanted(9, 40, 4, smallSlots)
+			var loss [2]float64
+			var weights [2][]float32
+			for k, batch := range []int{64, 40} {
+				m, err := Build(cfg, cpuBackend(t), Options{BatchSize: batch, Seed: 7})
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := short.reader(batch)
+				b, _ := formats.NewBatch(r.Schema(), batch, nil)
+				if n, _ := r.Read(b); n != 40 {
+					t.Fatalf("read %d", n)
+				}
+				if err := m.TrainStep(b); err != nil {
+					t.Fatal(err)
+				}
+				if loss[k], err = m.Loss(); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range m.params {
+					v, _ := m.download(p.Value)
+					weights[k] = append(weights[k], v...)
+				}
+			}
+			if math.Abs(loss[0]-loss[1]) > 1e-6*loss[1] {
+				t.Errorf("loss of 40 samples padded to 64: %.7f, in a batch of 40: %.7f", loss[0], loss[1])
+			}
+			for i := range weights[0] {
+				if d := math.Abs(float64(weights[0][i] - weights[1][i])); d > 1e-6*max(1, math.Abs(float64(weights[1][i]))) {
+					t.Fatalf("weight %d after a padded step %v, unpadded %v", i, weights[0][i], weights[1][i])
+				}
+			}
+			m, err := Build(cfg, cpuBackend(t), Options{BatchSize: 64, Seed: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			res, err := m.Fit(context.Background(), FitOptions{
+				OpenTrain: func() (formats.Reader, error) { return data.reader(64), nil },
+				NumEpochs: 2, Log: &log,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Iters != 32 || res.Samples != 2000 || !slices.Equal(res.EpochSamples, []int64{1000, 1000}) ||
+				!strings.Contains(log.String(), "epoch 1 done at iter 16: 1000 samples (last batch 40 of 64)") {
+				t.Errorf("epoch mode: %d iterations, %d samples %v, log:\n%s", res.Iters, res.Samples, res.EpochSamples, log.String())
+			}
+			res, err = m.Fit(context.Background(), FitOptions{
+				OpenTrain: func() (formats.Reader, error) { return data.reader(64), nil },
+				MaxIter:   20,
+			})
+			if err != nil || res.Iters != 20 || res.Samples != 20*64 {
+				t.Errorf("max_iter mode: %v, %d iterations, %d samples", err, res.Iters, res.Samples)
+			}
+		})
+	}
+}

@@ -128,10 +128,9 @@ func (pf *prefetcher) run() {
 			}
 			st.batch = nil
 			pf.free <- b
-		} else if pf.up != nil {
-			st.batch = nil // a short batch is not trained on
-			pf.free <- b
 		}
+		// A short batch on the GPU keeps its buffer: commit loads it
+		// synchronously (once an epoch), release hands it back.
 		if !pf.send(st) || st.err != nil {
 			return
 		}
@@ -198,7 +197,7 @@ func (pf *prefetcher) stage(b *formats.Batch) (int, []int, error) {
 	return slot, nnz, err
 }
 
-// next returns the next batch: n samples (the step needs n == batch size),
+// next returns the next batch: n samples (n < batch size only at the end),
 // ready to train with commit; st.err is io.EOF with (or after) the
 // reader's last batch.
 func (pf *prefetcher) next() staged {
@@ -211,7 +210,7 @@ func (pf *prefetcher) next() staged {
 
 // commit makes st the network's input.
 func (pf *prefetcher) commit(st staged) error {
-	if pf.up == nil {
+	if st.batch != nil {
 		defer func() { pf.free <- st.batch }()
 		return pf.m.feed.load(st.batch)
 	}
@@ -225,7 +224,7 @@ func (pf *prefetcher) commit(st staged) error {
 // release hands back what st holds when it is not trained on: the CPU
 // batch, or the GPU staging slot (Commit with no inputs copies nothing).
 func (pf *prefetcher) release(st staged) {
-	if pf.up == nil && st.batch != nil {
+	if st.batch != nil {
 		pf.free <- st.batch
 	}
 	if pf.up != nil && st.nnz != nil {

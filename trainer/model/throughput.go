@@ -54,7 +54,7 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 			if err := pf.commit(st); err != nil {
 				return res, err
 			}
-			if err := m.step(); err != nil {
+			if err := m.step(m.batch); err != nil {
 				return res, err
 			}
 			if i == warmup {
@@ -98,7 +98,7 @@ func (m *Model) ResidentThroughput(b *formats.Batch, warmup, steps int) (Through
 			}
 			start = time.Now()
 		}
-		if err := m.step(); err != nil {
+		if err := m.step(m.batch); err != nil {
 			return res, err
 		}
 		if i == warmup {

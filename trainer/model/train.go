@@ -17,21 +17,30 @@ import (
 	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
-// TrainStep runs one forward/backward/update on batch b (which must be
-// full: b.N == BatchSize) and returns nothing: the loss stays on the device
-// until Loss is called.
+// TrainStep runs one forward/backward/update on batch b and returns
+// nothing: the loss stays on the device until Loss is called. A short
+// batch (0 < b.N < BatchSize, the last of an epoch) is padded with empty
+// samples that add nothing to the loss or the gradients: the loss and its
+// gradient are means over the b.N samples (HugeCTR's current_batchsize).
+// BatchNorm's batch statistics still see the padding.
 func (m *Model) TrainStep(b *formats.Batch) error {
-	if b.N != m.batch {
-		return fmt.Errorf("ctrkit/trainer/model: training batch of %d samples, want %d: %w", b.N, m.batch, errShortBatch)
+	if b.N <= 0 || b.N > m.batch {
+		return fmt.Errorf("ctrkit/trainer/model: training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
 	if err := m.feed.load(b); err != nil {
 		return err
 	}
-	return m.step()
+	return m.step(b.N)
 }
 
-// step trains on the inputs already loaded.
-func (m *Model) step() error {
+// step trains on the n samples of the inputs already loaded (the rest is
+// padding).
+func (m *Model) step(n int) error {
+	m.loss.Valid = 0
+	if n < m.batch {
+		m.loss.Valid = n
+		defer func() { m.loss.Valid = 0 }()
+	}
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
 	for _, e := range m.embs {
@@ -525,10 +534,14 @@ type Point struct {
 
 // FitResult is what Fit did.
 type FitResult struct {
-	Iters   int64
-	LastAUC float64 // NaN when never evaluated
-	History []Point
-	Stopped bool // the AUC threshold was reached
+	Iters int64
+	// Samples is the number of samples trained on; EpochSamples that of
+	// each finished epoch (epoch mode), the short last batch included.
+	Samples      int64
+	EpochSamples []int64
+	LastAUC      float64 // NaN when never evaluated
+	History      []Point
+	Stopped      bool // the AUC threshold was reached
 }
 
 // Fit trains (HugeCTR Model.fit).
@@ -568,6 +581,8 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	defer func() { pf.close() }()
 	start, lastIter := time.Now(), int64(0)
 	epoch := 0
+	var epochSamples int64 // samples trained in this epoch
+	lastBatch := 0         // samples of the last batch trained
 	watch := newLossWatch(m)
 	defer watch.free()
 	evaluate := func() (bool, error) {
@@ -635,17 +650,22 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			pf.release(st)
 			return res, rerr
 		}
-		if n != m.batch {
+		// Epoch mode trains the short last batch (HugeCTR does); a repeating
+		// reader (max_iter mode) trains full batches only.
+		if n == 0 || (n != m.batch && o.NumEpochs <= 0) {
 			pf.release(st)
 		} else {
 			lr := m.LR()
 			if err := pf.commit(st); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
-			if err := m.step(); err != nil {
+			if err := m.step(n); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++
+			res.Samples += int64(n)
+			epochSamples += int64(n)
+			lastBatch = n
 			watch.record(res.Iters)
 			display := o.Display > 0 && res.Iters%int64(o.Display) == 0
 			if display || watch.due(res.Iters) || (o.Snapshot > 0 && res.Iters%int64(o.Snapshot) == 0) {
@@ -684,7 +704,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			r = nil
 			epoch++
 			if o.NumEpochs > 0 {
-				fmt.Fprintf(logw, "epoch %d done at iter %d\n", epoch, res.Iters)
+				fmt.Fprintf(logw, "epoch %d done at iter %d: %d samples", epoch, res.Iters, epochSamples)
+				if lastBatch != m.batch {
+					fmt.Fprintf(logw, " (last batch %d of %d)", lastBatch, m.batch)
+				}
+				fmt.Fprintln(logw)
+				res.EpochSamples = append(res.EpochSamples, epochSamples)
+				epochSamples = 0
 				if o.EvalInterval == 0 || res.Iters%int64(o.EvalInterval) != 0 {
 					if stop, err := evaluate(); err != nil || stop {
 						return res, err
