@@ -57,6 +57,9 @@ func dataFlags(train bool) []cli.Flag {
 			&cli.StringFlag{Name: "metrics-out", Usage: "write display and eval records as JSON lines to `FILE`"},
 			&cli.StringFlag{Name: "plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
 			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON (HugeCTR graph_to_json) to `FILE`"},
+			&cli.BoolFlag{Name: "freeze-dense", Usage: "do not update the dense network (HugeCTR freeze_dense)"},
+			&cli.StringSliceFlag{Name: "freeze-embedding", Usage: "do not update the embedding `NAME` (its top, e.g. sparse_embedding1; repeatable)"},
+			&cli.StringFlag{Name: "export-predictions-prefix", Usage: "write each evaluation's scores and labels to `PREFIX`_pred_<iter> and PREFIX_label_<iter>"},
 		)
 	}
 	return fs
@@ -145,8 +148,12 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	if c.IsSet("mixed-precision") {
 		s.UseMixedPrecision = c.Bool("mixed-precision")
 	}
+	if train && c.IsSet("export-predictions-prefix") {
+		s.ExportPredictionsPrefix = c.String("export-predictions-prefix")
+	}
 	j.Solver = *s
 	if train {
+		j.FreezeDense, j.FreezeEmbeddings = c.Bool("freeze-dense"), c.StringSlice("freeze-embedding")
 		if j.Optimizer, err = optimizerFromFlags(c, cfg.Optimizer); err != nil {
 			return j, nil, err
 		}

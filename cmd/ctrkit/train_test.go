@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,4 +175,47 @@ func TestTrainParquet(t *testing.T) {
 		t.Errorf("output:\n%s (planted AUC %.4f)", out, planted)
 	}
 	t.Logf("%s planted %.4f", out, planted)
+}
+
+// TestTrainFreezeExport: --freeze-dense and --freeze-embedding keep the
+// model fixed (every evaluation gives the same AUC), an unknown embedding
+// name is an error listing the names, and --export-predictions-prefix
+// writes each evaluation's scores and labels.
+func TestTrainFreezeExport(t *testing.T) {
+	src, eval, _ := genData(t, datagen.Norm, []int64{40, 60, 20, 80, 30, 50}, 4)
+	prefix := filepath.Join(t.TempDir(), "x")
+	args := []string{"train", "--model", "wdl", "--slot-size-array", "40,60,20,80,30,50", "--dense-dim", "4",
+		"--vec-size", "8", "--width", "0.03125", "--batchsize", "256", "--source", src, "--eval-source", eval,
+		"--max-iter", "32", "--eval-interval", "16", "--max-eval-batches", "1", "--lr", "0.01"}
+	if out, err := runCtrkit(t, append(args, "--freeze-embedding", "nope")...); err == nil ||
+		!strings.Contains(err.Error(), "sparse_embedding1") || !strings.Contains(err.Error(), "sparse_embedding2") {
+		t.Errorf("unknown embedding: %v\n%s", err, out)
+	}
+	out, err := runCtrkit(t, append(args, "--freeze-dense", "--freeze-embedding", "sparse_embedding1",
+		"--freeze-embedding", "sparse_embedding2", "--export-predictions-prefix", prefix)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var aucs []string
+	samples := ""
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, ": AUC "); strings.HasPrefix(l, "eval iter") && i > 0 {
+			f := strings.Fields(l[i+6:])
+			aucs, samples = append(aucs, f[0]), f[len(f)-2]
+		}
+	}
+	if len(aucs) != 2 || aucs[0] != aucs[1] {
+		t.Errorf("frozen model's eval AUCs %v, want two equal:\n%s", aucs, out)
+	}
+	for _, f := range []string{"_pred_16", "_label_16", "_pred_32", "_label_32"} {
+		b, err := os.ReadFile(prefix + f)
+		if err != nil || fmt.Sprint(strings.Count(string(b), "\n")) != samples {
+			t.Errorf("%s: %v, %d lines", f, err, strings.Count(string(b), "\n"))
+		}
+	}
+	// Not frozen: the model learns.
+	out, err = runCtrkit(t, args...)
+	if err != nil || strings.Count(out, "eval iter") != 2 {
+		t.Fatalf("%v\n%s", err, out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
@@ -380,33 +381,81 @@ func (m *Model) Backend() tensor.Backend { return m.be }
 func (m *Model) NumEmbeddings() int { return len(m.embs) }
 
 // FreezeDense stops updates of the dense network (HugeCTR freeze_dense);
-// UnfreezeDense resumes them.
+// UnfreezeDense resumes them. A frozen part keeps the model's one
+// learning-rate schedule: it resumes at the rate of the current step.
 func (m *Model) FreezeDense()   { m.frozen = true }
 func (m *Model) UnfreezeDense() { m.frozen = false }
 
-// FreezeEmbedding stops updates of embedding i (HugeCTR freeze_embedding);
-// UnfreezeEmbedding resumes them.
-func (m *Model) FreezeEmbedding(i int) error   { return m.setFrozen(i, true) }
-func (m *Model) UnfreezeEmbedding(i int) error { return m.setFrozen(i, false) }
-
-func (m *Model) setFrozen(i int, f bool) error {
-	if i < 0 || i >= len(m.embs) {
-		return fmt.Errorf("ctrkit/trainer/model: no embedding %d (have %d)", i, len(m.embs))
+// EmbeddingNames are the names of the sparse embeddings (their top
+// tensors, HugeCTR's sparse_embedding_name), in model order.
+func (m *Model) EmbeddingNames() []string {
+	var ns []string
+	for _, e := range m.embs {
+		ns = append(ns, e.g.Top)
 	}
-	m.embs[i].frozen = f
-	return nil
+	return ns
 }
 
-// ResetLRScheduler replaces the learning-rate schedule and restarts it at
-// step 1 for every optimizer (HugeCTR reset_learning_rate_scheduler).
+// FreezeEmbedding stops updates of the named embedding (HugeCTR
+// freeze_embedding(name)); UnfreezeEmbedding resumes them. An unknown name
+// is an error listing the model's embeddings.
+func (m *Model) FreezeEmbedding(name string) error   { return m.setFrozen(name, true) }
+func (m *Model) UnfreezeEmbedding(name string) error { return m.setFrozen(name, false) }
+
+// FreezeEmbeddings and UnfreezeEmbeddings freeze or unfreeze every
+// embedding (HugeCTR freeze_embedding(), unfreeze_embedding()).
+func (m *Model) FreezeEmbeddings() {
+	for _, e := range m.embs {
+		e.frozen = true
+	}
+}
+func (m *Model) UnfreezeEmbeddings() {
+	for _, e := range m.embs {
+		e.frozen = false
+	}
+}
+
+func (m *Model) setFrozen(name string, f bool) error {
+	for _, e := range m.embs {
+		if e.g.Top == name {
+			e.frozen = f
+			return nil
+		}
+	}
+	return fmt.Errorf("no embedding named %q: the model's embeddings are %s", name, strings.Join(m.EmbeddingNames(), ", "))
+}
+
+// ResetLRScheduler replaces the model's learning-rate schedule and
+// restarts it at step 1 (HugeCTR reset_learning_rate_scheduler; its
+// checks: rates ≥ 0, decay_power ≥ 1). ctrkit's optimizers count one step
+// for the schedule and Adam's bias correction, so the bias correction
+// restarts too (HugeCTR's continues).
 func (m *Model) ResetLRScheduler(s optim.Schedule) error {
-	if s.BaseLR <= 0 || s.WarmupSteps < 0 || s.DecaySteps <= 0 {
-		return fmt.Errorf("ctrkit/trainer/model: bad schedule %+v", s)
+	if !(s.BaseLR >= 0) || s.WarmupSteps < 0 || s.DecayStart < 0 || s.DecaySteps <= 0 || !(s.DecayPower >= 1) || !(s.EndLR >= 0) {
+		return fmt.Errorf("bad learning-rate schedule (want lr ≥ 0, warmup_steps ≥ 0, decay_start ≥ 0, decay_steps ≥ 1, decay_power ≥ 1, end_lr ≥ 0): %+v", s)
 	}
 	m.sched = s
 	for _, o := range m.optimizers() {
 		o.SetSchedule(s)
 		o.SetStep(0)
+	}
+	return nil
+}
+
+// SetLearningRate makes every later step use rate lr (HugeCTR
+// set_learning_rate) until ResetLRScheduler: HugeCTR's fit() sets the
+// scheduler's rate before each iteration, ctrkit's steps take theirs from
+// the schedule, which becomes the constant lr. Frozen parts stay frozen.
+func (m *Model) SetLearningRate(lr float64) error {
+	if !(lr >= 0) || math.IsInf(lr, 0) {
+		return fmt.Errorf("learning rate %v: want a finite rate ≥ 0", lr)
+	}
+	s := m.sched
+	s.BaseLR, s.WarmupSteps, s.DecayStart, s.EndLR = lr, 0, 0, lr
+	m.sched = s
+	for _, o := range m.optimizers() {
+		o.Flush() // LazyGlobal catch-up must not see the new rate for past steps
+		o.SetSchedule(s)
 	}
 	return nil
 }

@@ -34,8 +34,8 @@ func TestFreezeAndReset(t *testing.T) {
 	b, _ := formats.NewBatch(r.Schema(), 64, nil)
 	step := func() {
 		t.Helper()
-		if _, err := r.Read(b); err != nil {
-			t.Fatal(err)
+		if n, err := r.Read(b); n != 64 {
+			t.Fatal(n, err)
 		}
 		if err := m.TrainStep(b); err != nil {
 			t.Fatal(err)
@@ -53,16 +53,21 @@ func TestFreezeAndReset(t *testing.T) {
 		return
 	}
 	d0, _ := snap()
+	names := m.EmbeddingNames()
+	if len(names) != 2 {
+		t.Fatalf("embeddings %v", names)
+	}
 	m.FreezeDense()
-	m.FreezeEmbedding(0)
-	m.FreezeEmbedding(1)
+	if err := m.FreezeEmbedding(names[0]); err != nil {
+		t.Fatal(err)
+	}
+	m.FreezeEmbedding(names[1])
 	step()
 	d1, t1 := snap()
 	if !slices.Equal(d0, d1) {
 		t.Error("frozen dense weights changed")
 	}
-	m.UnfreezeEmbedding(0)
-	m.UnfreezeEmbedding(1)
+	m.UnfreezeEmbeddings()
 	step()
 	d2, t2 := snap()
 	if !slices.Equal(d1, d2) || slices.Equal(t1, t2) {
@@ -73,8 +78,27 @@ func TestFreezeAndReset(t *testing.T) {
 	if d3, _ := snap(); slices.Equal(d2, d3) {
 		t.Error("unfrozen dense weights did not change")
 	}
-	if err := m.FreezeEmbedding(5); err == nil {
-		t.Error("froze embedding 5 of 2")
+	// A frozen part keeps the one schedule: every optimizer is at step 3.
+	for i, o := range m.optimizers() {
+		if o.Step() != 3 {
+			t.Errorf("optimizer %d at step %d after 3 steps (2 of them frozen)", i, o.Step())
+		}
+	}
+	if err := m.FreezeEmbedding("nope"); err == nil || !strings.Contains(err.Error(), names[0]+", "+names[1]) {
+		t.Errorf("freezing an unknown embedding: %v", err)
+	}
+	if err := m.SetLearningRate(0.125); err != nil || m.LR() != 0.125 {
+		t.Errorf("SetLearningRate: %v, LR %v", err, m.LR())
+	}
+	step()
+	if m.LR() != 0.125 {
+		t.Errorf("LR after a step %v, want the set 0.125", m.LR())
+	}
+	if err := m.SetLearningRate(math.NaN()); err == nil {
+		t.Error("SetLearningRate(NaN) accepted")
+	}
+	if err := m.ResetLRScheduler(optim.Schedule{BaseLR: 0.1, DecaySteps: 1, DecayPower: 0.5}); err == nil {
+		t.Error("decay power 0.5 accepted (HugeCTR wants ≥ 1)")
 	}
 	s := optim.Schedule{BaseLR: 0.2, WarmupSteps: 4, DecaySteps: 1, DecayPower: 2}
 	if err := m.ResetLRScheduler(s); err != nil {

@@ -27,6 +27,10 @@ type Job struct {
 	Init Files
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
+	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
+	// of the model fixed in Train (HugeCTR freeze_dense, freeze_embedding).
+	FreezeDense      bool
+	FreezeEmbeddings []string
 }
 
 func (j *Job) build() (*Model, error) {
@@ -78,6 +82,14 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	if out.Log == nil {
 		out.Log = io.Discard
+	}
+	if j.FreezeDense {
+		m.FreezeDense()
+	}
+	for _, name := range j.FreezeEmbeddings {
+		if err := m.FreezeEmbedding(name); err != nil {
+			return nil, FitResult{}, fmt.Errorf("--freeze-embedding: %w", err)
+		}
 	}
 	s := j.Solver
 	fo := FitOptions{

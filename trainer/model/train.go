@@ -60,10 +60,14 @@ func (m *Model) step(n int) error {
 	}
 	if !m.frozen {
 		m.opt.Update()
+	} else {
+		m.opt.Skip()
 	}
 	for _, e := range m.embs {
 		if !e.frozen {
 			e.opt.Update()
+		} else {
+			e.opt.Skip()
 		}
 	}
 	return m.be.Err()

@@ -93,6 +93,9 @@ type Optimizer struct {
 	step   int64
 	dense  []dense
 	sparse []sparse
+	// skipping: Skip advanced the step since the last Update (LazyGlobal
+	// rows are marked up to date at the next Update).
+	skipping bool
 }
 
 // New returns an optimizer at step 0.
@@ -150,9 +153,30 @@ func (o *Optimizer) Params(n int64) tensor.OptParams {
 		LossScale: o.cfg.LossScale, Schedule: o.sched}
 }
 
+// Skip advances the step without changing weights or state: a frozen
+// part of the model (HugeCTR freeze_dense, freeze_embedding) keeps the
+// model's one learning-rate schedule, so it resumes at the rate of the
+// step the rest of the model is at. LazyGlobal rows are brought up to date
+// when skipping starts and take the skipped steps as applied.
+func (o *Optimizer) Skip() {
+	if !o.skipping && o.cfg.Update == tensor.LazyGlobal {
+		o.Flush()
+	}
+	o.skipping = true
+	o.step++
+}
+
 // Update applies one step to everything registered, from the gradients the
 // last Backward left.
 func (o *Optimizer) Update() {
+	if o.skipping {
+		o.skipping = false
+		for _, s := range o.sparse {
+			if !s.last.IsZero() {
+				o.be.Fill(s.last, float64(o.step))
+			}
+		}
+	}
 	o.step++
 	p := o.Params(o.step)
 	for _, d := range o.dense {
