@@ -3,6 +3,7 @@ package optim
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/layers"
@@ -98,7 +99,8 @@ func TestDenseHandComputed(t *testing.T) {
 }
 
 // sparseRun trains a 5-row table for len(touch) steps; touch[s] lists the
-// rows with a gradient at step s+1 (gradients from a fixed random source).
+// rows with a gradient at step s+1 (gradients from a fixed random source);
+// a nil touch[s] skips the step (Skip, a frozen table).
 func sparseRun(t *testing.T, kind tensor.OptKind, up tensor.UpdateType, sched Schedule, touch [][]int32, check func(step int, table []float64)) []float64 {
 	return sparseRunFlush(t, kind, up, sched, touch, check, false)
 }
@@ -122,6 +124,13 @@ func sparseRunFlush(t *testing.T, kind tensor.OptKind, up tensor.UpdateType, sch
 	o.AddEmbedding(e)
 	r := rand.New(rand.NewPCG(5, 5))
 	for s, rs := range touch {
+		if rs == nil { // frozen: the step passes without an update
+			o.Skip()
+			if check != nil {
+				check(s+1, cpu.Data[float64](e.Table))
+			}
+			continue
+		}
 		g := make([]float64, rows*vec)
 		for i := range g {
 			g[i] = r.NormFloat64()
@@ -270,5 +279,36 @@ func TestLazyFlush(t *testing.T) {
 	}
 	if same {
 		t.Fatal("without Flush the lazy table should lag behind Global on skipped rows")
+	}
+}
+
+// TestSkip: skipped (frozen) steps change nothing, count for the schedule,
+// and LazyGlobal does not catch the skipped steps up later: after a flush
+// it equals Global, which updates nothing while skipping either.
+func TestSkip(t *testing.T) {
+	sched := Schedule{BaseLR: 0.05, WarmupSteps: 3, DecayStart: 4, DecaySteps: 30, DecayPower: 2, EndLR: 0.001}
+	tc := append(append([][]int32{}, touches...), nil, nil, nil, []int32{1}, nil, []int32{0, 2})
+	for _, up := range []tensor.UpdateType{tensor.Global, tensor.LazyGlobal} {
+		var prev []float64
+		sparseRunFlush(t, tensor.Adam, up, sched, tc, func(step int, w []float64) {
+			// (LazyGlobal's first skip brings the lagging rows up to date.)
+			if tc[step-1] == nil && (up == tensor.Global || tc[step-2] == nil) && !slices.Equal(prev, w) {
+				t.Errorf("update %d: skipped step %d changed the table", up, step)
+			}
+			prev = append(prev[:0], w...)
+		}, false)
+	}
+	global := sparseRunFlush(t, tensor.Adam, tensor.Global, sched, tc, nil, true)
+	lazy := sparseRunFlush(t, tensor.Adam, tensor.LazyGlobal, sched, tc, nil, true)
+	for i := range global {
+		if d := math.Abs(lazy[i] - global[i]); d > 1e-12*math.Max(1, math.Abs(global[i])) {
+			t.Fatalf("w[%d]: lazy with skips %v, global %v", i, lazy[i], global[i])
+		}
+	}
+	o, _ := New(backend(t), DefaultConfig(tensor.SGD), sched)
+	o.Skip()
+	o.Skip()
+	if o.Step() != 2 || o.LR() != sched.LR(3) {
+		t.Errorf("after two skips: step %d, LR %v", o.Step(), o.LR())
 	}
 }
