@@ -319,3 +319,53 @@ func TestGPULossScaleAUC(t *testing.T) {
 		t.Errorf("GPU eval AUC FP32 %.4f, BF16 with scaler 1024 %.4f", fp32, mixed)
 	}
 }
+
+// TestGPUEpochShortBatch runs Fit in epoch mode on the GPU over data that
+// ends in a short batch (loaded synchronously, its padding masked out of
+// the loss) and checks every step's loss, the short one included, against
+// the CPU's.
+func TestGPUEpochShortBatch(t *testing.T) {
+	g := gpuOrSkip(t, gpu.Options{})
+	sizes := make([]int64, 26)
+	for i := range sizes {
+		sizes[i] = 500
+	}
+	const batch = 512
+	data := newPlanted(5, 10*batch+100, 13, sizes)
+	opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
+	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses [2][]float64
+	for k, be := range []tensor.Backend{c, g} {
+		m, err := Build(cfg, be, Options{BatchSize: batch, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.Fit(t.Context(), FitOptions{
+			OpenTrain: func() (formats.Reader, error) { return data.reader(batch), nil },
+			NumEpochs: 2, Display: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Iters != 22 || res.Samples != 2*(10*batch+100) {
+			t.Fatalf("%s: %d iterations, %d samples", be.Name(), res.Iters, res.Samples)
+		}
+		for _, p := range res.History {
+			if p.Loss != nil {
+				losses[k] = append(losses[k], *p.Loss)
+			}
+		}
+	}
+	for i := range losses[0] {
+		if d := math.Abs(losses[1][i]-losses[0][i]) / losses[0][i]; !(d <= 1e-3) {
+			t.Errorf("step %d: GPU loss %.7f, CPU %.7f", i+1, losses[1][i], losses[0][i])
+		}
+	}
+}
