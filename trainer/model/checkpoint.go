@@ -2,14 +2,15 @@ package model
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 
 	"github.com/ctrkit/ctrkit/formats"
-	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -35,6 +36,42 @@ func SnapshotFiles(prefix string, iter int64, n int) Files {
 // save_params_to_files(prefix, iter) does.
 func (m *Model) Save(prefix string, iter int64) error {
 	return m.SaveFiles(SnapshotFiles(prefix, iter, len(m.embs)))
+}
+
+// CheckSave reports, before any training, what would make Save(prefix, …)
+// fail: the prefix's directory cannot be created or written, or an
+// embedding cannot produce its model files. Fit and Train call it when they
+// will save.
+func (m *Model) CheckSave(prefix string) error {
+	dir := filepath.Dir(prefix + "_")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
+	}
+	f, err := os.CreateTemp(dir, ".ctrkit-write-check-*")
+	if err != nil {
+		return fmt.Errorf("snapshot prefix %q: directory %s is not writable: %w", prefix, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
+	}
+	for i, e := range m.embs {
+		switch e.layer.Cfg.Kind {
+		case layers.DistributedHash:
+		case layers.LocalizedHash:
+			if e.layer.RowSlots.IsZero() {
+				return fmt.Errorf("embedding %d (%s): no slot record for its slot_id file", i, e.g.Top)
+			}
+		case layers.LocalizedOneHot:
+			if len(e.layer.Cfg.SlotSizes) != e.layer.Cfg.Slots {
+				return fmt.Errorf("embedding %d (%s): no slot sizes for its slot_id file", i, e.g.Top)
+			}
+		default:
+			return fmt.Errorf("%w: saving embedding %d (%s) of kind %d", ErrUnsupported, i, e.g.Top, e.layer.Cfg.Kind)
+		}
+	}
+	return nil
 }
 
 func f32bytes(dst []byte, v []float32) []byte {
@@ -142,8 +179,7 @@ func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
 	return rows, keys, nil
 }
 
-// slotOf maps a key to its slot from the embedding's slot sizes (keys
-// carry slot offsets), or -1 when the sizes are unknown.
+// slotOf maps a OneHot key (a global row) to its slot from the slot sizes.
 func slotOf(sizes []int64, key int64) int64 {
 	var off int64
 	for s, n := range sizes {
@@ -153,6 +189,39 @@ func slotOf(sizes []int64, key int64) int64 {
 		off += n
 	}
 	return -1
+}
+
+// slotIDs returns the slot_id file of a Localized embedding for rows: the
+// slot each row was inserted from (LocalizedHash: recorded by the layer;
+// OneHot: the slot whose key range holds the row).
+func (m *Model) slotIDs(e *embedding, rows []int32, keys []int64) ([]byte, error) {
+	sb := make([]byte, 0, 8*len(keys))
+	if e.layer.Cfg.Kind == layers.LocalizedOneHot {
+		for _, k := range keys {
+			s := slotOf(e.layer.Cfg.SlotSizes, k)
+			if s < 0 {
+				return nil, fmt.Errorf("key %d beyond the slot sizes", k)
+			}
+			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
+		}
+		return sb, nil
+	}
+	rs := make([]int32, e.layer.RowSlots.Len())
+	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
+		return nil, err
+	}
+	for i, r := range rows {
+		if rs[r] < 0 { // every inserted or loaded row has its slot
+			return nil, fmt.Errorf("key %d (row %d) has no slot recorded", keys[i], r)
+		}
+		sb = binary.LittleEndian.AppendUint64(sb, uint64(rs[r]))
+	}
+	return sb, nil
+}
+
+// localized reports whether e writes and reads a slot_id file.
+func localized(e *embedding) bool {
+	return e.layer.Cfg.Kind == layers.LocalizedHash || e.layer.Cfg.Kind == layers.LocalizedOneHot
 }
 
 func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string) error {
@@ -174,20 +243,10 @@ func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []st
 		eb = f32bytes(eb, table[int(r)*vec:int(r)*vec+vec])
 	}
 	files := map[string][]byte{"key": kb, "emb_vector": eb}
-	if e.g.Type == graph.LocalizedHash || e.g.Type == graph.LocalizedOneHot {
-		sizes := e.g.SlotSizeArray
-		if len(sizes) == 0 {
-			return fmt.Errorf("%w: slot_id of a Localized embedding needs its slot_size_array", ErrUnsupported)
+	if localized(e) {
+		if files["slot_id"], err = m.slotIDs(e, rows, keys); err != nil {
+			return err
 		}
-		sb := make([]byte, 0, 8*len(keys))
-		for _, k := range keys {
-			s := slotOf(sizes, k)
-			if s < 0 {
-				return fmt.Errorf("key %d beyond the slot sizes", k)
-			}
-			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
-		}
-		files["slot_id"] = sb
 	}
 	if err := writeDirAtomic(dir, files); err != nil {
 		return err
@@ -395,6 +454,11 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		m.be.Upload(t, v)
 		return nil
 	}
+	if localized(e) {
+		if err := m.loadSlotIDs(e, filepath.Join(dir, "slot_id"), rows); err != nil {
+			return err
+		}
+	}
 	if err := put(e.layer.Table, emb); err != nil {
 		return err
 	}
@@ -417,5 +481,47 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// loadSlotIDs reads a Localized embedding's slot_id file (uint64 per key)
+// into the rows' recorded slots; OneHot rows imply their slot, which the
+// file must agree with.
+func (m *Model) loadSlotIDs(e *embedding, path string, rows []int32) error {
+	d, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &LoadError{path, "missing: a Localized embedding's model directory holds key, emb_vector and slot_id"}
+		}
+		return err
+	}
+	if len(d) != 8*len(rows) {
+		return &LoadError{path, fmt.Sprintf("%d bytes for %d keys (uint64 each)", len(d), len(rows))}
+	}
+	slots := e.layer.Cfg.Slots
+	ids := make([]int32, len(rows))
+	for i := range rows {
+		s := binary.LittleEndian.Uint64(d[8*i:])
+		if s >= uint64(slots) {
+			return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the embedding has %d slots", s, i, slots)}
+		}
+		ids[i] = int32(s)
+		if e.layer.Cfg.Kind == layers.LocalizedOneHot {
+			if want := slotOf(e.layer.Cfg.SlotSizes, int64(rows[i])); want != int64(s) {
+				return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the key lies in slot %d", s, i, want)}
+			}
+		}
+	}
+	if e.layer.RowSlots.IsZero() {
+		return nil
+	}
+	rs := make([]int32, e.layer.RowSlots.Len())
+	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
+		return err
+	}
+	for i, r := range rows {
+		rs[r] = ids[i]
+	}
+	m.be.Upload(e.layer.RowSlots, rs)
 	return nil
 }

@@ -29,6 +29,13 @@
 //	                                   row then the second, rows in key-file order
 //
 // Rows are written in table-row order (the order keys were first seen).
+// slot_id is the slot a row was inserted from: for a LocalizedSlotSparse-
+// EmbeddingHash the layer records it when training inserts the key (the
+// smallest slot the key occurs in within that batch, on every backend), so
+// no slot_size_array is needed; for the OneHot kind it is the slot whose key
+// range holds the row. Loading a slot_id file restores the record.
+// Model.CheckSave, called by Fit and Train before the first step, refuses a
+// prefix whose directory cannot be created or written.
 // Every file is written under a temporary name and renamed; a sparse
 // directory is assembled under a temporary name and renamed into place.
 //

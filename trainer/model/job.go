@@ -99,6 +99,11 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
 	}
+	if out.SaveFinal && s.SnapshotPrefix != "" {
+		if err := m.CheckSave(s.SnapshotPrefix); err != nil {
+			return m, FitResult{}, err
+		}
+	}
 	info := m.Info
 	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())

@@ -361,6 +361,11 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		return nil
 	}
+	if o.Snapshot > 0 {
+		if err := m.CheckSave(o.SnapshotPrefix); err != nil {
+			return res, err
+		}
+	}
 	r, err := o.OpenTrain()
 	if err != nil {
 		return res, err
