@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/layers"
@@ -103,6 +106,15 @@ func (m *Model) SaveFiles(f Files) error {
 		}
 		if err := formats.WriteFileAtomic(f.Dense, buf); err != nil {
 			return fmt.Errorf("writing dense model: %w", err)
+		}
+	}
+	if bns := m.batchNorms(); f.Dense != "" && len(bns) > 0 {
+		buf, err := m.ntpBytes(bns)
+		if err != nil {
+			return err
+		}
+		if err := formats.WriteFileAtomic(NTPFile(f.Dense), buf); err != nil {
+			return fmt.Errorf("writing BatchNorm running statistics: %w", err)
 		}
 	}
 	if f.DenseOpt != "" {
@@ -360,9 +372,17 @@ func (m *Model) LoadFiles(f Files) error {
 		if err != nil {
 			return err
 		}
+		stats, err := m.readNTP(NTPFile(f.Dense))
+		if err != nil {
+			return err
+		}
 		for _, p := range m.params {
 			m.be.Upload(p.Value, v[:p.Value.Len()])
 			v = v[p.Value.Len():]
+		}
+		for i, l := range m.batchNorms() {
+			m.be.Upload(l.RunMean, stats[2*i])
+			m.be.Upload(l.RunVar, stats[2*i+1])
 		}
 	}
 	if f.DenseOpt != "" {
@@ -524,4 +544,157 @@ func (m *Model) loadSlotIDs(e *embedding, path string, rows []int32) error {
 	}
 	m.be.Upload(e.layer.RowSlots, rs)
 	return nil
+}
+
+// NTPFile is HugeCTR's file of non-trainable parameters beside a dense
+// model file: dense + ".ntp.json" (BatchNorm running mean and variance).
+func NTPFile(dense string) string { return dense + ".ntp.json" }
+
+// batchNorms returns the BatchNorm layers in graph order.
+func (m *Model) batchNorms() []*layers.BatchNorm {
+	var bns []*layers.BatchNorm
+	for _, l := range m.dense {
+		if bn, ok := l.(*layers.BatchNorm); ok {
+			bns = append(bns, bn)
+		}
+	}
+	return bns
+}
+
+// ntpBytes renders the running statistics in HugeCTR's ntp.json layout,
+// each value as the shortest decimal that reads back as the same float32
+// (HugeCTR's std::to_string keeps six decimals); non-finite values, which
+// JSON cannot hold as numbers, are the strings "nan", "inf", "-inf".
+func (m *Model) ntpBytes(bns []*layers.BatchNorm) ([]byte, error) {
+	b := []byte("{\n  \"layers\": [\n")
+	list := func(name string, t tensor.Tensor, last bool) error {
+		v, err := m.download(t)
+		if err != nil {
+			return err
+		}
+		b = append(b, "      \""+name+"\": ["...)
+		for i, x := range v {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			switch f := float64(x); {
+			case math.IsNaN(f):
+				b = append(b, `"nan"`...)
+			case math.IsInf(f, 1):
+				b = append(b, `"inf"`...)
+			case math.IsInf(f, -1):
+				b = append(b, `"-inf"`...)
+			default:
+				b = strconv.AppendFloat(b, f, 'g', -1, 32)
+			}
+		}
+		b = append(b, ']')
+		if !last {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+		return nil
+	}
+	for i, l := range bns {
+		b = append(b, "    {\n      \"type\": \"BatchNorm\",\n"...)
+		if err := list("mean", l.RunMean, false); err != nil {
+			return nil, err
+		}
+		if err := list("var", l.RunVar, true); err != nil {
+			return nil, err
+		}
+		b = append(b, "    }"...)
+		if i+1 < len(bns) {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+	}
+	return append(b, "  ]\n}\n"...), nil
+}
+
+// readNTP reads the running statistics of the model's BatchNorm layers
+// (mean then variance per layer) from an ntp.json file; a model without
+// BatchNorm reads nothing.
+func (m *Model) readNTP(path string) ([][]float32, error) {
+	bns := m.batchNorms()
+	if len(bns) == 0 {
+		return nil, nil
+	}
+	values := 0
+	for _, l := range bns {
+		values += 2 * l.RunMean.Len()
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &LoadError{path, fmt.Sprintf("missing: the running mean and variance of the model's %d BatchNorm layers (HugeCTR writes them beside the dense file)", len(bns))}
+		}
+		return nil, err
+	}
+	if limit := int64(1<<16 + 64*values); st.Size() > limit {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes is more than %d BatchNorm values can take", st.Size(), values)}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Layers []struct {
+			Type string            `json:"type"`
+			Mean []json.RawMessage `json:"mean"`
+			Var  []json.RawMessage `json:"var"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, &LoadError{path, err.Error()}
+	}
+	if len(doc.Layers) != len(bns) {
+		return nil, &LoadError{path, fmt.Sprintf("%d layers, the model has %d BatchNorm layers", len(doc.Layers), len(bns))}
+	}
+	var out [][]float32
+	for i, l := range doc.Layers {
+		if l.Type != "BatchNorm" {
+			return nil, &LoadError{path, fmt.Sprintf("layers[%d]: type %q, want BatchNorm", i, l.Type)}
+		}
+		n := bns[i].RunMean.Len()
+		for _, c := range []struct {
+			key string
+			raw []json.RawMessage
+		}{{"mean", l.Mean}, {"var", l.Var}} {
+			if len(c.raw) != n {
+				return nil, &LoadError{path, fmt.Sprintf("layers[%d].%s: %d values, the layer has %d features", i, c.key, len(c.raw), n)}
+			}
+			v := make([]float32, n)
+			for j, r := range c.raw {
+				x, err := ntpValue(r)
+				if err != nil {
+					return nil, &LoadError{path, fmt.Sprintf("layers[%d].%s[%d]: %v", i, c.key, j, err)}
+				}
+				v[j] = x
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// ntpValue parses one ntp.json value: a number or "nan", "inf", "-inf".
+func ntpValue(r json.RawMessage) (float32, error) {
+	var s string
+	if json.Unmarshal(r, &s) == nil {
+		switch strings.ToLower(s) {
+		case "nan", "-nan":
+			return float32(math.NaN()), nil
+		case "inf":
+			return float32(math.Inf(1)), nil
+		case "-inf":
+			return float32(math.Inf(-1)), nil
+		}
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	x, err := strconv.ParseFloat(string(r), 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a number", r)
+	}
+	return float32(x), nil
 }

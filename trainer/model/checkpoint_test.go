@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +138,100 @@ func TestCheckSaveBeforeTraining(t *testing.T) {
 		MaxIter: 4, Snapshot: 2, SnapshotPrefix: filepath.Join(file, "sub", "snap")})
 	if err == nil || !strings.Contains(err.Error(), "snapshot prefix") || res.Iters != 0 || opened {
 		t.Errorf("Fit with a prefix under a file: %v after %d iterations (data opened: %v)", err, res.Iters, opened)
+	}
+}
+
+// bnModel is a small DCN-like network with two BatchNorm layers.
+func bnModel() *graph.Config {
+	g := &graph.Graph{
+		Input: graph.Input{LabelTops: []string{"label"}, LabelDims: []int{1}, DenseTop: "dense", DenseDim: 4,
+			Sparse: []graph.SparseParam{{Top: "data1", SlotNum: 6, NNZPerSlot: []int{1, 1, 1, 1, 1, 1}, IsFixedLength: true}}},
+		Embeddings: []graph.SparseEmbedding{{Type: graph.DistributedHash, Bottom: "data1", Top: "emb", VecSize: 4,
+			Combiner: "sum", WorkspaceMB: 1}},
+		Layers: []graph.DenseLayer{
+			{Type: graph.Reshape, Bottom: []string{"emb"}, Top: []string{"r"}, LeadingDim: 24},
+			{Type: graph.Concat, Bottom: []string{"r", "dense"}, Top: []string{"c"}, Axis: 1},
+			{Type: graph.InnerProduct, Bottom: []string{"c"}, Top: []string{"fc1"}, NumOutput: 16},
+			{Type: graph.BatchNorm, Bottom: []string{"fc1"}, Top: []string{"bn1"}, Factor: 0.1, Eps: 1e-5},
+			{Type: graph.ReLU, Bottom: []string{"bn1"}, Top: []string{"relu1"}},
+			{Type: graph.InnerProduct, Bottom: []string{"relu1"}, Top: []string{"fc2"}, NumOutput: 8},
+			{Type: graph.BatchNorm, Bottom: []string{"fc2"}, Top: []string{"bn2"}, Factor: 0.1, Eps: 1e-5},
+			{Type: graph.InnerProduct, Bottom: []string{"bn2"}, Top: []string{"fc3"}, NumOutput: 1},
+			{Type: graph.BinaryCrossEntropyLoss, Bottom: []string{"fc3", "label"}, Top: []string{"loss"}},
+		},
+	}
+	return &graph.Config{Graph: g}
+}
+
+// TestBatchNormRunningStatsSaved: the running mean and variance travel in
+// HugeCTR's <dense>.ntp.json, and the reloaded model predicts bit for bit
+// what the saved one did.
+func TestBatchNormRunningStatsSaved(t *testing.T) {
+	train := newPlanted(1, 2048, 4, smallSlots)
+	eval := newPlanted(2, 500, 4, smallSlots)
+	cfg := bnModel()
+	m, err := Build(cfg, cpuBackend(t), Options{BatchSize: 64, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Fit(context.Background(), FitOptions{OpenTrain: func() (formats.Reader, error) { return train.reader(64), nil }, MaxIter: 30}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := m.Predict(nil, eval.reader(64), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := filepath.Join(t.TempDir(), "bn")
+	if err := m.Save(prefix, 30); err != nil {
+		t.Fatal(err)
+	}
+	ntp, err := os.ReadFile(prefix + "_dense_30.model.ntp.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(ntp), "{\n  \"layers\": [\n    {\n      \"type\": \"BatchNorm\",\n      \"mean\": [") ||
+		strings.Count(string(ntp), `"var"`) != 2 {
+		t.Errorf("ntp.json:\n%s", ntp)
+	}
+	// The dense file holds only the trainable weights (γ, β of BatchNorm).
+	if st, _ := os.Stat(prefix + "_dense_30.model"); st.Size() != 4*m.Info.DenseParams {
+		t.Errorf("dense file %d bytes, want %d", st.Size(), 4*m.Info.DenseParams)
+	}
+	m2, err := Build(cfg, cpuBackend(t), Options{BatchSize: 64, Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Load(prefix, 30); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m2.Predict(nil, eval.reader(64), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("prediction %d: %v after load, %v before", i, got[i], want[i])
+		}
+	}
+	// HugeCTR's own six-decimal values load; a wrong count or a missing
+	// file is refused by name.
+	for _, c := range []struct{ data, want string }{
+		{strings.Replace(string(ntp), `"type": "BatchNorm"`, `"type": "LayerNorm"`, 1), "want BatchNorm"},
+		{`{"layers": []}`, "0 layers, the model has 2"},
+		{`{"layers": [{"type": "BatchNorm", "mean": [0.000001], "var": [1.0]}, {"type": "BatchNorm", "mean": [], "var": []}]}`, "1 values, the layer has 16"},
+		{"", "ntp.json: missing"},
+	} {
+		p := prefix + "_dense_30.model.ntp.json"
+		if c.data == "" {
+			os.Remove(p)
+		} else {
+			os.WriteFile(p, []byte(c.data), 0o644)
+		}
+		if err := m2.Load(prefix, 30); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("bad ntp.json: %v, want %q", err, c.want)
+		}
+	}
+	if v, err := ntpValue(json.RawMessage("0.738942")); err != nil || v != float32(0.738942) {
+		t.Errorf("HugeCTR value: %v %v", v, err)
 	}
 }

@@ -19,7 +19,11 @@
 //
 //	<prefix>_dense_<iter>.model        float32 weights of every layer in graph order
 //	                                   (InnerProduct W [in, out] then b [out];
+//	                                   BatchNorm γ then β;
 //	                                   MultiCross per layer w [d] then b [d])
+//	<prefix>_dense_<iter>.model.ntp.json  BatchNorm running mean and var, JSON,
+//	                                   one {"type","mean","var"} per BatchNorm layer
+//	                                   (only when the model has BatchNorm)
 //	<prefix>_opt_dense_<iter>.model    float32 optimizer state, first state of every
 //	                                   weight then the second (Adam m‖v; SGD: empty)
 //	<prefix><i>_sparse_<iter>.model/   key        int64 [n]
