@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -33,12 +32,6 @@ func SnapshotFiles(prefix string, iter int64, n int) Files {
 		f.SparseOpt = append(f.SparseOpt, fmt.Sprintf("%s%d_opt_sparse_%d.model", prefix, i, iter))
 	}
 	return f
-}
-
-// Save writes the model and optimizer state as HugeCTR's
-// save_params_to_files(prefix, iter) does.
-func (m *Model) Save(prefix string, iter int64) error {
-	return m.SaveFiles(SnapshotFiles(prefix, iter, len(m.embs)))
 }
 
 // CheckSave reports, before any training, what would make Save(prefix, …)
@@ -90,8 +83,12 @@ func (m *Model) download(t tensor.Tensor) ([]float32, error) {
 }
 
 // SaveFiles writes a snapshot to the given paths (any empty path is
-// skipped).
-func (m *Model) SaveFiles(f Files) error {
+// skipped), each file synced and renamed into place, without a manifest:
+// HugeCTR's files only (Save writes the committed unit).
+func (m *Model) SaveFiles(f Files) error { return m.saveFiles(f, nil) }
+
+// saveFiles is SaveFiles; rec, when not nil, records every file written.
+func (m *Model) saveFiles(f Files, rec *recorder) error {
 	for _, e := range m.embs {
 		e.opt.Flush()
 	}
@@ -104,7 +101,7 @@ func (m *Model) SaveFiles(f Files) error {
 			}
 			buf = f32bytes(buf, v)
 		}
-		if err := formats.WriteFileAtomic(f.Dense, buf); err != nil {
+		if err := rec.write(f.Dense, buf); err != nil {
 			return fmt.Errorf("writing dense model: %w", err)
 		}
 	}
@@ -113,7 +110,7 @@ func (m *Model) SaveFiles(f Files) error {
 		if err != nil {
 			return err
 		}
-		if err := formats.WriteFileAtomic(NTPFile(f.Dense), buf); err != nil {
+		if err := rec.write(NTPFile(f.Dense), buf); err != nil {
 			return fmt.Errorf("writing BatchNorm running statistics: %w", err)
 		}
 	}
@@ -122,13 +119,13 @@ func (m *Model) SaveFiles(f Files) error {
 		if err != nil {
 			return err
 		}
-		if err := formats.WriteFileAtomic(f.DenseOpt, buf); err != nil {
+		if err := rec.write(f.DenseOpt, buf); err != nil {
 			return fmt.Errorf("writing dense optimizer state: %w", err)
 		}
 	}
 	for i, e := range m.embs {
 		if i < len(f.Sparse) && f.Sparse[i] != "" {
-			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt); err != nil {
+			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt, rec); err != nil {
 				return fmt.Errorf("writing embedding %d: %w", i, err)
 			}
 		}
@@ -236,7 +233,7 @@ func localized(e *embedding) bool {
 	return e.layer.Cfg.Kind == layers.LocalizedHash || e.layer.Cfg.Kind == layers.LocalizedOneHot
 }
 
-func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string) error {
+func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string, rec *recorder) error {
 	rows, keys, err := m.rowsKeys(e)
 	if err != nil {
 		return err
@@ -260,7 +257,7 @@ func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []st
 			return err
 		}
 	}
-	if err := writeDirAtomic(dir, files); err != nil {
+	if err := rec.writeDir(dir, files); err != nil {
 		return err
 	}
 	if !withOpt {
@@ -286,55 +283,7 @@ func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []st
 			ob = f32bytes(ob, v[int(r)*vec:int(r)*vec+vec])
 		}
 	}
-	return formats.WriteFileAtomic(optPaths[idx], ob)
-}
-
-// writeDirAtomic builds the directory under a temporary name, then renames
-// it into place (replacing an older one).
-func writeDirAtomic(dir string, files map[string][]byte) error {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error { os.RemoveAll(tmp); return err }
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
-			return fail(err)
-		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fail(err)
-	}
-	if _, err := os.Stat(dir); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fail(err)
-		}
-		defer os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fail(err)
-	}
-	return nil
-}
-
-// Load reads a snapshot written by Save (or HugeCTR) with the same prefix
-// and iteration; missing optimizer-state files are skipped.
-func (m *Model) Load(prefix string, iter int64) error {
-	f := SnapshotFiles(prefix, iter, len(m.embs))
-	for i, p := range f.SparseOpt {
-		if _, err := os.Stat(p); err != nil {
-			f.SparseOpt[i] = ""
-		}
-	}
-	if _, err := os.Stat(f.DenseOpt); err != nil {
-		f.DenseOpt = ""
-	}
-	return m.LoadFiles(f)
+	return rec.write(optPaths[idx], ob)
 }
 
 // LoadError is a model file that does not fit the model.

@@ -215,6 +215,7 @@ func TestBatchNormRunningStatsSaved(t *testing.T) {
 	}
 	// HugeCTR's own six-decimal values load; a wrong count or a missing
 	// file is refused by name.
+	os.Remove(ManifestFile(prefix, 30)) // HugeCTR's files from here on
 	for _, c := range []struct{ data, want string }{
 		{strings.Replace(string(ntp), `"type": "BatchNorm"`, `"type": "LayerNorm"`, 1), "want BatchNorm"},
 		{`{"layers": []}`, "0 layers, the model has 2"},

@@ -40,8 +40,13 @@
 // range holds the row. Loading a slot_id file restores the record.
 // Model.CheckSave, called by Fit and Train before the first step, refuses a
 // prefix whose directory cannot be created or written.
-// Every file is written under a temporary name and renamed; a sparse
-// directory is assembled under a temporary name and renamed into place.
+// Every file is written under a temporary name, synced and renamed; a
+// sparse directory is assembled under a temporary name and renamed into
+// place. Save adds <prefix>_snapshot_<iter>.json, a manifest of every file
+// with size and CRC-32C written last, so a snapshot is one committed unit;
+// LoadSnapshot refuses an incomplete or mismatched set by file name, loads
+// HugeCTR's files (no manifest) with a note, and continues the iteration
+// count from the snapshot's (docs/MODEL_FILES.md).
 //
 // A Model is not safe for concurrent use.
 package model

@@ -290,6 +290,9 @@ type FitOptions struct {
 	EvalInterval   int
 	Snapshot       int
 	SnapshotPrefix string
+	// KeepSnapshots keeps the newest K snapshots of SnapshotPrefix,
+	// deleting older ones after each save (0: all, as HugeCTR).
+	KeepSnapshots  int
 	MaxEvalBatches int
 	// EvalBatchSize is batchsize_eval: evaluations cover MaxEvalBatches ×
 	// EvalBatchSize samples (0: the network's batch size).
@@ -314,7 +317,7 @@ func (o *FitOptions) Validate() error {
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
 		return errors.New("ctrkit/trainer/model: give NumEpochs or MaxIter")
 	}
-	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 {
+	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 || o.KeepSnapshots < 0 {
 		return errors.New("ctrkit/trainer/model: negative interval")
 	}
 	return nil
@@ -334,7 +337,11 @@ type Point struct {
 
 // FitResult is what Fit did.
 type FitResult struct {
+	// Iters is the iteration count reached; First the count Fit started
+	// from (a loaded snapshot's iteration, else 0): MaxIter counts from 0,
+	// so a resumed run ends where the interrupted one would have.
 	Iters   int64
+	First   int64
 	LastAUC float64 // NaN when never evaluated
 	History []Point
 	Stopped bool // the AUC threshold was reached
@@ -342,9 +349,12 @@ type FitResult struct {
 
 // Fit trains (HugeCTR Model.fit).
 func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
-	res := FitResult{LastAUC: math.NaN()}
+	res := FitResult{LastAUC: math.NaN(), Iters: m.Iter(), First: m.Iter()}
 	if err := o.Validate(); err != nil {
 		return res, err
+	}
+	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
+		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
 	}
 	logw := o.Log
 	if logw == nil {
@@ -477,6 +487,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				if err := m.Save(o.SnapshotPrefix, res.Iters); err != nil {
 					return res, err
 				}
+				if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
+					return res, err
+				}
 				fmt.Fprintf(logw, "saved snapshot %s at iter %d\n", o.SnapshotPrefix, res.Iters)
 			}
 		}
@@ -502,7 +515,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if pf, err = m.newPrefetcher(r); err != nil {
 				return res, err
 			}
-			if epoch > 0 && res.Iters == 0 && n < m.batch && o.NumEpochs <= 0 {
+			if epoch > 0 && res.Iters == res.First && n < m.batch && o.NumEpochs <= 0 {
 				return res, fmt.Errorf("ctrkit/trainer/model: the training data holds less than one batch of %d", m.batch)
 			}
 		}
