@@ -461,9 +461,27 @@ func (m *Model) removeSnapshot(prefix string, iter int64) error {
 		if err := os.RemoveAll(p); err != nil {
 			return err
 		}
+		removeTemps(p)
 	}
 	if err := syncDir(filepath.Dir(mpath)); err != nil {
 		return err
 	}
-	return os.Remove(mpath)
+	if err := os.Remove(mpath); err != nil {
+		return err
+	}
+	removeTemps(mpath)
+	return nil
+}
+
+// removeTemps deletes what killed saves left of path: the temporary names
+// (".<base>.tmp-…") they wrote it under.
+func removeTemps(path string) {
+	tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+escapeGlob(filepath.Base(path))+".tmp-*"))
+	for _, t := range tmps {
+		os.RemoveAll(t)
+	}
+}
+
+func escapeGlob(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "*", `\*`, "?", `\?`, "[", `\[`).Replace(s)
 }

@@ -281,7 +281,9 @@ type FitOptions struct {
 	OpenTrain func() (formats.Reader, error)
 	// OpenEval opens the evaluation data for each evaluation; nil: none.
 	OpenEval func() (formats.Reader, error)
-	// NumEpochs > 0 selects epoch mode; else MaxIter iterations.
+	// NumEpochs > 0 selects epoch mode; else training runs until the
+	// iteration count reaches MaxIter, counting the model's iterations
+	// so far (Model.Iter: those of a loaded snapshot or earlier calls).
 	NumEpochs int
 	MaxIter   int
 	// Display, EvalInterval, Snapshot are in iterations (0: never;
