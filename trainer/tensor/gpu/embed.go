@@ -128,7 +128,7 @@ func (be *Backend) RecordSlots(rowSlots, rows, offsets tensor.Tensor, numSlots i
 	}
 	be.do(op, func(c *cuda.Ctx) error {
 		if err := be.launch1(c, "emb_record_slots", bags, p(rowSlots), p(rows), p(offsets), int64(bags), numSlots,
-			int64(nnz), rowSlots.Len(), be.flag, opEmbedding); err != nil {
+			int64(nnz), rowSlots.Len(), be.flag, opRecordSlots); err != nil {
 			return err
 		}
 		return be.launch1(c, "emb_finish_slots", nnz, p(rowSlots), p(rows), int64(nnz), rowSlots.Len())
