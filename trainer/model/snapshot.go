@@ -452,11 +452,24 @@ func (m *Model) PruneSnapshots(prefix string, keep int) error {
 
 func (m *Model) removeSnapshot(prefix string, iter int64) error {
 	mpath := ManifestFile(prefix, iter)
+	f := SnapshotFiles(prefix, iter, len(m.embs))
+	paths := append([]string{f.Dense, NTPFile(f.Dense), f.DenseOpt}, f.Sparse...)
+	// The files the manifest lists too (a model with more embeddings may
+	// have written the snapshot): the top entry of each name.
+	var old manifest
+	if d, err := os.ReadFile(mpath); err == nil && json.Unmarshal(d, &old) == nil {
+		base := filepath.Dir(mpath)
+		stem := strings.TrimSuffix(filepath.Base(prefix+"_"), "_") // the prefix's file part
+		for _, e := range old.Files {
+			top, _, _ := strings.Cut(e.Name, "/")
+			if strings.HasPrefix(top, stem) && top != "" && top != "." && top != ".." {
+				paths = append(paths, filepath.Join(base, top))
+			}
+		}
+	}
 	if err := m.writeManifest(mpath, manifest{Version: manifestVersion, Iter: iter}); err != nil {
 		return err
 	}
-	f := SnapshotFiles(prefix, iter, len(m.embs))
-	paths := append([]string{f.Dense, NTPFile(f.Dense), f.DenseOpt}, f.Sparse...)
 	for _, p := range append(paths, f.SparseOpt...) {
 		if err := os.RemoveAll(p); err != nil {
 			return err
