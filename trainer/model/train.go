@@ -392,7 +392,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		return res, err
 	}
 	defer func() { pf.close() }()
-	start, lastIter := time.Now(), int64(0)
+	start, lastIter := time.Now(), res.First
 	epoch := 0
 	evaluate := func() (bool, error) {
 		if o.OpenEval == nil {
