@@ -49,10 +49,11 @@ func dataFlags(train bool) []cli.Flag {
 		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys"},
 		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
-		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load"},
+		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load (training continues from it)"},
 	}
 	if train {
 		fs = append(fs,
+			&cli.BoolFlag{Name: "load-optimizer", Value: true, Usage: "load the optimizer state with --load-prefix (false: start it fresh)"},
 			&cli.StringFlag{Name: "source", Usage: "train file list (norm, parquet) or file (raw) `PATH`"},
 			&cli.StringFlag{Name: "metrics-out", Usage: "write display and eval records as JSON lines to `FILE`"},
 			&cli.StringFlag{Name: "plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
@@ -75,6 +76,7 @@ func solverFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches of batchsize_eval per evaluation (0: all; train: default the config's, evaluate/predict: all)"},
 		&cli.IntFlag{Name: "snapshot", Usage: "save model files every N iterations"},
 		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
+		&cli.IntFlag{Name: "keep-snapshots", Usage: "keep the newest `K` snapshots, deleting older ones (default: all)"},
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
 		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
 		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
@@ -222,19 +224,12 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 		return j, nil, fmt.Errorf("no data: give --eval-source")
 	}
 	// Starting weights.
+	j.Notes = c.App.ErrWriter
 	if p := c.String("load-prefix"); p != "" {
-		j.Init = model.SnapshotFiles(p, c.Int64("load-iter"), len(cfg.Graph.Embeddings))
-		for i, f := range j.Init.SparseOpt {
-			if _, err := os.Stat(f); err != nil {
-				j.Init.SparseOpt[i] = ""
-			}
+		if !c.IsSet("load-iter") {
+			return j, nil, fmt.Errorf("--load-prefix needs --load-iter (the iteration of the files)")
 		}
-		if _, err := os.Stat(j.Init.DenseOpt); err != nil || !train {
-			j.Init.DenseOpt = ""
-		}
-		if !train {
-			j.Init.SparseOpt = nil
-		}
+		j.Resume = model.Snapshot{Prefix: p, Iter: c.Int64("load-iter"), FreshOptimizer: train && !c.Bool("load-optimizer")}
 	} else if s.DenseModelFile != "" || len(s.SparseModelFiles) > 0 {
 		j.Init = model.Files{Dense: s.DenseModelFile, Sparse: s.SparseModelFiles}
 	} else if !train {
@@ -311,7 +306,10 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	out := model.TrainOutput{Log: c.App.Writer, SaveFinal: true}
+	out := model.TrainOutput{Log: c.App.Writer, SaveFinal: true, KeepSnapshots: c.Int("keep-snapshots")}
+	if out.KeepSnapshots < 0 {
+		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
+	}
 	var mf *os.File
 	if p := c.String("metrics-out"); p != "" {
 		if mf, err = os.Create(p); err != nil {

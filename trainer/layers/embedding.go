@@ -69,8 +69,12 @@ type SparseEmbedding struct {
 	// Sparse gradient of the last Backward: UniqRows[:n], UniqGrad[:n]
 	// with n = NumUniq[0] (device-resident).
 	UniqRows, UniqGrad, NumUniq tensor.Tensor
-	rows                        tensor.Tensor
-	slotOff, slotSize           tensor.Tensor
+	// RowSlots (LocalizedHash only) is the slot each row was inserted
+	// from, int32 [MaxRows], −1 for a free row: the smallest slot of the
+	// row's key in the training batch that inserted it (HugeCTR's slot_id).
+	RowSlots          tensor.Tensor
+	rows              tensor.Tensor
+	slotOff, slotSize tensor.Tensor
 }
 
 // NewSparseEmbedding builds the layer for batches of batch samples.
@@ -107,6 +111,10 @@ func NewSparseEmbedding(c *Ctx, cfg EmbeddingConfig, in *SparseInput, batch int)
 		c.upload(l.Table, init)
 	} else {
 		l.Hash = tensor.NewHashTable(c.BE, rows)
+		if cfg.Kind == LocalizedHash {
+			l.RowSlots = c.BE.Alloc(tensor.Int32, rows)
+			c.BE.Fill(l.RowSlots, -1)
+		}
 		c.Uniform(l.Table, -0.05, 0.05)
 	}
 	return l, nil
@@ -120,6 +128,9 @@ func (l *SparseEmbedding) Forward(p Pass) {
 		l.c.BE.SlotRows(rows, keys, l.in.Offsets, l.slotOff, l.slotSize)
 	} else {
 		l.c.BE.HashLookup(l.Hash, keys, rows, p.Training)
+		if p.Training && !l.RowSlots.IsZero() {
+			l.c.BE.RecordSlots(l.RowSlots, rows, l.in.Offsets, l.Cfg.Slots)
+		}
 	}
 	l.c.BE.EmbeddingBag(l.out.Value, l.Table, rows, l.in.Offsets, l.Cfg.Combiner)
 }

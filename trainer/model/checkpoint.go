@@ -2,14 +2,17 @@ package model
 
 import (
 	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 
-	"github.com/ctrkit/ctrkit/formats"
-	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -31,10 +34,40 @@ func SnapshotFiles(prefix string, iter int64, n int) Files {
 	return f
 }
 
-// Save writes the model and optimizer state as HugeCTR's
-// save_params_to_files(prefix, iter) does.
-func (m *Model) Save(prefix string, iter int64) error {
-	return m.SaveFiles(SnapshotFiles(prefix, iter, len(m.embs)))
+// CheckSave reports, before any training, what would make Save(prefix, …)
+// fail: the prefix's directory cannot be created or written, or an
+// embedding cannot produce its model files. Fit and Train call it when they
+// will save.
+func (m *Model) CheckSave(prefix string) error {
+	dir := filepath.Dir(prefix + "_")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
+	}
+	f, err := os.CreateTemp(dir, ".ctrkit-write-check-*")
+	if err != nil {
+		return fmt.Errorf("snapshot prefix %q: directory %s is not writable: %w", prefix, dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	if err := os.Remove(name); err != nil {
+		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
+	}
+	for i, e := range m.embs {
+		switch e.layer.Cfg.Kind {
+		case layers.DistributedHash:
+		case layers.LocalizedHash:
+			if e.layer.RowSlots.IsZero() {
+				return fmt.Errorf("embedding %d (%s): no slot record for its slot_id file", i, e.g.Top)
+			}
+		case layers.LocalizedOneHot:
+			if len(e.layer.Cfg.SlotSizes) != e.layer.Cfg.Slots {
+				return fmt.Errorf("embedding %d (%s): no slot sizes for its slot_id file", i, e.g.Top)
+			}
+		default:
+			return fmt.Errorf("%w: saving embedding %d (%s) of kind %d", ErrUnsupported, i, e.g.Top, e.layer.Cfg.Kind)
+		}
+	}
+	return nil
 }
 
 func f32bytes(dst []byte, v []float32) []byte {
@@ -50,8 +83,12 @@ func (m *Model) download(t tensor.Tensor) ([]float32, error) {
 }
 
 // SaveFiles writes a snapshot to the given paths (any empty path is
-// skipped).
-func (m *Model) SaveFiles(f Files) error {
+// skipped), each file synced and renamed into place, without a manifest:
+// HugeCTR's files only (Save writes the committed unit).
+func (m *Model) SaveFiles(f Files) error { return m.saveFiles(f, nil) }
+
+// saveFiles is SaveFiles; rec, when not nil, records every file written.
+func (m *Model) saveFiles(f Files, rec *recorder) error {
 	for _, e := range m.embs {
 		e.opt.Flush()
 	}
@@ -64,8 +101,17 @@ func (m *Model) SaveFiles(f Files) error {
 			}
 			buf = f32bytes(buf, v)
 		}
-		if err := formats.WriteFileAtomic(f.Dense, buf); err != nil {
+		if err := rec.write(f.Dense, buf); err != nil {
 			return fmt.Errorf("writing dense model: %w", err)
+		}
+	}
+	if bns := m.batchNorms(); f.Dense != "" && len(bns) > 0 {
+		buf, err := m.ntpBytes(bns)
+		if err != nil {
+			return err
+		}
+		if err := rec.write(NTPFile(f.Dense), buf); err != nil {
+			return fmt.Errorf("writing BatchNorm running statistics: %w", err)
 		}
 	}
 	if f.DenseOpt != "" {
@@ -73,13 +119,13 @@ func (m *Model) SaveFiles(f Files) error {
 		if err != nil {
 			return err
 		}
-		if err := formats.WriteFileAtomic(f.DenseOpt, buf); err != nil {
+		if err := rec.write(f.DenseOpt, buf); err != nil {
 			return fmt.Errorf("writing dense optimizer state: %w", err)
 		}
 	}
 	for i, e := range m.embs {
 		if i < len(f.Sparse) && f.Sparse[i] != "" {
-			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt); err != nil {
+			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt, rec); err != nil {
 				return fmt.Errorf("writing embedding %d: %w", i, err)
 			}
 		}
@@ -142,8 +188,7 @@ func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
 	return rows, keys, nil
 }
 
-// slotOf maps a key to its slot from the embedding's slot sizes (keys
-// carry slot offsets), or -1 when the sizes are unknown.
+// slotOf maps a OneHot key (a global row) to its slot from the slot sizes.
 func slotOf(sizes []int64, key int64) int64 {
 	var off int64
 	for s, n := range sizes {
@@ -155,7 +200,40 @@ func slotOf(sizes []int64, key int64) int64 {
 	return -1
 }
 
-func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string) error {
+// slotIDs returns the slot_id file of a Localized embedding for rows: the
+// slot each row was inserted from (LocalizedHash: recorded by the layer;
+// OneHot: the slot whose key range holds the row).
+func (m *Model) slotIDs(e *embedding, rows []int32, keys []int64) ([]byte, error) {
+	sb := make([]byte, 0, 8*len(keys))
+	if e.layer.Cfg.Kind == layers.LocalizedOneHot {
+		for _, k := range keys {
+			s := slotOf(e.layer.Cfg.SlotSizes, k)
+			if s < 0 {
+				return nil, fmt.Errorf("key %d beyond the slot sizes", k)
+			}
+			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
+		}
+		return sb, nil
+	}
+	rs := make([]int32, e.layer.RowSlots.Len())
+	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
+		return nil, err
+	}
+	for i, r := range rows {
+		if rs[r] < 0 { // every inserted or loaded row has its slot
+			return nil, fmt.Errorf("key %d (row %d) has no slot recorded", keys[i], r)
+		}
+		sb = binary.LittleEndian.AppendUint64(sb, uint64(rs[r]))
+	}
+	return sb, nil
+}
+
+// localized reports whether e writes and reads a slot_id file.
+func localized(e *embedding) bool {
+	return e.layer.Cfg.Kind == layers.LocalizedHash || e.layer.Cfg.Kind == layers.LocalizedOneHot
+}
+
+func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string, rec *recorder) error {
 	rows, keys, err := m.rowsKeys(e)
 	if err != nil {
 		return err
@@ -174,22 +252,12 @@ func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []st
 		eb = f32bytes(eb, table[int(r)*vec:int(r)*vec+vec])
 	}
 	files := map[string][]byte{"key": kb, "emb_vector": eb}
-	if e.g.Type == graph.LocalizedHash || e.g.Type == graph.LocalizedOneHot {
-		sizes := e.g.SlotSizeArray
-		if len(sizes) == 0 {
-			return fmt.Errorf("%w: slot_id of a Localized embedding needs its slot_size_array", ErrUnsupported)
+	if localized(e) {
+		if files["slot_id"], err = m.slotIDs(e, rows, keys); err != nil {
+			return err
 		}
-		sb := make([]byte, 0, 8*len(keys))
-		for _, k := range keys {
-			s := slotOf(sizes, k)
-			if s < 0 {
-				return fmt.Errorf("key %d beyond the slot sizes", k)
-			}
-			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
-		}
-		files["slot_id"] = sb
 	}
-	if err := writeDirAtomic(dir, files); err != nil {
+	if err := rec.writeDir(dir, files); err != nil {
 		return err
 	}
 	if !withOpt {
@@ -215,55 +283,7 @@ func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []st
 			ob = f32bytes(ob, v[int(r)*vec:int(r)*vec+vec])
 		}
 	}
-	return formats.WriteFileAtomic(optPaths[idx], ob)
-}
-
-// writeDirAtomic builds the directory under a temporary name, then renames
-// it into place (replacing an older one).
-func writeDirAtomic(dir string, files map[string][]byte) error {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".tmp-")
-	if err != nil {
-		return err
-	}
-	fail := func(err error) error { os.RemoveAll(tmp); return err }
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
-			return fail(err)
-		}
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fail(err)
-	}
-	if _, err := os.Stat(dir); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(dir, old); err != nil {
-			return fail(err)
-		}
-		defer os.RemoveAll(old)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fail(err)
-	}
-	return nil
-}
-
-// Load reads a snapshot written by Save (or HugeCTR) with the same prefix
-// and iteration; missing optimizer-state files are skipped.
-func (m *Model) Load(prefix string, iter int64) error {
-	f := SnapshotFiles(prefix, iter, len(m.embs))
-	for i, p := range f.SparseOpt {
-		if _, err := os.Stat(p); err != nil {
-			f.SparseOpt[i] = ""
-		}
-	}
-	if _, err := os.Stat(f.DenseOpt); err != nil {
-		f.DenseOpt = ""
-	}
-	return m.LoadFiles(f)
+	return rec.write(optPaths[idx], ob)
 }
 
 // LoadError is a model file that does not fit the model.
@@ -301,9 +321,17 @@ func (m *Model) LoadFiles(f Files) error {
 		if err != nil {
 			return err
 		}
+		stats, err := m.readNTP(NTPFile(f.Dense))
+		if err != nil {
+			return err
+		}
 		for _, p := range m.params {
 			m.be.Upload(p.Value, v[:p.Value.Len()])
 			v = v[p.Value.Len():]
+		}
+		for i, l := range m.batchNorms() {
+			m.be.Upload(l.RunMean, stats[2*i])
+			m.be.Upload(l.RunVar, stats[2*i+1])
 		}
 	}
 	if f.DenseOpt != "" {
@@ -395,6 +423,11 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		m.be.Upload(t, v)
 		return nil
 	}
+	if localized(e) {
+		if err := m.loadSlotIDs(e, filepath.Join(dir, "slot_id"), rows); err != nil {
+			return err
+		}
+	}
 	if err := put(e.layer.Table, emb); err != nil {
 		return err
 	}
@@ -418,4 +451,199 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		}
 	}
 	return nil
+}
+
+// loadSlotIDs reads a Localized embedding's slot_id file (uint64 per key)
+// into the rows' recorded slots; OneHot rows imply their slot, which the
+// file must agree with.
+func (m *Model) loadSlotIDs(e *embedding, path string, rows []int32) error {
+	d, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return &LoadError{path, "missing: a Localized embedding's model directory holds key, emb_vector and slot_id"}
+		}
+		return err
+	}
+	if len(d) != 8*len(rows) {
+		return &LoadError{path, fmt.Sprintf("%d bytes for %d keys (uint64 each)", len(d), len(rows))}
+	}
+	slots := e.layer.Cfg.Slots
+	ids := make([]int32, len(rows))
+	for i := range rows {
+		s := binary.LittleEndian.Uint64(d[8*i:])
+		if s >= uint64(slots) {
+			return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the embedding has %d slots", s, i, slots)}
+		}
+		ids[i] = int32(s)
+		if e.layer.Cfg.Kind == layers.LocalizedOneHot {
+			if want := slotOf(e.layer.Cfg.SlotSizes, int64(rows[i])); want != int64(s) {
+				return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the key lies in slot %d", s, i, want)}
+			}
+		}
+	}
+	if e.layer.RowSlots.IsZero() {
+		return nil
+	}
+	rs := make([]int32, e.layer.RowSlots.Len())
+	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
+		return err
+	}
+	for i, r := range rows {
+		rs[r] = ids[i]
+	}
+	m.be.Upload(e.layer.RowSlots, rs)
+	return nil
+}
+
+// NTPFile is HugeCTR's file of non-trainable parameters beside a dense
+// model file: dense + ".ntp.json" (BatchNorm running mean and variance).
+func NTPFile(dense string) string { return dense + ".ntp.json" }
+
+// batchNorms returns the BatchNorm layers in graph order.
+func (m *Model) batchNorms() []*layers.BatchNorm {
+	var bns []*layers.BatchNorm
+	for _, l := range m.dense {
+		if bn, ok := l.(*layers.BatchNorm); ok {
+			bns = append(bns, bn)
+		}
+	}
+	return bns
+}
+
+// ntpBytes renders the running statistics in HugeCTR's ntp.json layout,
+// each value as the shortest decimal that reads back as the same float32
+// (HugeCTR's std::to_string keeps six decimals); non-finite values, which
+// JSON cannot hold as numbers, are the strings "nan", "inf", "-inf".
+func (m *Model) ntpBytes(bns []*layers.BatchNorm) ([]byte, error) {
+	b := []byte("{\n  \"layers\": [\n")
+	list := func(name string, t tensor.Tensor, last bool) error {
+		v, err := m.download(t)
+		if err != nil {
+			return err
+		}
+		b = append(b, "      \""+name+"\": ["...)
+		for i, x := range v {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			switch f := float64(x); {
+			case math.IsNaN(f):
+				b = append(b, `"nan"`...)
+			case math.IsInf(f, 1):
+				b = append(b, `"inf"`...)
+			case math.IsInf(f, -1):
+				b = append(b, `"-inf"`...)
+			default:
+				b = strconv.AppendFloat(b, f, 'g', -1, 32)
+			}
+		}
+		b = append(b, ']')
+		if !last {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+		return nil
+	}
+	for i, l := range bns {
+		b = append(b, "    {\n      \"type\": \"BatchNorm\",\n"...)
+		if err := list("mean", l.RunMean, false); err != nil {
+			return nil, err
+		}
+		if err := list("var", l.RunVar, true); err != nil {
+			return nil, err
+		}
+		b = append(b, "    }"...)
+		if i+1 < len(bns) {
+			b = append(b, ',')
+		}
+		b = append(b, '\n')
+	}
+	return append(b, "  ]\n}\n"...), nil
+}
+
+// readNTP reads the running statistics of the model's BatchNorm layers
+// (mean then variance per layer) from an ntp.json file; a model without
+// BatchNorm reads nothing.
+func (m *Model) readNTP(path string) ([][]float32, error) {
+	bns := m.batchNorms()
+	if len(bns) == 0 {
+		return nil, nil
+	}
+	values := 0
+	for _, l := range bns {
+		values += 2 * l.RunMean.Len()
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &LoadError{path, fmt.Sprintf("missing: the running mean and variance of the model's %d BatchNorm layers (HugeCTR writes them beside the dense file)", len(bns))}
+		}
+		return nil, err
+	}
+	if limit := int64(1<<16 + 64*values); st.Size() > limit {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes is more than %d BatchNorm values can take", st.Size(), values)}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Layers []struct {
+			Type string            `json:"type"`
+			Mean []json.RawMessage `json:"mean"`
+			Var  []json.RawMessage `json:"var"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, &LoadError{path, err.Error()}
+	}
+	if len(doc.Layers) != len(bns) {
+		return nil, &LoadError{path, fmt.Sprintf("%d layers, the model has %d BatchNorm layers", len(doc.Layers), len(bns))}
+	}
+	var out [][]float32
+	for i, l := range doc.Layers {
+		if l.Type != "BatchNorm" {
+			return nil, &LoadError{path, fmt.Sprintf("layers[%d]: type %q, want BatchNorm", i, l.Type)}
+		}
+		n := bns[i].RunMean.Len()
+		for _, c := range []struct {
+			key string
+			raw []json.RawMessage
+		}{{"mean", l.Mean}, {"var", l.Var}} {
+			if len(c.raw) != n {
+				return nil, &LoadError{path, fmt.Sprintf("layers[%d].%s: %d values, the layer has %d features", i, c.key, len(c.raw), n)}
+			}
+			v := make([]float32, n)
+			for j, r := range c.raw {
+				x, err := ntpValue(r)
+				if err != nil {
+					return nil, &LoadError{path, fmt.Sprintf("layers[%d].%s[%d]: %v", i, c.key, j, err)}
+				}
+				v[j] = x
+			}
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+// ntpValue parses one ntp.json value: a number or "nan", "inf", "-inf".
+func ntpValue(r json.RawMessage) (float32, error) {
+	var s string
+	if json.Unmarshal(r, &s) == nil {
+		switch strings.ToLower(s) {
+		case "nan", "-nan":
+			return float32(math.NaN()), nil
+		case "inf":
+			return float32(math.Inf(1)), nil
+		case "-inf":
+			return float32(math.Inf(-1)), nil
+		}
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	x, err := strconv.ParseFloat(string(r), 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a number", r)
+	}
+	return float32(x), nil
 }

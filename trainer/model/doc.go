@@ -19,7 +19,11 @@
 //
 //	<prefix>_dense_<iter>.model        float32 weights of every layer in graph order
 //	                                   (InnerProduct W [in, out] then b [out];
+//	                                   BatchNorm γ then β;
 //	                                   MultiCross per layer w [d] then b [d])
+//	<prefix>_dense_<iter>.model.ntp.json  BatchNorm running mean and var, JSON,
+//	                                   one {"type","mean","var"} per BatchNorm layer
+//	                                   (only when the model has BatchNorm)
 //	<prefix>_opt_dense_<iter>.model    float32 optimizer state, first state of every
 //	                                   weight then the second (Adam m‖v; SGD: empty)
 //	<prefix><i>_sparse_<iter>.model/   key        int64 [n]
@@ -29,8 +33,20 @@
 //	                                   row then the second, rows in key-file order
 //
 // Rows are written in table-row order (the order keys were first seen).
-// Every file is written under a temporary name and renamed; a sparse
-// directory is assembled under a temporary name and renamed into place.
+// slot_id is the slot a row was inserted from: for a LocalizedSlotSparse-
+// EmbeddingHash the layer records it when training inserts the key (the
+// smallest slot the key occurs in within that batch, on every backend), so
+// no slot_size_array is needed; for the OneHot kind it is the slot whose key
+// range holds the row. Loading a slot_id file restores the record.
+// Model.CheckSave, called by Fit and Train before the first step, refuses a
+// prefix whose directory cannot be created or written.
+// Every file is written under a temporary name, synced and renamed; a
+// sparse directory is assembled under a temporary name and renamed into
+// place. Save adds <prefix>_snapshot_<iter>.json, a manifest of every file
+// with size and CRC-32C written last, so a snapshot is one committed unit;
+// LoadSnapshot refuses an incomplete or mismatched set by file name, loads
+// HugeCTR's files (no manifest) with a note, and continues the iteration
+// count from the snapshot's (docs/MODEL_FILES.md).
 //
 // A Model is not safe for concurrent use.
 package model

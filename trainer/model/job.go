@@ -25,6 +25,13 @@ type Job struct {
 	Eval      Source // Fit (optional) and Evaluate/Predict
 	// Init loads starting weights (snapshot files; empty paths skipped).
 	Init Files
+	// Resume, when its Prefix is set, loads a snapshot after Init
+	// (LoadSnapshot): training continues from its iteration; evaluation
+	// and prediction read its weights only.
+	Resume Snapshot
+	// Notes receives one-line notes (a snapshot without a manifest); nil:
+	// none.
+	Notes io.Writer
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
 	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
@@ -33,7 +40,15 @@ type Job struct {
 	FreezeEmbeddings []string
 }
 
-func (j *Job) build() (*Model, error) {
+// Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
+type Snapshot struct {
+	Prefix string
+	Iter   int64
+	// FreshOptimizer starts the optimizer state fresh (LoadOptions).
+	FreshOptimizer bool
+}
+
+func (j *Job) build(train bool) (*Model, error) {
 	be := j.Backend
 	if be == nil {
 		c, err := cpu.New(cpu.Options{})
@@ -60,6 +75,12 @@ func (j *Job) build() (*Model, error) {
 			return nil, fmt.Errorf("loading initial weights: %w", err)
 		}
 	}
+	if r := j.Resume; r.Prefix != "" {
+		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: j.Notes}
+		if err := m.LoadSnapshot(r.Prefix, r.Iter, o); err != nil {
+			return nil, fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
+		}
+	}
 	return m, nil
 }
 
@@ -70,13 +91,15 @@ type TrainOutput struct {
 	// SaveFinal writes a snapshot with Solver.SnapshotPrefix at the last
 	// iteration (unless one was just written).
 	SaveFinal bool
+	// KeepSnapshots keeps the newest K snapshots (FitOptions).
+	KeepSnapshots int
 }
 
 // Train builds the model, loads Init, fits it (HugeCTR fit with the
 // solver's num_epochs or max_iter, display, eval_interval, snapshot) and
 // returns it.
 func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
-	m, err := j.build()
+	m, err := j.build(true)
 	if err != nil {
 		return nil, FitResult{}, err
 	}
@@ -100,6 +123,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		EvalInterval:   s.EvalInterval,
 		Snapshot:       s.Snapshot,
 		SnapshotPrefix: s.SnapshotPrefix,
+		KeepSnapshots:  out.KeepSnapshots,
 		MaxEvalBatches: s.MaxEvalBatches,
 		EvalBatchSize:  s.BatchSizeEval,
 		AUCThreshold:   s.AUCThreshold,
@@ -111,6 +135,11 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
 	}
+	if out.SaveFinal && s.SnapshotPrefix != "" {
+		if err := m.CheckSave(s.SnapshotPrefix); err != nil {
+			return m, FitResult{}, err
+		}
+	}
 	info := m.Info
 	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
@@ -118,8 +147,11 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	if err != nil {
 		return m, res, err
 	}
-	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > 0 && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
+	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > res.First && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
 		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
+			return m, res, err
+		}
+		if err := m.PruneSnapshots(s.SnapshotPrefix, out.KeepSnapshots); err != nil {
 			return m, res, err
 		}
 		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
@@ -138,7 +170,7 @@ func embRows(info *graph.Info) int64 {
 // RunEvaluate builds the model, loads Init and evaluates it on Eval over up
 // to Solver.MaxEvalBatches batches (0: all), writing one line to w.
 func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
-	m, err := j.build()
+	m, err := j.build(false)
 	if err != nil {
 		return EvalResult{}, err
 	}
@@ -160,7 +192,7 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 // line per sample, the prediction width's values separated by spaces, as
 // %.9g (float32 round-trips). It returns the number of samples.
 func RunPredict(j Job, path string) (int, error) {
-	m, err := j.build()
+	m, err := j.build(false)
 	if err != nil {
 		return 0, err
 	}

@@ -485,7 +485,9 @@ type FitOptions struct {
 	OpenTrain func() (formats.Reader, error)
 	// OpenEval opens the evaluation data for each evaluation; nil: none.
 	OpenEval func() (formats.Reader, error)
-	// NumEpochs > 0 selects epoch mode; else MaxIter iterations.
+	// NumEpochs > 0 selects epoch mode; else training runs until the
+	// iteration count reaches MaxIter, counting the model's iterations
+	// so far (Model.Iter: those of a loaded snapshot or earlier calls).
 	NumEpochs int
 	MaxIter   int
 	// Display, EvalInterval, Snapshot are in iterations (0: never;
@@ -494,6 +496,9 @@ type FitOptions struct {
 	EvalInterval   int
 	Snapshot       int
 	SnapshotPrefix string
+	// KeepSnapshots keeps the newest K snapshots of SnapshotPrefix,
+	// deleting older ones after each save (0: all, as HugeCTR).
+	KeepSnapshots  int
 	MaxEvalBatches int
 	// EvalBatchSize is batchsize_eval: evaluations cover MaxEvalBatches ×
 	// EvalBatchSize samples (0: the network's batch size).
@@ -518,7 +523,7 @@ func (o *FitOptions) Validate() error {
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
 		return errors.New("ctrkit/trainer/model: give NumEpochs or MaxIter")
 	}
-	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 {
+	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 || o.KeepSnapshots < 0 {
 		return errors.New("ctrkit/trainer/model: negative interval")
 	}
 	return nil
@@ -538,9 +543,14 @@ type Point struct {
 
 // FitResult is what Fit did.
 type FitResult struct {
+	// Iters is the iteration count reached; First the count Fit started
+	// from (a loaded snapshot's iteration, else 0): MaxIter counts from 0,
+	// so a resumed run ends where the interrupted one would have.
 	Iters int64
-	// Samples is the number of samples trained on; EpochSamples that of
-	// each finished epoch (epoch mode), the short last batch included.
+	First int64
+	// Samples is the number of samples trained on (by this Fit);
+	// EpochSamples that of each finished epoch (epoch mode), the short last
+	// batch included.
 	Samples      int64
 	EpochSamples []int64
 	LastAUC      float64 // NaN when never evaluated
@@ -550,9 +560,12 @@ type FitResult struct {
 
 // Fit trains (HugeCTR Model.fit).
 func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
-	res := FitResult{LastAUC: math.NaN()}
+	res := FitResult{LastAUC: math.NaN(), Iters: m.Iter(), First: m.Iter()}
 	if err := o.Validate(); err != nil {
 		return res, err
+	}
+	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
+		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
 	}
 	logw := o.Log
 	if logw == nil {
@@ -569,6 +582,11 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		return nil
 	}
+	if o.Snapshot > 0 {
+		if err := m.CheckSave(o.SnapshotPrefix); err != nil {
+			return res, err
+		}
+	}
 	r, err := o.OpenTrain()
 	if err != nil {
 		return res, err
@@ -583,7 +601,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		return res, err
 	}
 	defer func() { pf.close() }()
-	start, lastIter := time.Now(), int64(0)
+	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
 	lastBatch := 0         // samples of the last batch trained
@@ -699,6 +717,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				if err := m.Save(o.SnapshotPrefix, res.Iters); err != nil {
 					return res, err
 				}
+				if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
+					return res, err
+				}
 				fmt.Fprintf(logw, "saved snapshot %s at iter %d\n", o.SnapshotPrefix, res.Iters)
 			}
 		}
@@ -733,7 +754,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if pf, err = m.newPrefetcher(r); err != nil {
 				return res, err
 			}
-			if epoch > 0 && res.Iters == 0 && n < m.batch && o.NumEpochs <= 0 {
+			if epoch > 0 && res.Iters == res.First && n < m.batch && o.NumEpochs <= 0 {
 				return res, fmt.Errorf("ctrkit/trainer/model: the training data holds less than one batch of %d", m.batch)
 			}
 		}

@@ -220,6 +220,14 @@ type Backend interface {
 	// s = bag(j) mod numSlots for CSR offsets; ErrRange unless 0 ≤ keys[j] <
 	// slotSizes[s]. slotOffsets and slotSizes are int64 [numSlots].
 	SlotRows(rows, keys, offsets, slotOffsets, slotSizes Tensor)
+	// RecordSlots notes the slot each row is first seen in (a Localized
+	// embedding's slot_id): rowSlots int32 [table rows] holds −1 for a row
+	// not yet seen; for the rows of this call (positions j of rows under
+	// CSR offsets, slot bag(j) mod numSlots) still at −1 it becomes the
+	// smallest slot the row occurs in within this call (deterministic on
+	// every backend). Rows < 0 are skipped; ErrRange for a row beyond
+	// rowSlots.
+	RecordSlots(rowSlots, rows, offsets Tensor, numSlots int)
 	// EmbeddingBag: out[bag, :] = combine(table[rows[j], :] for j in bag),
 	// bags given by CSR offsets int32 [bags+1]; out is [bags, V] (the same
 	// bytes as [B, S·V]). Rows < 0 (missing keys) contribute zeros.

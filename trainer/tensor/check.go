@@ -264,6 +264,19 @@ func CheckSlotRows(op string, rows, keys, offsets, slotOffsets, slotSizes Tensor
 	return nil
 }
 
+// CheckRecordSlots checks RecordSlots' int32 operands and that the CSR
+// offsets hold whole samples of numSlots bags.
+func CheckRecordSlots(op string, rowSlots, rows, offsets Tensor, numSlots int) error {
+	err := firstErr(CheckWant(op, rowSlots, Int32, 0), CheckWant(op, rows, Int32, 0), CheckWant(op, offsets, Int32, 1))
+	if err != nil {
+		return err
+	}
+	if numSlots <= 0 || (offsets.Len()-1)%numSlots != 0 {
+		return Errorf(op, ErrShape, "%d bags for %d slots", offsets.Len()-1, numSlots)
+	}
+	return nil
+}
+
 // CheckEmbeddingBag checks EmbeddingBag's int32 rows and offsets and that
 // out holds one table row per bag. The CSR offsets' values are not read.
 func CheckEmbeddingBag(op string, out, table, rows, offsets Tensor) error {

@@ -405,3 +405,32 @@ func TestConvert(t *testing.T) {
 		t.Fatalf("int64→float32 %v", v)
 	}
 }
+
+// TestRecordSlots: a row first seen takes the smallest slot it occurs in
+// within the call; recorded rows keep theirs; rows < 0 are skipped; a row
+// beyond the record is ErrRange.
+func TestRecordSlots(t *testing.T) {
+	be := newBE(t)
+	rs := be.Alloc(tensor.Int32, 6)
+	be.Upload(rs, []int32{-1, -1, 2, -1, -1, -1})
+	// Two samples of three slots: bags 0..5, slot = bag mod 3.
+	rows := be.Alloc(tensor.Int32, 7)
+	off := be.Alloc(tensor.Int32, 7)
+	be.Upload(rows, []int32{4, 1, 2, -1, 0, 1, 4})
+	be.Upload(off, []int32{0, 1, 2, 3, 5, 6, 7}) // bag 3 holds -1 and 0
+	be.RecordSlots(rs, rows, off, 3)
+	got := make([]int32, 6)
+	if err := be.Download(got, rs); err != nil {
+		t.Fatal(err)
+	}
+	// Row 4 in slots 0 and 2 → 0; row 1 twice in slot 1 → 1; row 2 keeps
+	// 2; row 0 in slot 0 (bag 3); rows 3, 5 unseen.
+	if want := []int32{0, 1, 2, -1, 0, -1}; !slices.Equal(got, want) {
+		t.Errorf("slots %v, want %v", got, want)
+	}
+	be.Upload(rows, []int32{6, 0, 0, 0, 0, 0, 0})
+	be.RecordSlots(rs, rows, off, 3)
+	if !errors.Is(be.Err(), tensor.ErrRange) {
+		t.Errorf("row beyond the record: %v", be.Err())
+	}
+}

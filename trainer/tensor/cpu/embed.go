@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"math"
 	"slices"
 	"sync/atomic"
 
@@ -119,6 +120,44 @@ func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.T
 	})
 	if j := bad.Load(); j >= 0 {
 		be.fail(op, tensor.ErrRange, "key %d at %d outside its slot", k[j], j)
+	}
+}
+
+// RecordSlots records the slot of rows seen for the first time: the
+// smallest slot of their occurrences in this call.
+func (be *Backend) RecordSlots(rowSlots, rows, offsets tensor.Tensor, numSlots int) {
+	const op = "record_slots"
+	if !be.owned(op, rowSlots, rows, offsets) || !be.check(tensor.CheckRecordSlots(op, rowSlots, rows, offsets, numSlots)) {
+		return
+	}
+	off := data[int32](offsets)
+	if !be.csr(op, off, rows.Len()) {
+		return
+	}
+	rs, r := data[int32](rowSlots), data[int32](rows)
+	// Rows at −1 collect min(pending(s)) with pending(s) = MinInt32 + s < −1;
+	// the second pass turns pending values into slots (the GPU's two kernels).
+	const pending = math.MinInt32
+	for b := 0; b+1 < len(off); b++ {
+		s := int32(b % numSlots)
+		for j := off[b]; j < off[b+1]; j++ {
+			row := r[j]
+			if row < 0 {
+				continue
+			}
+			if int(row) >= len(rs) {
+				be.fail(op, tensor.ErrRange, "row %d at %d beyond %d rows", row, j, len(rs))
+				return
+			}
+			if v := rs[row]; v < 0 {
+				rs[row] = min(v, pending+s)
+			}
+		}
+	}
+	for _, row := range r {
+		if row >= 0 && rs[row] < -1 {
+			rs[row] -= pending
+		}
 	}
 }
 

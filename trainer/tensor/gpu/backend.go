@@ -264,11 +264,12 @@ const (
 	opSoftmaxCE
 	opEmbedding
 	opSparseUpdate
+	opRecordSlots
 )
 
 var opNames = map[uint64]string{
 	opSlotRows: "SlotRows", opHashLookup: "HashLookup", opSoftmaxCE: "SoftmaxCE",
-	opEmbedding: "EmbeddingBag", opSparseUpdate: "SparseUpdate",
+	opEmbedding: "EmbeddingBag", opSparseUpdate: "SparseUpdate", opRecordSlots: "RecordSlots",
 }
 
 func (be *Backend) flagError(rec [4]uint64) {

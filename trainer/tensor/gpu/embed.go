@@ -108,6 +108,33 @@ func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.T
 	})
 }
 
+// RecordSlots records the slot of rows seen for the first time (the
+// smallest slot of their occurrences in this call): one thread per bag
+// takes atomicMin of MinInt32+slot on rows still negative, then one thread
+// per position turns those pending values into slots. A row beyond
+// rowSlots is ErrRange at the next Sync.
+func (be *Backend) RecordSlots(rowSlots, rows, offsets tensor.Tensor, numSlots int) {
+	const op = "record_slots"
+	if !be.owned(op, rowSlots, rows, offsets) || !be.check(tensor.CheckRecordSlots(op, rowSlots, rows, offsets, numSlots)) {
+		return
+	}
+	bags, nnz := offsets.Len()-1, rows.Len()
+	if bags == 0 && nnz > 0 {
+		be.fail(op, tensor.ErrShape, "%d bags for %d slots", bags, numSlots)
+		return
+	}
+	if bags == 0 || nnz == 0 {
+		return
+	}
+	be.do(op, func(c *cuda.Ctx) error {
+		if err := be.launch1(c, "emb_record_slots", bags, p(rowSlots), p(rows), p(offsets), int64(bags), numSlots,
+			int64(nnz), rowSlots.Len(), be.flag, opRecordSlots); err != nil {
+			return err
+		}
+		return be.launch1(c, "emb_finish_slots", nnz, p(rowSlots), p(rows), int64(nnz), rowSlots.Len())
+	})
+}
+
 // embTeam is the team shape for V-wide vectors: W = 4 (16-byte accesses)
 // when V % 4 == 0 and every pointer is 16-byte aligned, else 1; ts lanes
 // (a power of two ≤ 32) cover ⌈V/W⌉ columns.

@@ -387,3 +387,36 @@ func TestAUCKeyNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordSlots: rows first seen take the smallest slot of their
+// occurrences, rows already recorded keep theirs; the GPU's two kernels
+// give the CPU's slots.
+func TestRecordSlots(t *testing.T) {
+	h := newHarness(t)
+	const ns, nrows = 7, 5000
+	for _, samples := range []int{0, 1, 3, 1000, 30000} {
+		bags := samples * ns
+		off := make([]int64, bags+1)
+		var rows []int64
+		for b := range bags {
+			for range h.rng.IntN(4) {
+				rows = append(rows, int64(h.rng.IntN(nrows+1))-1) // some −1 (missing keys)
+			}
+			off[b+1] = int64(len(rows))
+		}
+		init := make([]int64, nrows)
+		for i := range init {
+			init[i] = -1
+			if h.rng.IntN(3) == 0 {
+				init[i] = int64(h.rng.IntN(ns))
+			}
+		}
+		rs := h.Ints(tensor.Int32, init, nrows)
+		r := h.Ints(tensor.Int32, rows, len(rows))
+		o := h.Ints(tensor.Int32, off, len(off))
+		h.g.RecordSlots(rs.G, r.G, o.G, ns)
+		h.c.RecordSlots(rs.C, r.C, o.C, ns)
+		h.Check(fmt.Sprintf("record slots, %d samples", samples), rs, 0)
+		h.Free(rs, r, o)
+	}
+}

@@ -164,6 +164,41 @@ extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* 
     }
 }
 
+// ---- RecordSlots ----
+
+// emb_record_slots: one thread per bag b (slot b mod ns): rows still
+// negative (−1: never seen, < −1: pending this call) take the minimum of
+// INT_MIN + slot; rows beyond nrows report ERR_RANGE.
+extern "C" __global__ void emb_record_slots(int* rs, const int* rows, const int* off, i64 bags, int ns, i64 nnz,
+                                            int nrows, u64* flag, int op) {
+    FOR(b, bags) {
+        const int s = (int)(b % ns);
+        i64 lo = off[b], hi = off[b + 1];
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > nnz ? nnz : hi;
+        for (i64 j = lo; j < hi; j++) {
+            const int r = rows[j];
+            if (r < 0) continue;
+            if (r >= nrows) {
+                report(flag, ERR_RANGE, op, j, r);
+                continue;
+            }
+            if (rs[r] < 0) atomicMin(&rs[r], (int)(-2147483647 - 1) + s);
+        }
+    }
+}
+
+// emb_finish_slots: one thread per position: a pending value becomes its
+// slot (threads of one row all write the same value).
+extern "C" __global__ void emb_finish_slots(int* rs, const int* rows, i64 nnz, int nrows) {
+    FOR(j, nnz) {
+        const int r = rows[j];
+        if (r < 0 || r >= nrows) continue;
+        const int v = rs[r];
+        if (v < -1) rs[r] = v - (int)(-2147483647 - 1);
+    }
+}
+
 // ---- EmbeddingBag ----
 
 // emb_bag_fwd: one team per bag (see the top of the file): out[b, :] = Σ
