@@ -370,11 +370,12 @@ func TestShortLastBatch(t *testing.T) {
 				!strings.Contains(log.String(), "epoch 1 done at iter 16: 1000 samples (last batch 40 of 64)") {
 				t.Errorf("epoch mode: %d iterations, %d samples %v, log:\n%s", res.Iters, res.Samples, res.EpochSamples, log.String())
 			}
+			// MaxIter counts the model's iterations: from the 32 above, 20 more.
 			res, err = m.Fit(context.Background(), FitOptions{
 				OpenTrain: func() (formats.Reader, error) { return data.reader(64), nil },
-				MaxIter:   20,
+				MaxIter:   52,
 			})
-			if err != nil || res.Iters != 20 || res.Samples != 20*64 {
+			if err != nil || res.Iters != 52 || res.Samples != 20*64 {
 				t.Errorf("max_iter mode: %v, %d iterations, %d samples", err, res.Iters, res.Samples)
 			}
 		})
