@@ -36,7 +36,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -123,12 +122,6 @@ func (c *Ctx) Uniform(t tensor.Tensor, lo, hi float64) {
 		v[i] = lo + (hi-lo)*c.Rand.Float64()
 	}
 	c.upload(t, v)
-}
-
-// InnerProductSigma is the σ of SPEC §8's InnerProduct weight initializer:
-// √(1/max(1,(in+out)/2))/0.8796.
-func InnerProductSigma(in, out int) float64 {
-	return math.Sqrt(1/math.Max(1, float64(in+out)/2)) / 0.8796
 }
 
 func shapeErr(layer string, format string, args ...any) error {
