@@ -3,11 +3,13 @@ package model
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +21,6 @@ import (
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/CONFORMANCE.md from TestConformance")
@@ -309,11 +310,13 @@ type confChild struct {
 	GPU              bool
 }
 
-func conformanceBackend(t *testing.T, gpuMode bool) tensor.Backend {
+// conformanceBackend opens the run's backend as ctrkit train --device
+// does (the solver's TF32 or mixed precision on the GPU).
+func conformanceBackend(gpuMode bool, s graph.Solver) (tensor.Backend, error) {
 	if gpuMode {
-		return gpuOrSkip(t, gpu.Options{})
+		return OpenBackend(DeviceGPU, s, nil)
 	}
-	return cpuBackend(t)
+	return OpenBackend(DeviceCPU, s, nil)
 }
 
 // TestConformanceChild is the fresh process of TestConformance: it only
@@ -332,7 +335,10 @@ func TestConformanceChild(t *testing.T) {
 		t.Fatalf("conformance child: no plan for %s: %v", c.Config, err)
 	}
 	j := p.job
-	j.Backend = conformanceBackend(t, c.GPU)
+	if j.Backend, err = conformanceBackend(c.GPU, j.Solver); err != nil {
+		t.Fatalf("conformance child: %v", err)
+	}
+	defer CloseBackend(j.Backend)
 	j.Init = SnapshotFiles(j.Solver.SnapshotPrefix, confSteps, len(j.Config.Graph.Embeddings))
 	j.Init.DenseOpt, j.Init.SparseOpt = "", nil
 	if _, err := RunPredict(j, c.Out); err != nil {
@@ -344,7 +350,9 @@ var unsupportedLayer = regexp.MustCompile(`unsupported: layer type (\S+)|shape i
 
 // runConformance trains one config, saves it, reloads it in a fresh process
 // and compares the predictions bit for bit.
-func runConformance(t *testing.T, path string, gpuMode bool) confRow {
+// beforeReload, when set, runs on the snapshot prefix before the child
+// process reloads it (tests damage the snapshot with it).
+func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(prefix string) error) confRow {
 	dir := t.TempDir()
 	clean := func(err error) string {
 		return strings.ReplaceAll(strings.ReplaceAll(err.Error(), dir, "$TMP"), filepath.Dir(path)+"/", "")
@@ -364,11 +372,14 @@ func runConformance(t *testing.T, path string, gpuMode bool) confRow {
 		}
 		return row
 	}
+	j := p.job
+	if j.Backend, err = conformanceBackend(gpuMode, j.Solver); err != nil {
+		return fail("opening the backend", err)
+	}
+	defer CloseBackend(j.Backend) // one config's tables at a time on the GPU
 	if _, err := datagen.Generate(context.Background(), p.gen, nil); err != nil {
 		return fail("generating data", err)
 	}
-	j := p.job
-	j.Backend = conformanceBackend(t, gpuMode)
 	m, _, err := Train(context.Background(), j, TrainOutput{SaveFinal: true})
 	if err != nil {
 		return fail("training", err)
@@ -392,6 +403,11 @@ func runConformance(t *testing.T, path string, gpuMode bool) confRow {
 			fmt.Fprintf(&want, "%.9g", scores[i+k])
 		}
 		want.WriteByte('\n')
+	}
+	if beforeReload != nil {
+		if err := beforeReload(j.Solver.SnapshotPrefix); err != nil {
+			return fail("before reload", err)
+		}
 	}
 	out := filepath.Join(dir, "child_predictions.txt")
 	spec, _ := json.Marshal(confChild{Config: path, Dir: dir, Out: out, GPU: gpuMode})
@@ -467,7 +483,7 @@ func TestConformance(t *testing.T) {
 	for _, p := range paths {
 		name := filepath.ToSlash(strings.TrimPrefix(p, dir+string(filepath.Separator)))
 		seen[name] = true
-		row := runConformance(t, p, gpuMode)
+		row := runConformance(t, p, gpuMode, nil)
 		row.Config = name
 		why, expected := expectedFailures[name]
 		if bad, ok := invalidConfigs[name]; ok {
@@ -551,4 +567,48 @@ func conformanceTable(rows []confRow, gpuMode bool) string {
 	}
 	_ = gpuMode
 	return b.String()
+}
+
+// TestConformanceHarness runs the harness on reference models written as
+// graph JSON (so it runs without the shared fixtures): they pass, and a
+// snapshot whose dense weights moved by 1e-6 relative between save and
+// reload is caught.
+func TestConformanceHarness(t *testing.T) {
+	if os.Getenv(conformanceChildEnv) != "" {
+		t.Skip("child process")
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"dcn", "deepfm"} {
+		cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 4, SlotSizes: []int64{50, 30, 20}, VecSize: 4, Width: 1.0 / 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".json")
+		if err := cfg.Graph.WriteFile(path, graph.WriteOptions{Optimizer: cfg.Optimizer}); err != nil {
+			t.Fatal(err)
+		}
+		if row := runConformance(t, path, false, nil); row.Kind != kindGraph || row.Status != statusPass {
+			t.Errorf("%s: %+v", name, row)
+		}
+		nudge := func(prefix string) error {
+			p := SnapshotFiles(prefix, confSteps, 1).Dense
+			v, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i := 0; i+4 <= len(v); i += 4 {
+				f := math.Float32frombits(binary.LittleEndian.Uint32(v[i:]))
+				binary.LittleEndian.PutUint32(v[i:], math.Float32bits(f*(1+1e-6)))
+			}
+			return os.WriteFile(p, v, 0o644)
+		}
+		row := runConformance(t, path, false, nudge)
+		t.Logf("%s nudged: %s", name, row.Reason)
+		if row.Status != statusFail || !strings.Contains(row.Reason, "differ") {
+			t.Errorf("%s with nudged weights: %+v", name, row)
+		}
+	}
+	if row := runConformance(t, filepath.Join("testdata", "no-such.json"), false, nil); row.Status != statusFail {
+		t.Errorf("missing file: %+v", row)
+	}
 }
