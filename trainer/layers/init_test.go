@@ -275,7 +275,9 @@ func TestSinusoidal(t *testing.T) {
 	}
 }
 
-// TestEmbeddingInit checks SPEC §8's embedding table initializers.
+// TestEmbeddingInit checks the embedding table initializers: SPEC §8's,
+// and HugeCTR's per-slot U(±√(1/slot_size)) for a LocalizedHash with
+// slot_size_array (init_embedding_functor.cu).
 func TestEmbeddingInit(t *testing.T) {
 	c := newCtx(t, 21)
 	keys := &SparseInput{Keys: c.BE.Alloc(tensor.Int64, 1), Offsets: c.BE.Alloc(tensor.Int32, 2)}
@@ -285,6 +287,11 @@ func TestEmbeddingInit(t *testing.T) {
 	}
 	sizes := []int64{4, 400}
 	oh, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedOneHot, VecSize: 8, Slots: 2, SlotSizes: sizes, MaxNNZ: 1}, &SparseInput{Keys: keys.Keys, Offsets: c.BE.Alloc(tensor.Int32, 3)}, 1)
+	lh, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedHash, VecSize: 8, Slots: 2, SlotSizes: []int64{30, 1000}, WorkspaceMB: 0.2, MaxNNZ: 1}, &SparseInput{Keys: keys.Keys, Offsets: c.BE.Alloc(tensor.Int32, 3)}, 1)
+	lt := f64(lh.Table)
+	checkDraw(t, "LocalizedHash slot 0", lt[:30*8], uniform(math.Sqrt(1/30.0)))
+	checkDraw(t, "LocalizedHash slot 1", lt[30*8:1030*8], uniform(math.Sqrt(1/1000.0)))
+	checkDraw(t, "LocalizedHash past the slots", lt[1030*8:], constant(0))
 	tab := f64(oh.Table)
 	for s, rng := range [][2]int{{0, 4 * 8}, {4 * 8, 404 * 8}} {
 		a := math.Sqrt(1 / float64(sizes[s]))

@@ -29,6 +29,13 @@
 //	LocalizedSlotSparseEmbeddingHash,
 //	LocalizedSlotSparseEmbeddingOneHot NewSparseEmbedding
 //
+// Initialization: the trainable constructors take HugeCTR's
+// initializer_types (Init values from the graph's weight_init, bias_init,
+// gamma_init, beta_init keys) and draw each weight as HugeCTR's layer does
+// (InnerProductFiller, MultiCrossFiller, BatchNormFiller,
+// WeightMultiplyFiller; docs/INITIALIZERS.md), on the host from the Ctx's
+// seeded source, so a seed gives the same weights on every backend.
+//
 // Precision: a Ctx fixes the dtype; Float32 trains, Float64 runs the same
 // layers as the reference for the finite-difference gradient checks in this
 // package's tests.

@@ -230,6 +230,7 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 		ec.Kind = layers.DistributedHash
 	case graph.LocalizedHash:
 		ec.Kind = layers.LocalizedHash
+		ec.SlotSizes = ge.SlotSizeArray // per-slot initialization
 	case graph.LocalizedOneHot:
 		ec.Kind = layers.LocalizedOneHot
 		ec.SlotSizes = ge.SlotSizeArray
