@@ -12,6 +12,9 @@ import (
 type rd struct {
 	file string
 	err  error
+	// layer names the dense layer being read ("InnerProduct fc1") for
+	// errors that must name it.
+	layer string
 }
 
 func (r *rd) fail(path string, sentinel error, format string, args ...any) {

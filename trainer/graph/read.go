@@ -424,15 +424,26 @@ func readInference(n node) *Inference {
 	return inf
 }
 
-var initializers = []string{"", "Default", "Uniform", "XavierNorm", "XavierUniform", "Zero"}
-
+// init reads an initializer key: HugeCTR's INITIALIZER_TYPE_MAP names, or
+// "Default" (the Python enum's name for the omitted key), which reads as "".
 func (n node) init(k string) string {
-	s := n.optStr(k, "")
-	n.oneOf(k, s, initializers...)
-	if s == "Default" {
-		s = ""
+	if !n.has(k) {
+		return ""
 	}
-	return s
+	s := n.str(k)
+	switch s {
+	case "Default":
+		return ""
+	case "Uniform", "XavierNorm", "XavierUniform", "Zero":
+		return s
+	case "Sinusoidal":
+		n.r.fail(n.at(k), ErrValue, "%s: initializer Sinusoidal fills embedding tables only; dense layers take Default, Uniform, XavierNorm, XavierUniform or Zero", n.r.layer)
+	default:
+		if n.r.err == nil {
+			n.r.fail(n.at(k), ErrValue, "%s: unknown initializer %q (want Default, Uniform, XavierNorm, XavierUniform or Zero)", n.r.layer, s)
+		}
+	}
+	return ""
 }
 
 func readDense(n node) DenseLayer {
@@ -448,6 +459,7 @@ func readDense(n node) DenseLayer {
 	}
 	l.Bottom = n.names("bottom")
 	l.Top = n.names("top")
+	n.r.layer = fmt.Sprintf("%s %s", l.Type, strings.Join(l.Top, ","))
 	switch l.Type {
 	case InnerProduct, FusedInnerProduct:
 		p := n.obj("fc_param")

@@ -1,8 +1,6 @@
 package layers
 
 import (
-	"math"
-
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
@@ -16,8 +14,10 @@ type InnerProduct struct {
 	Act  tensor.Activation
 }
 
-// NewInnerProduct builds an InnerProduct with SPEC §8 initialization.
-func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation) (*InnerProduct, error) {
+// NewInnerProduct builds an InnerProduct; inits are HugeCTR's
+// initializer_types (weight_init, bias_init; none: Default), drawn as
+// InnerProductFiller says.
+func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation, inits ...Init) (*InnerProduct, error) {
 	if err := needBatch("InnerProduct", in); err != nil {
 		return nil, err
 	}
@@ -25,11 +25,17 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation) (*InnerPr
 		return nil, shapeErr("InnerProduct", "num_output %d", out)
 	}
 	n := in.Value.Cols()
+	var fs [2]Filler
+	for i := range fs {
+		var err error
+		if fs[i], err = InnerProductFiller(pick(inits, i), i, n, out); err != nil {
+			return nil, err
+		}
+	}
 	l := &InnerProduct{c: c, in: in, out: c.Blob(in.Value.Rows(), out), Act: act,
 		W: Param{Name: "weight", Value: c.alloc(n, out), Grad: c.alloc(n, out), Regularize: true},
 		B: Param{Name: "bias", Value: c.alloc(out), Grad: c.alloc(out)}}
-	c.Normal(l.W.Value, InnerProductSigma(n, out))
-	c.Normal(l.B.Value, math.Sqrt(1/float64(out))) // N(0, 1/out): variance 1/out, SPEC §8
+	c.fillAll(l.Params(), fs[:])
 	return l, nil
 }
 

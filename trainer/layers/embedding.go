@@ -32,7 +32,8 @@ type EmbeddingConfig struct {
 	// for LazyGlobal; AdaGrad, Momentum, Nesterov 1; SGD 0).
 	StateCopies int
 	// SlotSizes are required for OneHot (rows = Σ sizes, slot offsets =
-	// prefix sums) and select per-slot initialization there.
+	// prefix sums) and select per-slot initialization there and for
+	// LocalizedHash.
 	SlotSizes []int64
 	// MaxNNZ is the largest key count of a batch.
 	MaxNNZ int
@@ -115,7 +116,11 @@ func NewSparseEmbedding(c *Ctx, cfg EmbeddingConfig, in *SparseInput, batch int)
 			l.RowSlots = c.BE.Alloc(tensor.Int32, rows)
 			c.BE.Fill(l.RowSlots, -1)
 		}
-		c.Uniform(l.Table, -0.05, 0.05)
+		if cfg.Kind == LocalizedHash && len(cfg.SlotSizes) == cfg.Slots {
+			c.upload(l.Table, slotUniform(c, cfg, rows))
+		} else {
+			c.Uniform(l.Table, -0.05, 0.05)
+		}
 	}
 	return l, nil
 }
@@ -146,3 +151,20 @@ func (l *SparseEmbedding) Params() []Param { return nil }
 
 // Outputs returns [B, Slots·VecSize].
 func (l *SparseEmbedding) Outputs() []*Blob { return []*Blob{l.out} }
+
+// slotUniform is HugeCTR's init_embedding_per_gpu for a LocalizedHash
+// table with slot_size_array: slot s's block of slot_size rows, in slot
+// order from row 0, is U(±√(1/slot_size)); rows past Σ sizes stay 0 (HugeCTR
+// leaves them as allocated) and a table smaller than Σ sizes is cut off.
+func slotUniform(c *Ctx, cfg EmbeddingConfig, rows int) []float64 {
+	v := make([]float64, rows*cfg.VecSize)
+	i := 0
+	for _, sz := range cfg.SlotSizes {
+		a := math.Sqrt(1 / float64(max(sz, 1)))
+		for n := int64(0); n < sz*int64(cfg.VecSize) && i < len(v); n++ {
+			v[i] = -a + 2*a*c.Rand.Float64()
+			i++
+		}
+	}
+	return v
+}

@@ -29,6 +29,13 @@
 //	LocalizedSlotSparseEmbeddingHash,
 //	LocalizedSlotSparseEmbeddingOneHot NewSparseEmbedding
 //
+// Initialization: the trainable constructors take HugeCTR's
+// initializer_types (Init values from the graph's weight_init, bias_init,
+// gamma_init, beta_init keys) and draw each weight as HugeCTR's layer does
+// (InnerProductFiller, MultiCrossFiller, BatchNormFiller,
+// WeightMultiplyFiller; docs/INITIALIZERS.md), on the host from the Ctx's
+// seeded source, so a seed gives the same weights on every backend.
+//
 // Precision: a Ctx fixes the dtype; Float32 trains, Float64 runs the same
 // layers as the reference for the finite-difference gradient checks in this
 // package's tests.
@@ -36,7 +43,6 @@ package layers
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -123,12 +129,6 @@ func (c *Ctx) Uniform(t tensor.Tensor, lo, hi float64) {
 		v[i] = lo + (hi-lo)*c.Rand.Float64()
 	}
 	c.upload(t, v)
-}
-
-// InnerProductSigma is the σ of SPEC §8's InnerProduct weight initializer:
-// √(1/max(1,(in+out)/2))/0.8796.
-func InnerProductSigma(in, out int) float64 {
-	return math.Sqrt(1/math.Max(1, float64(in+out)/2)) / 0.8796
 }
 
 func shapeErr(layer string, format string, args ...any) error {

@@ -54,8 +54,10 @@ type MultiCross struct {
 	gx      tensor.Tensor
 }
 
-// NewMultiCross builds num layers of DCN v1 (projDim 0) or v2.
-func NewMultiCross(c *Ctx, in *Blob, num, projDim int) (*MultiCross, error) {
+// NewMultiCross builds num layers of DCN v1 (projDim 0) or v2; inits are
+// HugeCTR's initializer_types (weight_init, bias_init; none: Default) over
+// the weights in Params order, drawn as MultiCrossFiller says.
+func NewMultiCross(c *Ctx, in *Blob, num, projDim int, inits ...Init) (*MultiCross, error) {
 	if err := needBatch("MultiCross", in); err != nil {
 		return nil, err
 	}
@@ -63,19 +65,27 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int) (*MultiCross, error) {
 		return nil, shapeErr("MultiCross", "num_layers %d, projection_dim %d", num, projDim)
 	}
 	bs, d := in.Value.Rows(), in.Value.Cols()
+	per := 2
+	if projDim > 0 {
+		per = 3
+	}
+	fs := make([]Filler, num*per)
+	for i := range fs {
+		var err error
+		if fs[i], err = MultiCrossFiller(pick(inits, i), i, d, projDim); err != nil {
+			return nil, err
+		}
+	}
 	l := &MultiCross{c: c, in: in, P: projDim}
 	l.xs = append(l.xs, in.Value)
 	for i := 0; i < num; i++ {
 		if projDim == 0 {
 			w := Param{Name: "weight", Value: c.alloc(d, 1), Grad: c.alloc(d, 1)}
-			c.Normal(w.Value, InnerProductSigma(d, 1))
 			l.W = append(l.W, w)
 			l.h = append(l.h, c.alloc(bs, 1))
 		} else {
 			u := Param{Name: "weight_u", Value: c.alloc(d, projDim), Grad: c.alloc(d, projDim)}
 			v := Param{Name: "weight_v", Value: c.alloc(projDim, d), Grad: c.alloc(projDim, d)}
-			c.Normal(u.Value, InnerProductSigma(d, projDim))
-			c.Normal(v.Value, InnerProductSigma(projDim, d))
 			l.U, l.V = append(l.U, u), append(l.V, v)
 			l.h = append(l.h, c.alloc(bs, projDim))
 			l.z = append(l.z, c.alloc(bs, d))
@@ -88,6 +98,7 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int) (*MultiCross, error) {
 	}
 	l.out = c.Blob(bs, d)
 	l.xs = append(l.xs, l.out.Value)
+	c.fillAll(l.Params(), fs)
 	l.gx = c.alloc(bs, d)
 	if projDim == 0 {
 		l.gs = c.alloc(bs, 1)
@@ -229,7 +240,7 @@ func (l *Dropout) Params() []Param { return nil }
 func (l *Dropout) Outputs() []*Blob { return []*Blob{l.out} }
 
 // BatchNorm normalizes features over the batch (HugeCTR bn_param: factor,
-// eps); gamma starts at 1, beta at 0; running mean 0, variance 1.
+// eps); by default gamma starts at 1, beta at 0; running mean 0, variance 1.
 type BatchNorm struct {
 	c                 *Ctx
 	in, out           *Blob
@@ -240,17 +251,25 @@ type BatchNorm struct {
 	P                 tensor.BNParams
 }
 
-// NewBatchNorm builds a BatchNorm.
-func NewBatchNorm(c *Ctx, in *Blob, p tensor.BNParams) (*BatchNorm, error) {
+// NewBatchNorm builds a BatchNorm; inits are HugeCTR's initializer_types
+// (gamma_init, beta_init; none: Default), as BatchNormFiller says.
+func NewBatchNorm(c *Ctx, in *Blob, p tensor.BNParams, inits ...Init) (*BatchNorm, error) {
 	if err := needBatch("BatchNorm", in); err != nil {
 		return nil, err
+	}
+	var fs [2]Filler
+	for i := range fs {
+		var err error
+		if fs[i], err = BatchNormFiller(pick(inits, i), i); err != nil {
+			return nil, err
+		}
 	}
 	n := in.Value.Cols()
 	l := &BatchNorm{c: c, in: in, out: c.Blob(in.Value.Shape...), P: p,
 		Gamma:   Param{Name: "gamma", Value: c.alloc(n), Grad: c.alloc(n)},
 		Beta:    Param{Name: "beta", Value: c.alloc(n), Grad: c.alloc(n)},
 		RunMean: c.alloc(n), RunVar: c.alloc(n), saveMean: c.alloc(n), saveInv: c.alloc(n)}
-	c.BE.Fill(l.Gamma.Value, 1)
+	c.fillAll(l.Params(), fs[:])
 	c.BE.Fill(l.RunVar, 1)
 	return l, nil
 }
@@ -367,8 +386,9 @@ type WeightMultiply struct {
 }
 
 // NewWeightMultiply builds a WeightMultiply with weight_dims [d0, d1]
-// (d0 = input width), W initialized like an InnerProduct weight.
-func NewWeightMultiply(c *Ctx, in *Blob, d1 int) (*WeightMultiply, error) {
+// (d0 = input width); inits are HugeCTR's initializer_types (weight_init;
+// none: Default), drawn as WeightMultiplyFiller says.
+func NewWeightMultiply(c *Ctx, in *Blob, d1 int, inits ...Init) (*WeightMultiply, error) {
 	if err := needBatch("WeightMultiply", in); err != nil {
 		return nil, err
 	}
@@ -376,10 +396,14 @@ func NewWeightMultiply(c *Ctx, in *Blob, d1 int) (*WeightMultiply, error) {
 	if d1 <= 0 {
 		return nil, shapeErr("WeightMultiply", "weight_dims [%d,%d]", d0, d1)
 	}
+	f, err := WeightMultiplyFiller(pick(inits, 0), d0, d1)
+	if err != nil {
+		return nil, err
+	}
 	l := &WeightMultiply{c: c, in: in, out: c.Blob(b, d0*d1), d0: d0, d1: d1,
 		W:  Param{Name: "weight", Value: c.alloc(d0, d1), Grad: c.alloc(d0, d1)},
 		xe: c.alloc(b, d0*d1), we: c.alloc(b, d0*d1), t: c.alloc(b, d0*d1)}
-	c.Normal(l.W.Value, InnerProductSigma(d0, d1))
+	c.Fill(l.W.Value, f)
 	return l, nil
 }
 

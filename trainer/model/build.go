@@ -235,6 +235,7 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 		ec.Kind = layers.DistributedHash
 	case graph.LocalizedHash:
 		ec.Kind = layers.LocalizedHash
+		ec.SlotSizes = ge.SlotSizeArray // per-slot initialization
 	case graph.LocalizedOneHot:
 		ec.Kind = layers.LocalizedOneHot
 		ec.SlotSizes = ge.SlotSizeArray
@@ -286,14 +287,15 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		if gl.Type == graph.FusedInnerProduct && (len(gl.Top) != 1 || len(ins) != 1) {
 			return nil, fmt.Errorf("%w: FusedInnerProduct with %d bottoms and %d tops (position %s)", ErrUnsupported, len(ins), len(gl.Top), gl.Position)
 		}
-		if gl.WeightInit != "" || gl.BiasInit != "" {
-			return nil, fmt.Errorf("%w: initializers %q/%q (only Default)", ErrUnsupported, gl.WeightInit, gl.BiasInit)
-		}
 		act := tensor.Identity
 		if gl.Type == graph.FusedInnerProduct && gl.Activation == "Relu" {
 			act = tensor.ReLU
 		}
-		l, err = layers.NewInnerProduct(c, x, gl.NumOutput, act)
+		in, ierr := initializers("weight_init", gl.WeightInit, "bias_init", gl.BiasInit)
+		if ierr != nil {
+			return nil, ierr
+		}
+		l, err = layers.NewInnerProduct(c, x, gl.NumOutput, act, in...)
 	case graph.ReLU:
 		l, err = layers.NewActivation(c, x, tensor.ReLU, 0)
 	case graph.Sigmoid:
@@ -303,7 +305,11 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	case graph.Dropout:
 		l, err = layers.NewDropout(c, x, float64(gl.Rate))
 	case graph.BatchNorm:
-		l, err = layers.NewBatchNorm(c, x, tensor.BNParams{Factor: float64(gl.Factor), Eps: float64(gl.Eps)})
+		in, ierr := initializers("gamma_init", gl.GammaInit, "beta_init", gl.BetaInit)
+		if ierr != nil {
+			return nil, ierr
+		}
+		l, err = layers.NewBatchNorm(c, x, tensor.BNParams{Factor: float64(gl.Factor), Eps: float64(gl.Eps)}, in...)
 	case graph.Concat:
 		if len(li.In[0].Dims) == 2 && gl.Axis == 2 {
 			return nil, fmt.Errorf("%w: 3-D Concat on axis 2", ErrUnsupported)
@@ -327,7 +333,11 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		l, err = layers.NewInteraction(c, ins[0], ins[1])
 	case graph.MultiCross:
-		l, err = layers.NewMultiCross(c, x, gl.NumLayers, gl.ProjectionDim)
+		in, ierr := initializers("weight_init", gl.WeightInit, "bias_init", gl.BiasInit)
+		if ierr != nil {
+			return nil, ierr
+		}
+		l, err = layers.NewMultiCross(c, x, gl.NumLayers, gl.ProjectionDim, in...)
 	case graph.Add:
 		l, err = layers.NewElementwise(c, layers.Add, ins...)
 	case graph.Sub:
@@ -335,7 +345,11 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	case graph.ElementwiseMultiply:
 		l, err = layers.NewElementwise(c, layers.Multiply, ins...)
 	case graph.WeightMultiply:
-		l, err = layers.NewWeightMultiply(c, x, gl.WeightDims[1])
+		in, ierr := initializers("weight_init", gl.WeightInit)
+		if ierr != nil {
+			return nil, ierr
+		}
+		l, err = layers.NewWeightMultiply(c, x, gl.WeightDims[1], in...)
 	case graph.FmOrder2:
 		l, err = layers.NewFmOrder2(c, x, gl.OutDim)
 	case graph.ReduceSum, graph.ReduceMean:
@@ -369,6 +383,23 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		return nil, err
 	}
 	return l, nil
+}
+
+// initializers maps (key, name) pairs of a layer's initializer keys to
+// HugeCTR's initializer_types list.
+func initializers(kv ...string) ([]layers.Init, error) {
+	var in []layers.Init
+	for i := 0; i+1 < len(kv); i += 2 {
+		v, err := layers.ParseInit(kv[i+1])
+		if err == nil && v == layers.InitSinusoidal {
+			err = fmt.Errorf("initializer Sinusoidal fills embedding tables only")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", kv[i], err)
+		}
+		in = append(in, v)
+	}
+	return in, nil
 }
 
 // BatchSize is the network's batch size.
