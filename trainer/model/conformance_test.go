@@ -35,19 +35,7 @@ const conformanceChildEnv = "CTRKIT_CONFORMANCE_CHILD"
 // owns; the reason names it. TestConformance fails when one of these
 // passes (remove it here) or when a config not listed fails.
 var expectedFailures = map[string]string{
-	"v23.09.00/test/scripts/dcn_localized_embedding.json":      localizedSave,
-	"v23.09.00/test/scripts/dcn_localized_embedding_1gpu.json": localizedSave,
-	"v23.09.00/test/scripts/dlrm_1gpu.json":                    localizedSave,
-	"v23.09.00/test/scripts/dlrm_8gpu.json":                    localizedSave,
-	"v23.09.00/test/scripts/dlrm_fp16_1gpu.json":               localizedSave,
-	"v23.09.00/test/scripts/dlrm_fp16_4node_2gpu.json":         localizedSave,
-	"v23.09.00/test/scripts/dlrm_fp32_4node_2gpu.json":         localizedSave,
-	"v23.09.00/test/scripts/wdl_8gpu.json":                     localizedSave,
-	"v23.09.00/test/utest/simple_sparse_embedding_fp16.json":   localizedSave,
-	"v23.09.00/test/utest/simple_sparse_embedding_fp32.json":   localizedSave,
-	"v23.09.00/test/utest/simple_sparse_embedding_sgd.json":    localizedSave,
-	"v3.0/test/scripts/dlrm_1gpu.json":                         localizedSave,
-	"reconstructed/dlrm_kaggle_fp32_graph_v23.09.json":         "unowned: a LocalizedSlotSparseEmbeddingOneHot fed Norm data (global keys, SPEC §5) takes them as slot-local keys",
+	"reconstructed/dlrm_kaggle_fp32_graph_v23.09.json": "unowned: a LocalizedSlotSparseEmbeddingOneHot fed Norm data (global keys, SPEC §5) takes them as slot-local keys",
 }
 
 // localizedSave: saving a LocalizedSlotSparseEmbeddingHash without
