@@ -81,6 +81,8 @@ type AsyncParams struct {
 	IOAlignment         int
 	MultiHotReader      bool
 	IsDenseFloat        bool
+	// MultiHotReaderSet and IsDenseFloatSet: the file gave the key.
+	MultiHotReaderSet, IsDenseFloatSet bool
 }
 
 // Inference is the ≤ v3.x "inference" section of inference configs.
