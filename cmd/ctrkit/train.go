@@ -47,7 +47,7 @@ func dataFlags(train bool) []cli.Flag {
 		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
 		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 labels and dense values"},
 		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys"},
-		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default: the config's num_workers, else GOMAXPROCS)"},
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
 		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load"},
 	}

@@ -137,3 +137,77 @@ func TestTrainRawMultiHotPointsToRawAsync(t *testing.T) {
 		t.Errorf("%v", err)
 	}
 }
+
+// TestTrainConfigKeysHonoured: keys of the data and solver sections that
+// were accepted and dropped.
+func TestTrainConfigKeysHonoured(t *testing.T) {
+	rc := genRaw(t, 1)
+	raw := `, "format": "Raw", "float_label_dense": true`
+	// A list of sources: every one must exist, and an epoch reads them all.
+	missing := filepath.Join(t.TempDir(), "nope.bin")
+	cfg := writeRawConfig(t, rc, "SOURCE", fmt.Sprintf("[%q, %q]", rc.src, missing), ` DATA`, raw)
+	if out, err := runCtrkit(t, "train", "--config", cfg); err == nil || !strings.Contains(err.Error(), missing) || strings.Contains(out, "iter 20") {
+		t.Errorf("missing second source: %v\n%s", err, out)
+	}
+	cfg = writeRawConfig(t, rc, "SOURCE", fmt.Sprintf("[%q, %q]", rc.src, rc.src), ` DATA`, raw)
+	out, err := runCtrkit(t, "train", "--config", cfg, "--num-epochs", "1", "--eval-interval", "0")
+	if err != nil || !strings.Contains(out, "epoch 1 done at iter 128") { // 2 × 8192 / 128
+		t.Errorf("two sources: %v\n%s", err, out)
+	}
+	// eval_metrics: the selected metrics, and HitRate / AverageLoss
+	// thresholds stop training (HugeCTR stops on AUC only; ctrkit says so).
+	cfg = writeRawConfig(t, rc, `"eval_interval": 40,`, `"eval_interval": 10,`, ` DATA`, raw, ` SOLVER`, `, "eval_metrics": ["HitRate:0.99", "AverageLoss:0.7"]`)
+	out, err = runCtrkit(t, "train", "--config", cfg)
+	if err != nil || !strings.Contains(out, "eval iter 10: hit rate ") || strings.Contains(out, "eval iter 10: AUC") ||
+		!strings.Contains(out, "reached the threshold 0.700000: stopping") || strings.Contains(out, "iter 30:") ||
+		!strings.Contains(out, "HugeCTR stops on AUC only") {
+		t.Errorf("eval_metrics: %v\n%s", err, out)
+	}
+	// gpu [0..7]: one line saying so, and eight GPUs' embedding capacity.
+	one, err := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, ` DATA`, raw), "--max-iter", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCtrkit(t, "train", "--config", writeRawConfig(t, rc, "GPU", "[0, 1, 2, 3, 4, 5, 6, 7]", ` DATA`, raw), "--max-iter", "1")
+	if err != nil || !strings.Contains(out, "solver.gpu lists 8 GPUs; ctrkit runs on one device") ||
+		!strings.Contains(one, "(21845 rows capacity)") || !strings.Contains(out, "(174760 rows capacity)") {
+		t.Errorf("gpu list: %v\n%s\n%s", err, one, out)
+	}
+	// Optimizer states named by the solver are loaded (a file of the wrong
+	// size is an error), and need their model files.
+	bogus := filepath.Join(t.TempDir(), "opt.model")
+	os.WriteFile(bogus, []byte("1234567"), 0o644)
+	cfg = writeRawConfig(t, rc, ` DATA`, raw, ` SOLVER`, fmt.Sprintf(`, "sparse_opt_states_file": [%q]`, bogus))
+	if _, err := runCtrkit(t, "train", "--config", cfg); err == nil || !strings.Contains(err.Error(), "sparse_opt_states_file needs sparse_model_file") {
+		t.Errorf("sparse_opt_states_file alone: %v", err)
+	}
+	snap := filepath.Join(t.TempDir(), "s")
+	if _, err := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, ` DATA`, raw), "--max-iter", "2", "--snapshot-prefix", snap); err != nil {
+		t.Fatal(err)
+	}
+	files := fmt.Sprintf(`, "dense_model_file": %q, "sparse_model_file": %q, "dense_opt_states_file": %q`, snap+"_dense_2.model", snap+"0_sparse_2.model", bogus)
+	cfg = writeRawConfig(t, rc, ` DATA`, raw, ` SOLVER`, files)
+	if _, err := runCtrkit(t, "train", "--config", cfg, "--max-iter", "1"); err == nil || !strings.Contains(err.Error(), bogus) {
+		t.Errorf("bad dense_opt_states_file accepted: %v", err)
+	}
+	files = strings.Replace(files, bogus, snap+"_opt_dense_2.model", 1)
+	if out, err := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, ` DATA`, raw, ` SOLVER`, files), "--max-iter", "1"); err != nil {
+		t.Errorf("snapshot's optimizer states: %v\n%s", err, out)
+	}
+	// cache_eval_data keeps the evaluation batches: same metrics.
+	a, _ := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, `"eval_interval": 40,`, `"eval_interval": 20,`, ` DATA`, raw))
+	b, _ := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, `"eval_interval": 40,`, `"eval_interval": 20,`, ` DATA`, raw+`, "cache_eval_data": 4`))
+	if evalLines(a) == "" || evalLines(a) != evalLines(b) {
+		t.Errorf("cache_eval_data changed the evaluations:\n%s\n%s", a, b)
+	}
+}
+
+func evalLines(out string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "eval iter") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}

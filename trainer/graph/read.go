@@ -432,19 +432,27 @@ func readSolver(n node) *Solver {
 	if n.has("eval_metrics") {
 		s.EvalMetrics = n.strList(n.at("eval_metrics"), n.val("eval_metrics"))
 		for i, m := range s.EvalMetrics {
-			name, arg, _ := strings.Cut(m, ":")
+			name, arg, hasArg := strings.Cut(m, ":")
+			t := 1.0
+			if hasArg {
+				_, err := fmt.Sscan(arg, &t)
+				if err != nil || t < 0 || (name != "AverageLoss" && t > 1) {
+					n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "bad %s threshold %q (want a number in [0, 1])", name, arg)
+				}
+			}
 			switch name {
 			case "AUC":
-				if arg != "" {
-					var t float64
-					if _, err := fmt.Sscan(arg, &t); err != nil || t < 0 || t > 1 {
-						n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "bad AUC threshold %q", arg)
-					}
-					s.AUCThreshold = t
+				s.AUCThreshold = t
+			case "HitRate":
+				if hasArg {
+					s.HitRateThreshold = t
 				}
-			case "AverageLoss", "HitRate":
+			case "AverageLoss":
+				if hasArg {
+					s.AverageLossThreshold = t
+				}
 			default:
-				n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "unknown metric %q", m)
+				n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "unknown metric %q (want AUC, AverageLoss or HitRate, each with an optional :threshold)", m)
 			}
 		}
 	}
