@@ -211,3 +211,14 @@ func evalLines(out string) string {
 	}
 	return b.String()
 }
+
+// TestTrainHugeBatchRefused: batchsize 2^31-1 in the model JSON is refused
+// with the size it would need, before allocating.
+func TestTrainHugeBatchRefused(t *testing.T) {
+	rc := genRaw(t, 1)
+	cfg := writeRawConfig(t, rc, `"batchsize": 128`, `"batchsize": 2147483647`, ` DATA`, `, "format": "Raw", "float_label_dense": true`)
+	_, err := runCtrkit(t, "train", "--config", cfg)
+	if err == nil || !strings.Contains(err.Error(), "batchsize 2147483647") || !strings.Contains(err.Error(), "GiB") {
+		t.Errorf("%v", err)
+	}
+}

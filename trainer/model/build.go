@@ -96,7 +96,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkHostMemory(&g, info, gopt, be); err != nil {
+	if err := checkHostMemory(&g, info, gopt, be, o.BatchSize); err != nil {
 		return nil, err
 	}
 	if len(g.Input.LabelTops) != 1 {

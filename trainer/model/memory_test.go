@@ -60,3 +60,37 @@ func TestMemoryLimitReadsSomething(t *testing.T) {
 		t.Fatalf("%d %q", n, what)
 	}
 }
+
+// TestBuildRefusesHugeCounts: counts of the model file that size
+// allocations (batchsize, max_feature_num_per_sample, dense_dim) at
+// 2^31-1 are refused with the size they would need, before allocating.
+func TestBuildRefusesHugeCounts(t *testing.T) {
+	withMemoryLimit(t, 8<<30)
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const huge = 1<<31 - 1
+	for _, c := range []struct {
+		batch int
+		nnz   string
+		want  []string
+	}{
+		{huge, `"nnz_per_slot": 1`, []string{"batchsize 2147483647", "GiB"}},
+		{1 << 28, `"nnz_per_slot": 1`, []string{"batchsize 268435456: the model needs", "GiB", "8.0 GiB", "test limit"}},
+		{64, `"max_feature_num_per_sample": 2147483647`, []string{"sparse input s", "keys in one batch"}},
+		{1 << 20, `"nnz_per_slot": 1`, []string{"batchsize 1048576: the model needs", "TiB", "activations"}},
+	} {
+		cfg := memConfig(t, c.batch, 1, c.nnz)
+		if c.batch == 1<<20 {
+			cfg.Graph.Input.DenseDim = 1 << 24
+		}
+		_, err := Build(cfg, be, Options{BatchSize: c.batch})
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("batch %d %s: %v, want %q", c.batch, c.nnz, err, w)
+				break
+			}
+		}
+	}
+}
