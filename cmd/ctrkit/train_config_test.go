@@ -118,6 +118,12 @@ func TestTrainRawAsyncMultiHotLabels(t *testing.T) {
 	if _, loss := evalLine(t, out, 40); err != nil || loss > 0.2 {
 		t.Errorf("--label-type float32 did not change the label type: %v\n%s", err, out)
 	}
+	// dense.aligned Auto pads the dense input to 8 columns (the model's too).
+	cfg = writeRawConfig(t, rc, `"dense_dim": 2}`, `"dense_dim": 2, "aligned": "Auto"}`, ` DATA`, `, "format": "RawAsync", "float_label_dense": true`)
+	out, err = runCtrkit(t, "train", "--config", cfg)
+	if auc, _ := evalLine(t, out, 40); err != nil || auc < 0.55 || !strings.Contains(out, "model: 4 layers, 17 dense parameters") {
+		t.Errorf("aligned Auto: %v\n%s", err, out)
+	}
 	// One-hot RawAsync reads int32 dense values only (HugeCTR refuses too).
 	cfg = writeRawConfig(t, rc, ` DATA`, `, "format": "RawAsync", "async_param": {"multi_hot_reader": false, "is_dense_float": true}`)
 	if _, err := runCtrkit(t, "train", "--config", cfg); err == nil || !strings.Contains(err.Error(), "is_dense_float") {
