@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -132,4 +133,21 @@ func copyBatch(b *formats.Batch) cachedBatch {
 	return cachedBatch{n: b.N, labels: append([]float32(nil), b.Labels...), dense: append([]float32(nil), b.Dense...),
 		offsets: append([]int32(nil), b.Offsets...), keys32: append([]uint32(nil), b.Keys32...),
 		keys64: append([]int64(nil), b.Keys64...)}
+}
+
+// checkEvalCache refuses a cache_eval_data whose batches (as many as an
+// evaluation reads, evalSamples; 0: all) would take more than half the
+// memory the process may use.
+func checkEvalCache(m *Model, batches int, evalSamples int64) error {
+	if evalSamples > 0 {
+		batches = int(min(int64(batches), (evalSamples+int64(m.batch)-1)/int64(m.batch)))
+	}
+	input, _ := batchBytes(m.Graph, m.Info, m.batch)
+	need := float64(batches) * input / 5 // one copy of each batch
+	limit, what := MemoryLimit()
+	if limit > 0 && need > float64(limit)/2 {
+		return fmt.Errorf("cache_eval_data %d: caching %d evaluation batches of %d needs %s, more than half the %s this process may use (%s)",
+			batches, batches, m.batch, humanBytes(need), humanBytes(float64(limit)), what)
+	}
+	return nil
 }

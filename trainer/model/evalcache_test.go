@@ -2,10 +2,12 @@ package model
 
 import (
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 )
 
 // countingReader yields batches batches of 4 samples (label = sample index).
@@ -112,5 +114,24 @@ func TestReaderSourcesKeys(t *testing.T) {
 	rp.Format, rp.NumSamples, rp.EvalNumSamples = "Norm", 10, 0
 	if _, _, err := ReaderSources(rp, &graph.Input{}, false, "m.json"); err == nil {
 		t.Error("num_samples for Norm accepted (HugeCTR reads it only for Raw)")
+	}
+}
+
+// TestEvalCacheMemory: a cache larger than the memory is refused by name.
+func TestEvalCacheMemory(t *testing.T) {
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Build(memConfig(t, 1024, 1, `"nnz_per_slot": 1`), be, Options{BatchSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withMemoryLimit(t, 64<<20)
+	if err := checkEvalCache(m, 1<<20, 0); err == nil || !strings.Contains(err.Error(), "cache_eval_data") {
+		t.Errorf("%v", err)
+	}
+	if err := checkEvalCache(m, 1<<20, 4096); err != nil {
+		t.Errorf("4 batches per evaluation: %v", err)
 	}
 }

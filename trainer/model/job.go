@@ -171,6 +171,9 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
 		if j.Eval.CacheBatches > 0 {
+			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
+				return m, FitResult{}, err
+			}
 			fo.OpenEval = newEvalCache(fo.OpenEval, j.Eval.CacheBatches).Open
 		}
 	}
