@@ -88,6 +88,9 @@ type Spec struct {
 	// LabelType of the Raw multi-hot layout (default int32, HugeCTR v25).
 	LabelType    formats.ValueType
 	LabelTypeSet bool
+	// DenseType of Raw dense values, overriding FloatLabelDense.
+	DenseType    formats.ValueType
+	DenseTypeSet bool
 	// Vocab maps Criteo text categoricals (instead of hashing).
 	Vocab *criteo.Vocab
 	// SkipCorrupt skips Norm records with a bad check byte.
@@ -410,9 +413,12 @@ func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err e
 	}
 	if layout == raw.MultiHot {
 		s.LabelType = formats.Int32
-		if sp.LabelTypeSet {
-			s.LabelType = sp.LabelType
-		}
+	}
+	if sp.LabelTypeSet {
+		s.LabelType = sp.LabelType
+	}
+	if sp.DenseTypeSet {
+		s.DenseType = sp.DenseType
 	}
 	return s, layout, note, nil
 }

@@ -27,7 +27,8 @@ func schemaFlags(from bool) []cli.Flag {
 		&cli.StringFlag{Name: "nnz-array", Usage: "comma-separated max keys per slot (norm, parquet) or hotness (raw multihot); one value: every slot"},
 		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 label and dense values instead of int32"},
 		&cli.StringFlag{Name: "raw-layout", Usage: "raw: onehot | multihot (default: multihot when some nnz > 1)"},
-		&cli.StringFlag{Name: "label-type", Usage: "raw multihot label type: int32 (HugeCTR v25) | float32"},
+		&cli.StringFlag{Name: "label-type", Usage: "raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
+		&cli.StringFlag{Name: "dense-type", Usage: "raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
 		&cli.BoolFlag{Name: "skip-corrupt", Usage: "norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
 		&cli.StringFlag{Name: "vocab-file", Usage: "criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
 	}
@@ -90,6 +91,12 @@ func specFromFlags(c *cli.Context) (dataset.Spec, error) {
 			return sp, fmt.Errorf("--label-type: %w", err)
 		}
 		sp.LabelTypeSet = true
+	}
+	if c.IsSet("dense-type") {
+		if sp.DenseType, err = formats.ParseValueType(c.String("dense-type")); err != nil {
+			return sp, fmt.Errorf("--dense-type: %w", err)
+		}
+		sp.DenseTypeSet = true
 	}
 	sp.SkipCorrupt = c.Bool("skip-corrupt")
 	if c.IsSet("vocab-file") {

@@ -20,20 +20,20 @@ func init() {
 				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
 				"lr, samples/s) and one per evaluation (AUC); --metrics-out writes them as JSON lines.",
-			Flags:  append(append(append(modelFlags(), dataFlags(true)...), solverFlags()...), optimizerFlags()...),
+			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags()...), optimizerFlags()...)),
 			Action: runTrain,
 		},
 		&cli.Command{
 			Name:   "evaluate",
 			Usage:  "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
-			Flags:  append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+			Flags:  withSchemaFlags(append(append(modelFlags(), dataFlags(false)...), solverFlags()...)),
 			Action: runEvaluate,
 		},
 		&cli.Command{
 			Name:  "predict",
 			Usage: "write the predictions of saved model files on Norm, Raw or Parquet data",
-			Flags: append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample)", Required: true}),
+			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample)", Required: true})),
 			Action: runPredict,
 		},
 	)
@@ -41,13 +41,13 @@ func init() {
 
 func dataFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | parquet (default: the config's, else norm)"},
+		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | rawasync | parquet (default: the config's, else norm)"},
 		&cli.StringFlag{Name: "eval-source", Usage: "eval file list (norm, parquet) or file (raw) `PATH`"},
 		&cli.StringFlag{Name: "check", Usage: "norm framing: sum | none (default: the config's, else sum)"},
 		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
 		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 labels and dense values"},
 		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys"},
-		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default: the config's num_workers, else GOMAXPROCS)"},
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
 		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load (training continues from it)"},
 	}
@@ -132,6 +132,11 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	if c.IsSet("max-iter") && !c.IsSet("num-epochs") {
 		s.NumEpochs = 0
 	}
+	if s.MaxEvalSamples > 0 && !c.IsSet("max-eval-batches") {
+		// HugeCTR: max_eval_samples / batchsize_eval batches, the remainder
+		// truncated.
+		s.MaxEvalBatches = s.MaxEvalSamples / max(s.BatchSizeEval, 1)
+	}
 	if c.IsSet("snapshot-prefix") {
 		s.SnapshotPrefix = c.String("snapshot-prefix")
 	}
@@ -161,67 +166,8 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 		}
 	}
 	// Data.
-	rp := cfg.Reader
-	if rp == nil {
-		rp = &graph.ReaderParams{Format: "Norm", Check: "Sum"}
-	}
-	format := rp.Format
-	if c.IsSet("format") {
-		switch strings.ToLower(c.String("format")) {
-		case "norm":
-			format = "Norm"
-		case "raw":
-			format = "Raw"
-		case "parquet":
-			format = "Parquet"
-		default:
-			return j, nil, fmt.Errorf("--format: %q is not norm, raw or parquet", c.String("format"))
-		}
-	}
-	check := rp.Check
-	if c.IsSet("check") {
-		switch strings.ToLower(c.String("check")) {
-		case "sum":
-			check = "Sum"
-		case "none":
-			check = "None"
-		default:
-			return j, nil, fmt.Errorf("--check: %q is not sum or none", c.String("check"))
-		}
-	}
-	sizes := rp.SlotSizeArray
-	if c.IsSet("data-slot-size-array") {
-		if sizes, err = parseInts[int64]("data-slot-size-array", c.String("data-slot-size-array")); err != nil {
-			return j, nil, err
-		}
-	} else if cfg.Reader == nil && c.String("model") != "" && format != "Norm" {
-		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
-		// model's vocabulary is the slot sizes.
-		for _, e := range cfg.Graph.Embeddings {
-			sizes = append(sizes, e.SlotSizeArray...)
-		}
-	}
-	src := model.Source{Format: format, Check: check, SlotSizeArray: sizes, FloatLabelDense: rp.FloatLabelDense,
-		I64Keys: s.I64InputKey, Workers: c.Int("num-workers")}
-	if c.IsSet("float-label-dense") {
-		src.FloatLabelDense = c.Bool("float-label-dense")
-	}
-	j.Train, j.Eval = src, src
-	if len(rp.Source) > 0 {
-		j.Train.Path = rp.Source[0]
-	}
-	j.Eval.Path = rp.EvalSource
-	if train && c.IsSet("source") {
-		j.Train.Path = c.String("source")
-	}
-	if c.IsSet("eval-source") {
-		j.Eval.Path = c.String("eval-source")
-	}
-	if train && j.Train.Path == "" {
-		return j, nil, fmt.Errorf("no training data: give --source")
-	}
-	if !train && j.Eval.Path == "" {
-		return j, nil, fmt.Errorf("no data: give --eval-source")
+	if err := dataFromConfigAndFlags(c, &j, cfg, train); err != nil {
+		return j, nil, err
 	}
 	// Starting weights.
 	j.Notes = c.App.ErrWriter
@@ -230,8 +176,10 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 			return j, nil, fmt.Errorf("--load-prefix needs --load-iter (the iteration of the files)")
 		}
 		j.Resume = model.Snapshot{Prefix: p, Iter: c.Int64("load-iter"), FreshOptimizer: train && !c.Bool("load-optimizer")}
-	} else if s.DenseModelFile != "" || len(s.SparseModelFiles) > 0 {
-		j.Init = model.Files{Dense: s.DenseModelFile, Sparse: s.SparseModelFiles}
+	} else if s.DenseModelFile != "" || len(s.SparseModelFiles) > 0 || s.DenseOptStatesFile != "" || len(s.SparseOptStatesFiles) > 0 {
+		if j.Init, err = solverFiles(s, len(cfg.Graph.Embeddings), c.String("config"), train); err != nil {
+			return j, nil, err
+		}
 	} else if !train {
 		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
 	}

@@ -32,8 +32,14 @@ type Solver struct {
 	// EvalMetrics are "AUC:<threshold>", "AverageLoss", "HitRate".
 	EvalMetrics []string
 	// AUCThreshold stops training once eval AUC reaches it (0: never); from
-	// "AUC:<t>" metrics or the test scripts' auc_threshold.
+	// "AUC:<t>" metrics ("AUC" alone: 1, as HugeCTR) or the test scripts'
+	// auc_threshold.
 	AUCThreshold float64
+	// HitRateThreshold ("HitRate:<t>") stops training once the eval hit
+	// rate reaches it and AverageLossThreshold ("AverageLoss:<t>") once the
+	// eval loss falls to it (0: never). HugeCTR parses both and stops only
+	// on AUC; ctrkit honours them and says so.
+	HitRateThreshold, AverageLossThreshold float64
 	// UseMixedPrecision with Scaler (the JSON "mixed_precision" scaler).
 	UseMixedPrecision bool
 	Scaler            float64
@@ -81,6 +87,8 @@ type AsyncParams struct {
 	IOAlignment         int
 	MultiHotReader      bool
 	IsDenseFloat        bool
+	// MultiHotReaderSet and IsDenseFloatSet: the file gave the key.
+	MultiHotReaderSet, IsDenseFloatSet bool
 }
 
 // Inference is the ≤ v3.x "inference" section of inference configs.

@@ -15,6 +15,15 @@ type rd struct {
 	// layer names the dense layer being read ("InnerProduct fc1") for
 	// errors that must name it.
 	layer string
+	// seen holds the JSON path of every key the reader looked up (present
+	// or not); asked the keys looked up per object path (did-you-mean
+	// candidates).
+	seen  map[string]bool
+	asked map[string][]string
+}
+
+func newRd(file string) *rd {
+	return &rd{file: file, seen: map[string]bool{}, asked: map[string][]string{}}
 }
 
 func (r *rd) fail(path string, sentinel error, format string, args ...any) {
@@ -39,7 +48,31 @@ func (n node) at(k string) string {
 
 func idx(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
-func (n node) has(k string) bool { _, ok := n.m[k]; return ok }
+// get looks up k, recording the lookup (unknown keys are those never
+// looked up).
+func (n node) get(k string) (any, bool) {
+	if n.r.seen != nil {
+		p := n.at(k)
+		if !n.r.seen[p] {
+			n.r.seen[p] = true
+			n.r.asked[n.path] = append(n.r.asked[n.path], k)
+		}
+	}
+	v, ok := n.m[k]
+	return v, ok
+}
+
+// val is get without the presence flag.
+func (n node) val(k string) any { v, _ := n.get(k); return v }
+
+func (n node) has(k string) bool { _, ok := n.get(k); return ok }
+
+// accept marks keys that are valid and need no reading (layer "name").
+func (n node) accept(keys ...string) {
+	for _, k := range keys {
+		n.get(k)
+	}
+}
 
 func (n node) missing(k string) { n.r.fail(n.at(k), ErrMissing, "required key %q missing", k) }
 
@@ -67,7 +100,7 @@ func (n node) wrong(path, want string, v any) {
 
 // str reads a required string.
 func (n node) str(k string) string {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return ""
@@ -118,7 +151,7 @@ func (n node) numFloat(path string, v any) float64 {
 
 // int64 reads a required integer.
 func (n node) int64(k string) int64 {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return 0
@@ -151,7 +184,7 @@ func (n node) optCount(k string, def int) int {
 }
 
 func (n node) float(k string) float64 {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return 0
@@ -177,7 +210,7 @@ func (n node) optF32(k string, def float32) float32 {
 
 // optBool reads a bool, also accepting 0/1 (HugeCTR reads some as int).
 func (n node) optBool(k string, def bool) bool {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		return def
 	}
@@ -193,7 +226,7 @@ func (n node) optBool(k string, def bool) bool {
 }
 
 func (n node) obj(k string) node {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return node{r: n.r, path: n.at(k), m: map[string]any{}}
@@ -218,7 +251,7 @@ func (n node) optObj(k string) (node, bool) {
 }
 
 func (n node) arr(k string) []any {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return nil
@@ -232,7 +265,7 @@ func (n node) arr(k string) []any {
 
 // names reads a tensor-name list: a string or an array of strings.
 func (n node) names(k string) []string {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return nil
@@ -261,7 +294,7 @@ func (n node) strList(path string, v any) []string {
 
 // ints reads an array of integers (a scalar is a one-element array).
 func (n node) ints(k string) []int64 {
-	v, ok := n.m[k]
+	v, ok := n.get(k)
 	if !ok {
 		n.missing(k)
 		return nil

@@ -41,17 +41,24 @@ func Read(r io.Reader, name string) (*Config, error) {
 	dec.UseNumber()
 	var top any
 	if err := dec.Decode(&top); err != nil {
-		detail := err.Error()
+		off := int64(len(data))
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			detail = fmt.Sprintf("byte offset %d: %v", se.Offset, err)
+			// Offset is just past the offending byte.
+			off = max(se.Offset-1, 0)
 		}
-		return nil, errorf(name, "", ErrSyntax, "%s", detail)
+		line, col := lineCol(data, off)
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			msg = "unexpected end of file"
+		}
+		return nil, errorf(name, "", ErrSyntax, "line %d, column %d (byte offset %d): JSON syntax error: %s", line, col, off, msg)
 	}
 	if dec.More() {
-		return nil, errorf(name, "", ErrSyntax, "data after the top-level value at byte offset %d", dec.InputOffset())
+		line, col := lineCol(data, dec.InputOffset())
+		return nil, errorf(name, "", ErrSyntax, "line %d, column %d (byte offset %d): data after the top-level value", line, col, dec.InputOffset())
 	}
-	rr := &rd{file: name}
+	rr := newRd(name)
 	root := node{r: rr}
 	m, ok := top.(map[string]any)
 	if !ok {
@@ -72,7 +79,16 @@ func Read(r io.Reader, name string) (*Config, error) {
 	if inf, ok := root.optObj("inference"); ok {
 		cfg.Inference = readInference(inf)
 	}
+	root.accept("all_reduce")
+	if ar, ok := root.optObj("all_reduce"); ok {
+		// Multi-GPU all-reduce tuning: no effect on one device.
+		ar.oneOf("algo", ar.optStr("algo", "Oneshot"), "Oneshot", "NCCL")
+		ar.optBool("grouped", false)
+	}
 	readLayers(root, cfg)
+	if rr.err == nil {
+		rr.checkUnknown("", top)
+	}
 	if rr.err != nil {
 		return nil, rr.err
 	}
@@ -98,7 +114,7 @@ func readLayers(root node, cfg *Config) {
 	i := 1
 	for ; i < len(layers) && root.r.err == nil; i++ {
 		n := root.asObj(idx("layers", i), layers[i])
-		t, _ := n.m["type"].(string)
+		t, _ := n.val("type").(string)
 		if !isEmbedding(t) {
 			break
 		}
@@ -116,8 +132,9 @@ func isEmbedding(t string) bool {
 
 func readData(n node) (Input, *ReaderParams) {
 	var in Input
+	n.accept("name")
 	lab := n.obj("label")
-	switch v := lab.m["top"].(type) {
+	switch v := lab.val("top").(type) {
 	case []any:
 		in.LabelTops = lab.strList(lab.at("top"), v)
 		in.LabelDims = lab.counts("label_dim")
@@ -144,7 +161,7 @@ func readData(n node) (Input, *ReaderParams) {
 		case s.has("nnz_per_slot"):
 			nnz := s.counts("nnz_per_slot")
 			if len(nnz) == 1 && sp.SlotNum > 1 {
-				if _, scalar := s.m["nnz_per_slot"].([]any); scalar && s.r.err == nil {
+				if _, scalar := s.val("nnz_per_slot").([]any); scalar && s.r.err == nil {
 					s.r.fail(s.at("nnz_per_slot"), ErrValue, "nnz_per_slot.size() != slot_num (1 != %d)", sp.SlotNum)
 				}
 				for len(nnz) < sp.SlotNum {
@@ -171,14 +188,19 @@ func readData(n node) (Input, *ReaderParams) {
 		}
 		in.Sparse = append(in.Sparse, sp)
 	}
-	if !n.has("format") && !n.has("source") {
+	reader := false
+	for _, k := range []string{"format", "source", "eval_source", "check", "slot_size_array", "num_samples",
+		"eval_num_samples", "float_label_dense", "num_workers", "cache_eval_data", "async_param"} {
+		reader = n.has(k) || reader
+	}
+	if !reader {
 		return in, nil
 	}
 	rp := &ReaderParams{Format: n.optStr("format", "Norm"), Check: n.optStr("check", "Sum")}
 	n.oneOf("format", rp.Format, "Norm", "Raw", "Parquet", "RawAsync")
 	n.oneOf("check", rp.Check, "Sum", "None")
 	if n.has("source") {
-		rp.Source = n.strList(n.at("source"), n.m["source"])
+		rp.Source = n.strList(n.at("source"), n.val("source"))
 	}
 	rp.EvalSource = n.optStr("eval_source", "")
 	if n.has("slot_size_array") {
@@ -197,18 +219,24 @@ func readData(n node) (Input, *ReaderParams) {
 			IOAlignment: a.optCount("io_alignment", 0), MultiHotReader: a.optBool("multi_hot_reader", false),
 			IsDenseFloat: a.optBool("is_dense_float", false),
 		}
+		rp.Async.IsDenseFloatSet = a.has("is_dense_float")
+		rp.Async.MultiHotReaderSet = a.has("multi_hot_reader")
+		// I/O tuning of HugeCTR's io_uring reader: no effect on what is read.
+		a.optCount("io_block_size", 0)
+		n.optCount("num_iterations_statistics", 20)
 	}
 	return in, rp
 }
 
 func readEmbedding(n node) SparseEmbedding {
 	e := SparseEmbedding{Type: n.str("type"), Bottom: firstName(n, "bottom"), Top: firstName(n, "top")}
+	n.accept("name")
 	h := n.obj("sparse_embedding_hparam")
 	e.VecSize = h.count("embedding_vec_size")
 	if n.r.err == nil && (e.VecSize == 0 || e.VecSize > 1024) {
 		h.r.fail(h.at("embedding_vec_size"), ErrValue, "embedding_vec_size %d not in [1, 1024]", e.VecSize)
 	}
-	switch c := h.m["combiner"].(type) {
+	switch c := h.val("combiner").(type) {
 	case string:
 		e.Combiner = c
 		h.oneOf("combiner", c, "sum", "mean")
@@ -261,6 +289,8 @@ func readEmbedding(n node) SparseEmbedding {
 			CommunicationType:        h.optStr("communication_type", "IB_NVLink"),
 			HybridEmbeddingType:      h.optStr("hybrid_embedding_type", "Distributed"),
 		}
+		// Statistics warm-up of the frequent-category search: tuning only.
+		h.optCount("num_iterations_statistics", 20)
 	}
 	if o, ok := n.optObj("optimizer"); ok {
 		e.Optimizer = readOptimizer(o, false)
@@ -305,6 +335,11 @@ func readOptimizer(n node, model bool) *Optimizer {
 		o.Epsilon = 1e-7
 	}
 	hk := hparamKeys[o.Type]
+	for t, k := range hparamKeys {
+		if t != o.Type && n.has(k) && n.r.err == nil {
+			n.r.fail(n.at(k), ErrValue, "%s given, but the optimizer type is %s (its parameters are %s)", k, o.Type, hk)
+		}
+	}
 	h, ok := n.optObj(hk)
 	if !ok {
 		return o
@@ -344,26 +379,44 @@ func readSolver(n node) *Solver {
 	s.MaxEvalSamples = n.optCount("max_eval_samples", 0)
 	s.MaxIter = n.optCount("max_iter", 0)
 	s.NumEpochs = n.optCount("num_epochs", 0)
+	if n.has("max_iter") && n.has("num_epochs") && n.r.err == nil {
+		n.r.fail(n.at("num_epochs"), ErrValue, "max_iter and num_epochs cannot be used together")
+	}
+	if n.has("max_eval_batches") && n.has("max_eval_samples") && n.r.err == nil {
+		n.r.fail(n.at("max_eval_samples"), ErrValue, "max_eval_batches and max_eval_samples cannot be used together")
+	}
+	if n.has("mixed_precision") && n.has("enable_tf32_compute") && n.r.err == nil {
+		n.r.fail(n.at("enable_tf32_compute"), ErrValue, "mixed_precision and enable_tf32_compute cannot be used together")
+	}
+	// Multi-node device order and CUDA execution switches: they change
+	// how HugeCTR schedules work, not what it computes.
+	if n.has("device_layout") {
+		n.oneOf("device_layout", n.str("device_layout"), "LocalFirst", "NodeFirst")
+	}
+	for _, k := range []string{"algorithm_search", "cuda_graph", "enable_overlap", "holistic_cuda_graph"} {
+		n.optBool(k, false)
+	}
 	s.Display = n.optCount("display", s.Display)
 	s.EvalInterval = n.optCount("eval_interval", s.EvalInterval)
 	s.Snapshot = n.optCount("snapshot", 0)
 	s.SnapshotPrefix = n.optStr("snapshot_prefix", "")
 	s.Seed = uint64(n.optInt64("seed", 0))
 	s.LRPolicy = n.optStr("lr_policy", "fixed")
+	n.oneOf("lr_policy", s.LRPolicy, "fixed")
 	if n.has("gpu") {
 		for i, v := range n.arr("gpu") {
 			switch g := v.(type) {
 			case []any:
 				var dev []int
 				for j, x := range g {
-					dev = append(dev, int(n.numInt(idx(idx(n.at("gpu"), i), j), x)))
+					dev = append(dev, gpuID(n, idx(idx(n.at("gpu"), i), j), x))
 				}
 				s.GPU = append(s.GPU, dev)
 			default:
 				if len(s.GPU) == 0 {
 					s.GPU = [][]int{nil}
 				}
-				s.GPU[0] = append(s.GPU[0], int(n.numInt(idx(n.at("gpu"), i), v)))
+				s.GPU[0] = append(s.GPU[0], gpuID(n, idx(n.at("gpu"), i), v))
 			}
 		}
 	}
@@ -377,21 +430,29 @@ func readSolver(n node) *Solver {
 	}
 	s.EnableTF32 = n.optBool("enable_tf32_compute", false)
 	if n.has("eval_metrics") {
-		s.EvalMetrics = n.strList(n.at("eval_metrics"), n.m["eval_metrics"])
+		s.EvalMetrics = n.strList(n.at("eval_metrics"), n.val("eval_metrics"))
 		for i, m := range s.EvalMetrics {
-			name, arg, _ := strings.Cut(m, ":")
+			name, arg, hasArg := strings.Cut(m, ":")
+			t := 1.0
+			if hasArg {
+				_, err := fmt.Sscan(arg, &t)
+				if err != nil || t < 0 || (name != "AverageLoss" && t > 1) {
+					n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "bad %s threshold %q (want a number in [0, 1])", name, arg)
+				}
+			}
 			switch name {
 			case "AUC":
-				if arg != "" {
-					var t float64
-					if _, err := fmt.Sscan(arg, &t); err != nil || t < 0 || t > 1 {
-						n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "bad AUC threshold %q", arg)
-					}
-					s.AUCThreshold = t
+				s.AUCThreshold = t
+			case "HitRate":
+				if hasArg {
+					s.HitRateThreshold = t
 				}
-			case "AverageLoss", "HitRate":
+			case "AverageLoss":
+				if hasArg {
+					s.AverageLossThreshold = t
+				}
 			default:
-				n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "unknown metric %q", m)
+				n.r.fail(idx(n.at("eval_metrics"), i), ErrValue, "unknown metric %q (want AUC, AverageLoss or HitRate, each with an optional :threshold)", m)
 			}
 		}
 	}
@@ -401,13 +462,22 @@ func readSolver(n node) *Solver {
 	s.DenseModelFile = n.optStr("dense_model_file", "")
 	s.DenseOptStatesFile = n.optStr("dense_opt_states_file", "")
 	if n.has("sparse_model_file") {
-		s.SparseModelFiles = n.strList(n.at("sparse_model_file"), n.m["sparse_model_file"])
+		s.SparseModelFiles = n.strList(n.at("sparse_model_file"), n.val("sparse_model_file"))
 	}
 	if n.has("sparse_opt_states_file") {
-		s.SparseOptStatesFiles = n.strList(n.at("sparse_opt_states_file"), n.m["sparse_opt_states_file"])
+		s.SparseOptStatesFiles = n.strList(n.at("sparse_opt_states_file"), n.val("sparse_opt_states_file"))
 	}
 	s.ExportPredictionsPrefix = n.optStr("export_predictions_prefix", "")
 	return s
+}
+
+// gpuID reads one device id of the solver's gpu list.
+func gpuID(n node, path string, v any) int {
+	id := n.numInt(path, v)
+	if (id < 0 || id > 1<<16) && n.r.err == nil {
+		n.r.fail(path, ErrValue, "gpu id %d out of range", id)
+	}
+	return int(id)
 }
 
 func readInference(n node) *Inference {
@@ -418,7 +488,7 @@ func readInference(n node) *Inference {
 		MixedPrecision:   n.has("mixed_precision") && n.optFloat("mixed_precision", 0) != 0,
 	}
 	if n.has("sparse_model_file") {
-		inf.SparseModelFiles = n.strList(n.at("sparse_model_file"), n.m["sparse_model_file"])
+		inf.SparseModelFiles = n.strList(n.at("sparse_model_file"), n.val("sparse_model_file"))
 	}
 	inf.I64InputKey = n.optStr("input_key_type", "I32") == "I64"
 	return inf
@@ -448,6 +518,7 @@ func (n node) init(k string) string {
 
 func readDense(n node) DenseLayer {
 	l := DenseLayer{Type: n.str("type")}
+	n.accept("name")
 	if t, ok := legacyTypes[l.Type]; ok {
 		l.Type = t
 	}
@@ -492,7 +563,7 @@ func readDense(n node) DenseLayer {
 		}
 		l.MLPAct = p.optStr("activation", "")
 		if p.has("activations") {
-			l.Activations = p.strList(p.at("activations"), p.m["activations"])
+			l.Activations = p.strList(p.at("activations"), p.val("activations"))
 		}
 		l.WeightInit, l.BiasInit = p.init("weight_init"), p.init("bias_init")
 	case Dropout:
@@ -504,9 +575,17 @@ func readDense(n node) DenseLayer {
 		l.Alpha = n.obj("elu_param").f32("alpha")
 	case PReLUDice:
 		p := n.obj("prelu_dice_param")
-		if p.has("elu_alpha") {
+		switch {
+		case p.has("elu_alpha") && p.has("alpha"):
+			// ctrkit's writer gives both (HugeCTR's writer and reader
+			// disagree on the name); they must agree.
 			l.Alpha = p.f32("elu_alpha")
-		} else {
+			if a := p.f32("alpha"); a != l.Alpha && n.r.err == nil {
+				n.r.fail(p.at("alpha"), ErrValue, "alpha %v and elu_alpha %v differ", a, l.Alpha)
+			}
+		case p.has("elu_alpha"):
+			l.Alpha = p.f32("elu_alpha")
+		default:
 			l.Alpha = p.f32("alpha")
 		}
 		l.Eps = p.f32("eps")

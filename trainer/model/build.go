@@ -99,6 +99,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkHostMemory(&g, info, gopt, be, o.BatchSize); err != nil {
+		return nil, err
+	}
 	if len(g.Input.LabelTops) != 1 {
 		return nil, fmt.Errorf("%w: %d label tensors (multi-label input)", ErrUnsupported, len(g.Input.LabelTops))
 	}

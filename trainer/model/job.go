@@ -65,7 +65,11 @@ func (j *Job) build(train bool) (*Model, error) {
 	if j.Solver.UseMixedPrecision {
 		scale = j.Solver.Scaler
 	}
-	m, err := Build(j.Config, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
+	cfg, err := j.runConfig()
+	if err != nil {
+		return nil, err
+	}
+	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
 		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale})
 	if err != nil {
 		return nil, err
@@ -82,6 +86,73 @@ func (j *Job) build(train bool) (*Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// ConfigGPUs is the number of GPUs the solver's gpu list names (every
+// node's), at least 1.
+func ConfigGPUs(s *graph.Solver) int {
+	n := 0
+	for _, node := range s.GPU {
+		n += len(node)
+	}
+	return max(n, 1)
+}
+
+// runConfig is the config as ctrkit runs it on one device: the embedding
+// capacity HugeCTR would have on all of the solver's GPUs (its
+// max_vocabulary_size_per_gpu × the GPU count), and a dense input padded
+// to a multiple of 8 for RawAsync's dense.aligned Auto.
+func (j *Job) runConfig() (*graph.Config, error) {
+	gpus := ConfigGPUs(&j.Solver)
+	align := j.Train.AlignDense || j.Eval.AlignDense
+	if gpus == 1 && !align {
+		return j.Config, nil
+	}
+	cfg := *j.Config
+	g := *cfg.Graph
+	cfg.Graph = &g
+	if align {
+		g.Input.DenseDim = (g.Input.DenseDim + 7) / 8 * 8
+	}
+	if gpus > 1 {
+		opt := j.Optimizer
+		if opt == nil {
+			opt = cfg.Optimizer
+		}
+		if opt == nil {
+			opt = graph.DefaultOptimizer()
+		}
+		g.Embeddings = append([]graph.SparseEmbedding(nil), g.Embeddings...)
+		for i := range g.Embeddings {
+			e := &g.Embeddings[i]
+			if e.Type == graph.LocalizedOneHot || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
+				continue // sized by slot_size_array, not per GPU
+			}
+			o := e.Optimizer
+			if o == nil {
+				o = opt
+			}
+			per := e.VocabPerGPU(o)
+			if per > (1<<62)/int64(gpus) {
+				return nil, fmt.Errorf("embedding %d: %d rows per GPU × %d GPUs overflows", i, per, gpus)
+			}
+			e.MaxVocabPerGPU = per * int64(gpus)
+		}
+	}
+	return &cfg, nil
+}
+
+// DeviceNote is the line Train prints when ctrkit runs the config
+// differently from HugeCTR: fewer devices than the solver's gpu list, with
+// the embedding capacity scaled to all of them. "" when it runs as listed.
+func (j *Job) DeviceNote(device string, capacityRows int64) string {
+	gpus := ConfigGPUs(&j.Solver)
+	if gpus <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("note: the config's solver.gpu lists %d GPUs; ctrkit runs on one device (%s) with the global batch %d "+
+		"and the embedding capacity of all %d (workspace_size_per_gpu_in_mb × %d: %d rows)",
+		gpus, device, j.Solver.BatchSize, gpus, gpus, capacityRows)
 }
 
 // TrainOutput are the writers and files a training run reports to.
@@ -127,6 +198,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		MaxEvalBatches: s.MaxEvalBatches,
 		EvalBatchSize:  s.BatchSizeEval,
 		AUCThreshold:   s.AUCThreshold,
+		EvalMetrics:    SolverMetrics(&s),
 
 		ExportPredictionsPrefix: s.ExportPredictionsPrefix,
 		Log:                     out.Log,
@@ -134,6 +206,12 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
+		if j.Eval.CacheBatches > 0 {
+			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
+				return m, FitResult{}, err
+			}
+			fo.OpenEval = newEvalCache(fo.OpenEval, j.Eval.CacheBatches).Open
+		}
 	}
 	if out.SaveFinal && s.SnapshotPrefix != "" {
 		if err := m.CheckSave(s.SnapshotPrefix); err != nil {
@@ -141,6 +219,12 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		}
 	}
 	info := m.Info
+	if note := j.DeviceNote(m.be.Name(), embRows(info)); note != "" {
+		fmt.Fprintln(out.Log, note)
+	}
+	if d := fo.EvalMetrics.Describe(); d != "" {
+		fmt.Fprintln(out.Log, d)
+	}
 	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
 	res, err := m.Fit(ctx, fo)

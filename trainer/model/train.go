@@ -510,6 +510,9 @@ type FitOptions struct {
 	ExportPredictionsPrefix string
 	// AUCThreshold stops training once an evaluation reaches it (0: never).
 	AUCThreshold float64
+	// EvalMetrics selects the metrics of the eval lines and further
+	// thresholds (eval_metrics); AUCThreshold, when set, overrides its AUC.
+	EvalMetrics MetricSpec
 	// Log receives the display and eval lines; Metrics one JSON object
 	// per line (nil: none).
 	Log, Metrics io.Writer
@@ -647,13 +650,15 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		res.LastAUC = ev.AUC
-		fmt.Fprintf(logw, "eval iter %d: AUC %.6f, loss %.6f, %d samples\n", res.Iters, ev.AUC, ev.Loss, ev.Samples)
 		auc, l := ev.AUC, ev.Loss
 		if err := record(Point{Iter: res.Iters, Epoch: epoch, EvalAUC: &auc, EvalLoss: &l, EvalSamples: ev.Samples}); err != nil {
 			return false, err
 		}
-		if o.AUCThreshold > 0 && ev.AUC >= o.AUCThreshold {
-			fmt.Fprintf(logw, "AUC %.6f reached the threshold %.6f: stopping\n", ev.AUC, o.AUCThreshold)
+		ms := o.EvalMetrics
+		if o.AUCThreshold > 0 {
+			ms.AUC = o.AUCThreshold
+		}
+		if ms.report(logw, res.Iters, ev) {
 			res.Stopped = true
 			return true, nil
 		}

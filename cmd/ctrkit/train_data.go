@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/model"
+)
+
+// withSchemaFlags adds the shared schema flags (schemaflags.go) that the
+// model commands do not define under the same name already.
+func withSchemaFlags(fs []cli.Flag) []cli.Flag {
+	have := map[string]bool{}
+	for _, f := range fs {
+		for _, n := range f.Names() {
+			have[n] = true
+		}
+	}
+	for _, f := range schemaFlags(false) {
+		if !have[f.Names()[0]] {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// dataFromConfigAndFlags sets the job's training and evaluation sources
+// from the config's data section, then the flags.
+func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, train bool) error {
+	rp := cfg.Reader
+	if rp == nil {
+		rp = &graph.ReaderParams{Format: "Norm", Check: "Sum"}
+	}
+	j.Train, j.Eval = model.Source{}, model.Source{}
+	var err error
+	if j.Train, j.Eval, err = model.ReaderSources(rp, &cfg.Graph.Input, j.Solver.I64InputKey, c.String("config")); err != nil {
+		return err
+	}
+	if !train {
+		j.Eval.CacheBatches = 0 // one pass: nothing to replay
+	}
+	apply := func(f func(*model.Source)) { f(&j.Train); f(&j.Eval) }
+	if c.IsSet("format") {
+		var format string
+		switch strings.ToLower(c.String("format")) {
+		case "norm":
+			format = "Norm"
+		case "raw":
+			format = "Raw"
+		case "rawasync", "raw-async":
+			format = "RawAsync"
+		case "parquet":
+			format = "Parquet"
+		default:
+			return fmt.Errorf("--format: %q is not norm, raw, rawasync or parquet", c.String("format"))
+		}
+		apply(func(s *model.Source) { s.Format = format })
+	}
+	for _, name := range []string{"check", "check-type"} {
+		if !c.IsSet(name) {
+			continue
+		}
+		mode, err := norm.ParseCheckMode(c.String(name))
+		if err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+		check := "Sum"
+		if mode == norm.CheckNone {
+			check = "None"
+		}
+		apply(func(s *model.Source) { s.Check = check })
+	}
+	if c.IsSet("data-slot-size-array") {
+		sizes, err := parseInts[int64]("data-slot-size-array", c.String("data-slot-size-array"))
+		if err != nil {
+			return err
+		}
+		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
+	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != "Norm" {
+		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
+		// model's vocabulary is the slot sizes.
+		var sizes []int64
+		for _, e := range cfg.Graph.Embeddings {
+			sizes = append(sizes, e.SlotSizeArray...)
+		}
+		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
+	}
+	if c.IsSet("num-workers") {
+		apply(func(s *model.Source) { s.Workers = c.Int("num-workers") })
+	}
+	if err := schemaOntoSources(c, j, cfg); err != nil {
+		return err
+	}
+	// num_samples and eval_num_samples count the config's files, not the
+	// ones flags name instead.
+	if train && c.IsSet("source") {
+		j.Train.Path, j.Train.Paths, j.Train.NumSamples = c.String("source"), nil, 0
+	}
+	if c.IsSet("eval-source") {
+		j.Eval.Path, j.Eval.NumSamples = c.String("eval-source"), 0
+	}
+	if train && j.Train.Path == "" {
+		return fmt.Errorf("no training data: give --source")
+	}
+	if !train && j.Eval.Path == "" {
+		return fmt.Errorf("no data: give --eval-source")
+	}
+	if train {
+		// Every source must exist before training starts (a bad second
+		// source list would otherwise fail an epoch in).
+		if err := j.Train.Validate(); err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+	}
+	if j.Eval.Path != "" {
+		if err := j.Eval.Validate(); err != nil {
+			return fmt.Errorf("eval source: %w", err)
+		}
+	}
+	return nil
+}
+
+// schemaOntoSources applies the shared schema flags: value types and Raw
+// layout, Norm framing, and the shape flags checked against the model.
+func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
+	sp, err := specFromFlags(c)
+	if err != nil {
+		return err
+	}
+	in := cfg.Graph.Input
+	slots := 0
+	var nnz []int
+	for _, s := range in.Sparse {
+		slots += s.SlotNum
+		nnz = append(nnz, s.NNZPerSlot...)
+	}
+	label := 0
+	for _, d := range in.LabelDims {
+		label += d
+	}
+	if c.IsSet("label-dim") && sp.LabelDim != label || c.IsSet("num-slot") && sp.NumSlot != slots ||
+		c.IsSet("dense-dim") && c.String("config") != "" && c.Int("dense-dim") != in.DenseDim {
+		return fmt.Errorf("the model has label_dim %d, dense_dim %d, %d slots; the flags say otherwise (the model's shape decides)", label, in.DenseDim, slots)
+	}
+	if c.IsSet("nnz-array") {
+		want := sp.NNZ
+		if len(want) == 1 {
+			for len(want) < len(nnz) {
+				want = append(want, want[0])
+			}
+		}
+		for i := range nnz {
+			if len(want) != len(nnz) || want[i] != nnz[i] {
+				return fmt.Errorf("--nnz-array %v differs from the model's nnz_per_slot %v", sp.NNZ, nnz)
+			}
+		}
+	}
+	if sp.Offsets {
+		return fmt.Errorf("--slot-offsets: training takes its slot offsets from slot_size_array (the config's, or --data-slot-size-array)")
+	}
+	if sp.Vocab != nil {
+		return fmt.Errorf("--vocab-file: training reads Norm, Raw and Parquet data, not Criteo text (convert it first)")
+	}
+	apply := func(f func(*model.Source)) { f(&j.Train); f(&j.Eval) }
+	if c.IsSet("float-label-dense") {
+		apply(func(s *model.Source) { s.FloatLabelDense = c.Bool("float-label-dense") })
+	}
+	if sp.RawLayoutSet {
+		apply(func(s *model.Source) { s.Layout, s.LayoutSet = sp.RawLayout, true })
+	}
+	if sp.LabelTypeSet {
+		apply(func(s *model.Source) { s.LabelType, s.LabelTypeSet = sp.LabelType, true })
+	}
+	if sp.DenseTypeSet {
+		apply(func(s *model.Source) { s.DenseType, s.DenseTypeSet = sp.DenseType, true })
+	}
+	if sp.SkipCorrupt {
+		apply(func(s *model.Source) { s.SkipCorrupt = true })
+	}
+	if (sp.RawLayoutSet || sp.LabelTypeSet || sp.DenseTypeSet || c.IsSet("float-label-dense")) &&
+		j.Train.Format != "Raw" && j.Train.Format != "RawAsync" {
+		return fmt.Errorf("--raw-layout, --label-type, --dense-type and --float-label-dense describe Raw data; the format is %s", j.Train.Format)
+	}
+	if sp.SkipCorrupt && j.Train.Format != "Norm" {
+		return fmt.Errorf("--skip-corrupt is for Norm data; the format is %s", j.Train.Format)
+	}
+	return nil
+}
+
+// solverFiles are the starting files a config's solver names
+// (dense_model_file, dense_opt_states_file, sparse_model_file,
+// sparse_opt_states_file), checked against the model's n embeddings.
+func solverFiles(s *graph.Solver, n int, file string, train bool) (model.Files, error) {
+	f := model.Files{Dense: s.DenseModelFile, Sparse: s.SparseModelFiles}
+	if train {
+		f.DenseOpt, f.SparseOpt = s.DenseOptStatesFile, s.SparseOptStatesFiles
+	}
+	if len(f.Sparse) > 0 && len(f.Sparse) != n {
+		return f, fmt.Errorf("%s: solver.sparse_model_file names %d files for %d embeddings", file, len(f.Sparse), n)
+	}
+	if len(f.SparseOpt) > 0 {
+		if len(f.SparseOpt) != n {
+			return f, fmt.Errorf("%s: solver.sparse_opt_states_file names %d files for %d embeddings", file, len(f.SparseOpt), n)
+		}
+		if len(f.Sparse) == 0 {
+			return f, fmt.Errorf("%s: solver.sparse_opt_states_file needs sparse_model_file (the states belong to those rows)", file)
+		}
+	}
+	if f.DenseOpt != "" && f.Dense == "" {
+		return f, fmt.Errorf("%s: solver.dense_opt_states_file needs dense_model_file", file)
+	}
+	return f, nil
+}
