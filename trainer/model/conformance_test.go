@@ -34,9 +34,7 @@ const conformanceChildEnv = "CTRKIT_CONFORMANCE_CHILD"
 // expectedFailures are configs that fail today for a defect another change
 // owns; the reason names it. TestConformance fails when one of these
 // passes (remove it here) or when a config not listed fails.
-var expectedFailures = map[string]string{
-	"reconstructed/dlrm_kaggle_fp32_graph_v23.09.json": "unowned: a LocalizedSlotSparseEmbeddingOneHot fed Norm data (global keys, SPEC §5) takes them as slot-local keys",
-}
+var expectedFailures = map[string]string{}
 
 // localizedSave: saving a LocalizedSlotSparseEmbeddingHash without
 // slot_size_array (its slot_id file) is being fixed elsewhere.
@@ -222,7 +220,16 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 		}
 	}
 	var readerSizes []int64
-	if len(rp.SlotSizeArray) == total {
+	// A OneHot embedding takes keys that reach it without reader offsets
+	// as HugeCTR's global rows; datagen's Raw and Parquet keys are
+	// slot-local, so such data needs the reader's slot_size_array (as
+	// HugeCTR's Raw/Parquet users give DataReaderParams.slot_size_array).
+	localKeys := rp.Format != "Norm" && len(rp.SlotSizeArray) != total
+	oneHot := false
+	for _, e := range g.Embeddings {
+		oneHot = oneHot || e.Type == graph.LocalizedOneHot
+	}
+	if len(rp.SlotSizeArray) == total || (localKeys && oneHot) {
 		readerSizes = append([]int64(nil), sizes...)
 		if cfg.Reader != nil {
 			cfg.Reader.SlotSizeArray = readerSizes

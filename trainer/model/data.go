@@ -45,18 +45,32 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 		f.totalSlot += s.SlotNum
 	}
 	f.oneHot = make([][]int64, len(f.inputs))
-	if len(slotOffsets) > 0 {
-		if len(slotOffsets) != f.totalSlot {
-			return nil, fmt.Errorf("ctrkit/trainer/model: %d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
+	if len(slotOffsets) > 0 && len(slotOffsets) != f.totalSlot {
+		return nil, fmt.Errorf("ctrkit/trainer/model: %d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
+	}
+	for _, e := range g.Embeddings {
+		if e.Type != graph.LocalizedOneHot {
+			continue
 		}
-		for _, e := range g.Embeddings {
-			if e.Type != graph.LocalizedOneHot {
+		for k, s := range g.Input.Sparse {
+			if s.Top != e.Bottom {
 				continue
 			}
-			for k, s := range g.Input.Sparse {
-				if s.Top == e.Bottom {
-					f.oneHot[k] = slotOffsets[f.first[k] : f.first[k]+s.SlotNum]
+			if len(slotOffsets) > 0 {
+				// The reader added the file's slot offsets.
+				f.oneHot[k] = slotOffsets[f.first[k] : f.first[k]+s.SlotNum]
+				continue
+			}
+			// Keys as stored (Norm, or Raw/Parquet without a reader
+			// slot_size_array) are HugeCTR's one-hot rows: global over
+			// the embedding's slot_size_array, whose prefix sums take
+			// them back to slot-local rows.
+			if len(e.SlotSizeArray) == s.SlotNum {
+				sub := make([]int64, s.SlotNum)
+				for i := 1; i < s.SlotNum; i++ {
+					sub[i] = sub[i-1] + e.SlotSizeArray[i-1]
 				}
+				f.oneHot[k] = sub
 			}
 		}
 	}
