@@ -378,6 +378,19 @@ func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err e
 	if ns == 0 {
 		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
 	}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"--label-dim", l}, {"--dense-dim", dd}, {"--num-slot", ns}} {
+		if f.v < 0 || f.v > formats.MaxDim {
+			return s, 0, note, fmt.Errorf("%s %d: want 0..%d", f.flag, f.v, formats.MaxDim)
+		}
+	}
+	for i, n := range sp.NNZ {
+		if n < 0 || n > formats.MaxDim {
+			return s, 0, note, fmt.Errorf("--nnz-array entry %d is %d: want 0..%d", i, n, formats.MaxDim)
+		}
+	}
 	nnz := broadcast(sp.NNZ, ns)
 	if nnz == nil {
 		nnz = make([]int, ns)

@@ -43,6 +43,10 @@ func FuzzReadFile(f *testing.F) {
 	for _, c := range []string{"none", "snappy", "zstd"} {
 		f.Add(fuzzSeedFile(f, c))
 	}
+	// A 28 KB footer whose root declares 2^31-1 children (arrow-go
+	// allocated 32 GiB for it), and one whose counts add up.
+	f.Add(hostileFooter(28<<10, 1<<31-1, 300, 100))
+	f.Add(hostileFooter(28<<10, 1, 300, 100))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 1<<20 {
 			return

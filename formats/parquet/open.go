@@ -189,48 +189,6 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 	return newReader(files, &schemaOwned, o), nil
 }
 
-// readFooter opens path and parses its footer.
-func readFooter(path string) (*metadata.FileMetaData, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "open", Err: err}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "stat", Err: err}
-	}
-	rd, err := newReaderSafe(f)
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "footer", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
-	}
-	md := rd.MetaData()
-	rd.Close()
-	var sum int64
-	for i := 0; i < md.NumRowGroups(); i++ {
-		n := md.RowGroup(i).NumRows()
-		if n < 0 {
-			return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrCorrupt, "row group %d has %d rows", i, n)
-		}
-		sum += n
-	}
-	if sum != md.NumRows || md.NumRows < 0 {
-		return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrMetadata, "footer says %d rows, its row groups hold %d", md.NumRows, sum)
-	}
-	return md, st.Size(), nil
-}
-
-// newReaderSafe parses the footer of f, turning a panic of the thrift
-// decoder on a malformed footer into an error.
-func newReaderSafe(f *os.File) (rd *file.Reader, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("footer decoder panic: %v", p)
-		}
-	}()
-	return file.NewParquetReader(f)
-}
-
 // topLevel returns, for each top-level field of sc, its first leaf column and
 // its number of leaves.
 func topLevel(sc *schema.Schema) (first, count []int) {
