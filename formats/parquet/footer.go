@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
@@ -36,6 +37,7 @@ const maxThriftDepth = 32
 // readFooter opens path, checks its footer (checkFooter) and parses it with
 // arrow-go. The row counts of the row groups must add up to the footer's.
 func readFooter(path string) (*metadata.FileMetaData, int64, error) {
+	footersRead.Add(1)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "open", Err: err}
@@ -98,6 +100,10 @@ func readFooter(path string) (*metadata.FileMetaData, int64, error) {
 	}
 	return md, size, nil
 }
+
+// footersRead counts readFooter calls (tests check that footers are read
+// lazily).
+var footersRead atomic.Int64
 
 // parseFooter hands a checked footer to arrow-go, turning a panic of its
 // decoder into an error.
