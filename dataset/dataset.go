@@ -133,10 +133,16 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 	}
 	d.Format = f
 	d.detected = spec.Format == Auto && list == ""
+	sizes := map[string]int64{} // a file listed again is not stat'ed again
 	for _, p := range d.Files {
-		if st, err := os.Stat(p); err == nil {
-			d.Bytes += st.Size()
+		n, ok := sizes[p]
+		if !ok {
+			if st, err := os.Stat(p); err == nil {
+				n = st.Size()
+			}
+			sizes[p] = n
 		}
+		d.Bytes += n
 	}
 	switch f {
 	case Norm:

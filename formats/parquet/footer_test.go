@@ -108,3 +108,34 @@ func TestHostileFooterThroughOpen(t *testing.T) {
 		t.Fatalf("OpenFiles = %v, want the footer refused", err)
 	}
 }
+
+// TestHostileFixture keeps testdata/hostile_children (the 28 KB footer
+// declaring 2^31-1 children, with its _metadata.json and file list: what
+// the command line's memory-limit test reads) equal to hostileFooter;
+// -update rewrites it.
+func TestHostileFixture(t *testing.T) {
+	dir := filepath.Join("testdata", "hostile_children")
+	data := hostileFooter(28<<10, 1<<31-1, 10, 100)
+	s := formats.NewSchema(0, 0, []int{1}, nil, formats.KeyU32)
+	meta, err := MetadataFor(&s, []FileStat{{FileName: "part_0.parquet", NumRows: 10}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"part_0.parquet": data, MetadataName: meta, FileListName: []byte("1\npart_0.parquet\n")}
+	for name, want := range files {
+		p := filepath.Join(dir, name)
+		if *update {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(p)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s differs from hostileFooter (err %v); run go test -run TestHostileFixture -update", p, err)
+		}
+	}
+}
