@@ -633,14 +633,26 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		o.SlotSizeArray = nil
 	}
 	s := d.Schema.Clone()
+	var r formats.Reader
+	var err error
 	switch d.Format {
 	case Norm:
-		return norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
+		r, err = norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
 	case Raw:
-		return raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
+		r, err = raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
 	case Parquet:
-		return parquet.OpenFiles(d.Files, d.meta, &s, parquet.Options{Options: o})
-	case CriteoTSV, CriteoCSV:
+		r, err = parquet.OpenFiles(d.Files, d.meta, &s, parquet.Options{Options: o})
+	}
+	if r != nil || err != nil {
+		if err != nil || sp.Offsets || len(sp.SlotSizeArray) == 0 {
+			return r, err
+		}
+		// Without offsets the readers pass keys through: the slot sizes
+		// are checked here (--slot-size-array promises key range checks).
+		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray), nil
+	}
+	switch d.Format {
+	case CriteoTSV, CriteoCSV: // keys hashed into the slot sizes
 		co, err := d.criteoOptions(o)
 		if err != nil {
 			return nil, err
@@ -648,6 +660,72 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		return criteo.Open(d.Files, co)
 	}
 	return nil, fmt.Errorf("cannot open format %s", d.Format)
+}
+
+// checkKeys wraps r so that every key is checked against its slot's size,
+// an ErrKeyRange error naming the sample otherwise. A Lender stays one.
+func checkKeys(r formats.Reader, format, path string, sizes []int64) formats.Reader {
+	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes}
+	if l, ok := r.(formats.Lender); ok {
+		return &lendingKeyChecker{keyChecker: k, l: l}
+	}
+	return k
+}
+
+type keyChecker struct {
+	formats.Reader
+	format, path string
+	sizes        []int64
+	read         int64 // samples handed out before the current batch
+}
+
+func (k *keyChecker) Read(b *formats.Batch) (int, error) {
+	n, err := k.Reader.Read(b)
+	if n > 0 {
+		if cerr := k.check(b); cerr != nil {
+			return 0, cerr
+		}
+	}
+	return n, err
+}
+
+func (k *keyChecker) check(b *formats.Batch) error {
+	S := len(k.sizes)
+	first := k.read
+	k.read += int64(b.N)
+	for r := 0; r < b.N; r++ {
+		for s := 0; s < S; s++ {
+			lo, hi := b.Offsets[r*S+s], b.Offsets[r*S+s+1]
+			for i := lo; i < hi; i++ {
+				var key int64
+				if b.Keys64 != nil {
+					key = b.Keys64[i]
+				} else {
+					key = int64(b.Keys32[i])
+				}
+				if key < 0 || key >= k.sizes[s] {
+					return formats.Errorf(k.format, k.path, -1, first+int64(r), formats.ErrKeyRange,
+						"slot %d key %d outside [0, %d) (--slot-size-array)", s, key, k.sizes[s])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type lendingKeyChecker struct {
+	*keyChecker
+	l formats.Lender
+}
+
+func (k *lendingKeyChecker) Next() (*formats.Batch, error) {
+	b, err := k.l.Next()
+	if b != nil && err == nil {
+		if cerr := k.check(b); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return b, err
 }
 
 // BytesPerSample is the dataset's size divided by its sample count (0 when
