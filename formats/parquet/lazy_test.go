@@ -23,7 +23,7 @@ func TestOpenReadsFootersLazily(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
-	meta := MetadataFor(&s, []FileStat{{FileName: "f.parquet", NumRows: 300}})
+	meta := MetadataFor(&s, []FileStat{{FileName: "f.parquet", NumRows: fuzzRows}})
 	// The heap a reader of k entries holds once closed (its decoding
 	// buffers released: what is left is its list of files).
 	held := func(k int) int64 {
@@ -81,8 +81,8 @@ func TestOpenReadsFootersLazily(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rows != 300*n {
-		t.Errorf("read %d rows, want %d", rows, 300*n)
+	if rows != fuzzRows*n {
+		t.Errorf("read %d rows, want %d", rows, fuzzRows*n)
 	}
 }
 
@@ -96,15 +96,15 @@ func TestLazyFooterErrorNamesFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := filepath.Join(dir, "1.parquet")
-	if err := os.WriteFile(bad, hostileFooter(4<<10, 1<<31-1, 300, 100), 0o644); err != nil {
+	if err := os.WriteFile(bad, hostileFooter(4<<10, 1<<31-1, fuzzRows, 100), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "2.parquet")
-	if err := os.WriteFile(other, hostileFooter(4<<10, 1, 300, 100), 0o644); err != nil {
+	if err := os.WriteFile(other, hostileFooter(4<<10, 1, fuzzRows, 100), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
-	meta := MetadataFor(&s, []FileStat{{FileName: "0.parquet", NumRows: 300}, {FileName: "1.parquet", NumRows: 300}, {FileName: "2.parquet", NumRows: 300}})
+	meta := MetadataFor(&s, []FileStat{{FileName: "0.parquet", NumRows: fuzzRows}, {FileName: "1.parquet", NumRows: fuzzRows}, {FileName: "2.parquet", NumRows: fuzzRows}})
 	for _, c := range []struct {
 		second, want string
 	}{{bad, "declares 2147483647 children"}, {other, "column"}} {
@@ -125,8 +125,8 @@ func TestLazyFooterErrorNamesFile(t *testing.T) {
 			}
 			break
 		}
-		if rows != 300 {
-			t.Errorf("read %d rows before the bad file, want 300", rows)
+		if rows != fuzzRows {
+			t.Errorf("read %d rows before the bad file, want %d", rows, fuzzRows)
 		}
 		r.Close()
 	}
