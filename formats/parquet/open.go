@@ -239,7 +239,7 @@ func (pl *planner) plan(fp *filePlan) error {
 	for g := 0; g+1 < len(fp.rgStart); g++ {
 		rows := fp.rgStart[g+1] - fp.rgStart[g]
 		what := fmt.Sprintf("row group %d of %s (%d rows, decoded)", g, fp.path, rows)
-		if err := formats.CheckAlloc(what, formats.MulSize(rows, perRow, 2), "the row group size of the file"); err != nil {
+		if err := formats.CheckAlloc(what, formats.MulSize(rows, perRow), "the row group size of the file (rewrite it with smaller row groups)"); err != nil {
 			return &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: fp.rgStart[g], Op: fmt.Sprintf("row group %d", g), Err: err}
 		}
 	}
