@@ -3,6 +3,7 @@ package parquet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -142,6 +143,9 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 		}
 		if !ok {
 			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "no file_stats entry for %q in %s", filepath.Base(p), MetadataName)
+		}
+		if n > math.MaxInt64-total {
+			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "%s: num_rows of the listed files add up past 2^63", MetadataName)
 		}
 		entries[i] = fileEntry{path: p, rows: n}
 		total += n
