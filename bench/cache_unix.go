@@ -25,7 +25,12 @@ func CPUTime() time.Duration {
 func CachedFraction(paths []string) float64 {
 	var cached, total int64
 	page := int64(os.Getpagesize())
+	seen := map[string]bool{} // a file listed again is looked at once
 	for _, p := range paths {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
 		f, err := os.Open(p)
 		if err != nil {
 			return -1

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -382,9 +383,9 @@ func TestCancel(t *testing.T) {
 	dir := t.TempDir()
 	p := smallParams(Norm, filepath.Join(dir, "out"))
 	ctx, cancel := context.WithCancel(context.Background())
-	n := 0
+	var n atomic.Int32 // progress is called from several goroutines
 	_, err := Generate(ctx, p, func(int64) {
-		if n++; n == 2 {
+		if n.Add(1) == 2 {
 			cancel()
 		}
 	})

@@ -15,8 +15,11 @@ package dataset
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +115,8 @@ type Dataset struct {
 	// Notes say what was detected or assumed.
 	Notes []string
 	meta  *parquet.Metadata
+	// detected: the format of a single file was sniffed, not given.
+	detected bool
 }
 
 func (d *Dataset) note(format string, args ...any) {
@@ -130,10 +135,17 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 		d.note("%s", note)
 	}
 	d.Format = f
+	d.detected = spec.Format == Auto && list == ""
+	sizes := map[string]int64{} // a file listed again is not stat'ed again
 	for _, p := range d.Files {
-		if st, err := os.Stat(p); err == nil {
-			d.Bytes += st.Size()
+		n, ok := sizes[p]
+		if !ok {
+			if st, err := os.Stat(p); err == nil {
+				n = st.Size()
+			}
+			sizes[p] = n
 		}
+		d.Bytes += n
 	}
 	switch f {
 	case Norm:
@@ -183,15 +195,23 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 			return f, "", nil, "", fmt.Errorf("%s is a directory without %s or file_list.txt", dir, parquet.FileListName)
 		}
 	}
+	if err := checkRegular(path); err != nil {
+		return f, "", nil, "", err
+	}
 	head, err := ReadHead(path, 4096)
 	if err != nil {
 		return f, "", nil, "", err
+	}
+	if f == Raw && isText(head) {
+		return f, "", nil, "", notDataset(path, "Raw data is binary, this is text (a file list or Criteo text?); its first line is %q", firstLine(head))
 	}
 	if !LooksLikeFileList(head) || f == Raw {
 		if f != Auto {
 			return f, "", []string{path}, "", nil
 		}
-		f = sniff(path, head)
+		if f, err = sniff(path, head); err != nil {
+			return f, "", nil, "", err
+		}
 		return f, "", []string{path}, fmt.Sprintf("format %s (detected)", f), nil
 	}
 	files, err := formats.ReadFileList(path)
@@ -233,10 +253,41 @@ func ReadHead(path string, n int) ([]byte, error) {
 	return buf[:k], nil
 }
 
-// LooksLikeFileList reports whether the first bytes of a file look like a
-// file list (SPEC §1): a first line of digits, then printable lines without
-// tabs or commas (which would make it Criteo text).
+// ErrNotDataset is the class of errors for a path whose content is no
+// dataset ctrkit can read: not a regular file, an empty file, binary bytes
+// under a text name, bytes no format's checks accept. The message says what
+// was seen.
+var ErrNotDataset = errors.New("not a dataset")
+
+func notDataset(path, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", path, ErrNotDataset, fmt.Sprintf(format, args...))
+}
+
+// checkRegular refuses what cannot hold a dataset: a device, a pipe, a
+// socket (/dev/urandom has size 0 and endless bytes), an empty file.
+func checkRegular(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return notDataset(path, "not a regular file (%s)", st.Mode().Type())
+	}
+	if st.Size() == 0 {
+		return notDataset(path, "empty file (0 bytes)")
+	}
+	return nil
+}
+
+// LooksLikeFileList reports whether the first bytes of a file are to be
+// read as a file list (SPEC §1): text (printable lines) whose first line has
+// no tab or comma (which would make it Criteo text). A first line that is
+// not a count is the file list's error to report ("abc", "-1"): text is
+// never Raw or Norm data.
 func LooksLikeFileList(head []byte) bool {
+	if len(head) > 0 && isText(head) && sniffText(head) == Auto {
+		return true
+	}
 	nl := bytes.IndexByte(head, '\n')
 	if nl <= 0 {
 		return false
@@ -253,6 +304,14 @@ func LooksLikeFileList(head []byte) bool {
 	return isText(head[nl+1:]) && !bytes.ContainsAny(head[nl+1:], "\t,")
 }
 
+func firstLine(head []byte) string {
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	if len(line) > 60 {
+		return string(line[:60]) + "…"
+	}
+	return string(line)
+}
+
 func isText(b []byte) bool {
 	for _, c := range b {
 		if c < 0x09 || (c > 0x0d && c < 0x20) || c == 0x7f {
@@ -262,17 +321,61 @@ func isText(b []byte) bool {
 	return true
 }
 
-func sniff(path string, head []byte) Format {
-	if bytes.HasPrefix(head, []byte("PAR1")) {
-		return Parquet
+// textExt are the names of text files: binary content under one is not a
+// dataset.
+var textExt = []string{".tsv", ".csv", ".txt"}
+
+func sniff(path string, head []byte) (Format, error) {
+	ext := strings.ToLower(filepath.Ext(path))
+	if bytes.HasPrefix(head, []byte("PAR1")) || ext == ".parquet" {
+		return Parquet, nil // the Parquet reader reports a missing magic
 	}
 	if t := sniffText(head); t != Auto {
-		return t
+		return t, nil
+	}
+	for _, e := range textExt {
+		if ext == e && !isText(head) {
+			i := 0
+			for i < len(head) && isText(head[i:i+1]) {
+				i++
+			}
+			return Auto, notDataset(path, "named %s, but holds binary bytes (%#02x at offset %d)", e, head[i], i)
+		}
 	}
 	if _, err := norm.Detect(path); err == nil {
-		return Norm
+		return Norm, nil
 	}
-	return Raw
+	return Raw, nil
+}
+
+// plausibleRaw checks the first samples of a file whose format was
+// detected as Raw only because nothing else matched: their labels must be
+// 0 or 1 (int32) or in [0, 1] (float32), and the bytes not all zero.
+func plausibleRaw(path string, s *formats.Schema, sampleSize int) error {
+	head, err := ReadHead(path, 4096)
+	if err != nil {
+		return err
+	}
+	hint := "; give --from raw (and its shape) to read it as Raw anyway"
+	if bytes.Count(head, []byte{0}) == len(head) {
+		return notDataset(path, "the first %d bytes are all zero (no Norm header, no Parquet magic, no text)%s", len(head), hint)
+	}
+	for i := 0; (i+1)*sampleSize <= len(head); i++ {
+		for j := 0; j < s.LabelDim; j++ {
+			bits := binary.LittleEndian.Uint32(head[i*sampleSize+4*j:])
+			ok := bits <= 1
+			v := any(int32(bits))
+			if s.LabelType == formats.Float32 {
+				f := math.Float32frombits(bits)
+				ok, v = f >= 0 && f <= 1, f
+			}
+			if !ok {
+				return notDataset(path, "no Norm header, no Parquet magic, no text; read as Raw (sample of %d bytes), sample %d's label %d is %v, not 0 or 1%s",
+					sampleSize, i, j, v, hint)
+			}
+		}
+	}
+	return nil
 }
 
 // sniffText returns CriteoTSV or CriteoCSV when head is text whose first
@@ -381,6 +484,19 @@ func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err e
 	if ns == 0 {
 		ns = max(len(sp.NNZ), len(sp.SlotSizeArray))
 	}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{{"--label-dim", l}, {"--dense-dim", dd}, {"--num-slot", ns}} {
+		if f.v < 0 || f.v > formats.MaxDim {
+			return s, 0, note, fmt.Errorf("%s %d: want 0..%d", f.flag, f.v, formats.MaxDim)
+		}
+	}
+	for i, n := range sp.NNZ {
+		if n < 0 || n > formats.MaxDim {
+			return s, 0, note, fmt.Errorf("--nnz-array entry %d is %d: want 0..%d", i, n, formats.MaxDim)
+		}
+	}
 	nnz := broadcast(sp.NNZ, ns)
 	if nnz == nil {
 		nnz = make([]int, ns)
@@ -437,6 +553,11 @@ func (d *Dataset) resolveRaw() error {
 	size, err := raw.SampleSize(&d.Schema, layout)
 	if err != nil {
 		return err
+	}
+	if d.detected {
+		if err := plausibleRaw(d.Files[0], &s, size); err != nil {
+			return err
+		}
 	}
 	if d.Bytes%int64(size) != 0 {
 		return formats.Errorf("raw", d.Files[0], d.Bytes/int64(size)*int64(size), d.Bytes/int64(size), formats.ErrSize,
@@ -518,14 +639,26 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		o.SlotSizeArray = nil
 	}
 	s := d.Schema.Clone()
+	var r formats.Reader
+	var err error
 	switch d.Format {
 	case Norm:
-		return norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
+		r, err = norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
 	case Raw:
-		return raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
+		r, err = raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
 	case Parquet:
-		return parquet.OpenFiles(d.Files, d.meta, &s, parquet.Options{Options: o})
-	case CriteoTSV, CriteoCSV:
+		r, err = parquet.OpenFiles(d.Files, d.meta, &s, parquet.Options{Options: o})
+	}
+	if r != nil || err != nil {
+		if err != nil || sp.Offsets || len(sp.SlotSizeArray) == 0 {
+			return r, err
+		}
+		// Without offsets the readers pass keys through: the slot sizes
+		// are checked here (--slot-size-array promises key range checks).
+		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray), nil
+	}
+	switch d.Format {
+	case CriteoTSV, CriteoCSV: // keys hashed into the slot sizes
 		co, err := d.criteoOptions(o)
 		if err != nil {
 			return nil, err
@@ -533,6 +666,72 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		return criteo.Open(d.Files, co)
 	}
 	return nil, fmt.Errorf("cannot open format %s", d.Format)
+}
+
+// checkKeys wraps r so that every key is checked against its slot's size,
+// an ErrKeyRange error naming the sample otherwise. A Lender stays one.
+func checkKeys(r formats.Reader, format, path string, sizes []int64) formats.Reader {
+	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes}
+	if l, ok := r.(formats.Lender); ok {
+		return &lendingKeyChecker{keyChecker: k, l: l}
+	}
+	return k
+}
+
+type keyChecker struct {
+	formats.Reader
+	format, path string
+	sizes        []int64
+	read         int64 // samples handed out before the current batch
+}
+
+func (k *keyChecker) Read(b *formats.Batch) (int, error) {
+	n, err := k.Reader.Read(b)
+	if n > 0 {
+		if cerr := k.check(b); cerr != nil {
+			return 0, cerr
+		}
+	}
+	return n, err
+}
+
+func (k *keyChecker) check(b *formats.Batch) error {
+	S := len(k.sizes)
+	first := k.read
+	k.read += int64(b.N)
+	for r := 0; r < b.N; r++ {
+		for s := 0; s < S; s++ {
+			lo, hi := b.Offsets[r*S+s], b.Offsets[r*S+s+1]
+			for i := lo; i < hi; i++ {
+				var key int64
+				if b.Keys64 != nil {
+					key = b.Keys64[i]
+				} else {
+					key = int64(b.Keys32[i])
+				}
+				if key < 0 || key >= k.sizes[s] {
+					return formats.Errorf(k.format, k.path, -1, first+int64(r), formats.ErrKeyRange,
+						"slot %d key %d outside [0, %d) (--slot-size-array)", s, key, k.sizes[s])
+				}
+			}
+		}
+	}
+	return nil
+}
+
+type lendingKeyChecker struct {
+	*keyChecker
+	l formats.Lender
+}
+
+func (k *lendingKeyChecker) Next() (*formats.Batch, error) {
+	b, err := k.l.Next()
+	if b != nil && err == nil {
+		if cerr := k.check(b); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return b, err
 }
 
 // BytesPerSample is the dataset's size divided by its sample count (0 when

@@ -2,6 +2,7 @@ package formats
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 )
 
@@ -95,6 +96,9 @@ func NewBatch(s *Schema, capacity int, a Allocator) (*Batch, error) {
 	if keys < 0 {
 		keys = S
 	}
+	if err := CheckBatchMemory(s, capacity); err != nil {
+		return nil, err
+	}
 	sizes := [4]int{4 * capacity * s.LabelDim, 4 * capacity * s.DenseDim, 4 * (capacity*S + 1), s.KeyType.Size() * capacity * keys}
 	for i, n := range sizes {
 		buf, err := a.Alloc(n)
@@ -110,6 +114,49 @@ func NewBatch(s *Schema, capacity int, a Allocator) (*Batch, error) {
 	b.setKeyViews()
 	b.SetLen(0)
 	return b, nil
+}
+
+// BatchBytes returns the bytes NewBatch allocates for capacity samples of
+// s (the key buffer at its initial size), or -1 when that overflows.
+func BatchBytes(s *Schema, capacity int) int64 {
+	keys := s.MaxKeysPerSample()
+	if keys < 0 {
+		keys = len(s.Slots)
+	}
+	c := int64(capacity)
+	var total int64
+	for _, n := range []int64{
+		MulSize(4, c, int64(s.LabelDim)), MulSize(4, c, int64(s.DenseDim)),
+		MulSize(4, MulSize(c, int64(len(s.Slots)))+1), MulSize(int64(s.KeyType.Size()), c, int64(keys)),
+	} {
+		if n < 0 || total > math.MaxInt64-n {
+			return -1
+		}
+		total += n
+	}
+	return total
+}
+
+// CheckBatchMemory returns an ErrMemory error when a batch of capacity
+// samples of s needs more than half of AvailableMemory, naming its size and
+// the batch size that would fit. Readers call it when they open, so a
+// schema read from a file (a Norm header's dense_dim) that makes batches
+// too large fails before anything is allocated.
+func CheckBatchMemory(s *Schema, capacity int) error {
+	n := BatchBytes(s, capacity)
+	if n >= 0 && n <= AvailableMemory()/2 {
+		return nil
+	}
+	what := fmt.Sprintf("a batch of %d samples (label_dim %d, dense_dim %d, %d slots)", capacity, s.LabelDim, s.DenseDim, len(s.Slots))
+	hint := "the batch size (--batchsize)"
+	if one := BatchBytes(s, 1); one > 0 && AvailableMemory() < math.MaxInt64 {
+		if fit := AvailableMemory() / 2 / one; fit >= 1 {
+			hint = fmt.Sprintf("the batch size (--batchsize %d fits)", fit)
+		} else {
+			hint = fmt.Sprintf("the sample size: one sample takes %s", FormatBytes(one))
+		}
+	}
+	return CheckAlloc(what, n, hint)
 }
 
 func f32s(b []byte) []float32 {

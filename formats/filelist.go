@@ -51,10 +51,14 @@ func ReadFileList(path string) ([]string, error) {
 	}
 	dir := filepath.Dir(path)
 	out := make([]string, len(names))
+	seen := map[string]string{} // a name listed again resolves as before
 	for i, n := range names {
-		p, err := resolve(n, dir)
-		if err != nil {
-			return nil, &Error{Format: "filelist", Path: path, Offset: -1, Record: int64(i + 2), Op: "data file", Err: err}
+		p, ok := seen[n]
+		if !ok {
+			if p, err = resolve(n, dir); err != nil {
+				return nil, &Error{Format: "filelist", Path: path, Offset: -1, Record: int64(i + 2), Op: "data file", Err: err}
+			}
+			seen[n] = p
 		}
 		out[i] = p
 	}
@@ -114,8 +118,8 @@ func ParseFileList(data []byte) ([]string, error) {
 	if n <= 0 {
 		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "file count %d must be > 0", n)
 	}
-	if n > int64(len(data)) {
-		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "file count %d larger than the list can hold", n)
+	if n > int64(len(data)/2) {
+		return nil, Errorf("filelist", "", -1, 1, ErrMetadata, "file count %d larger than the list can hold (%d bytes, at most %d paths of a character and a newline)", n, len(data), len(data)/2)
 	}
 	names := make([]string, 0, n)
 	for int64(len(names)) < n {

@@ -140,6 +140,9 @@ func (s *Schema) Validate() error {
 	if s.LabelDim < 0 || s.DenseDim < 0 {
 		return fmt.Errorf("ctrkit/formats: negative label_dim %d or dense_dim %d", s.LabelDim, s.DenseDim)
 	}
+	if s.LabelDim > MaxDim || s.DenseDim > MaxDim || len(s.Slots) > MaxDim {
+		return fmt.Errorf("ctrkit/formats: label_dim %d, dense_dim %d or %d slots above %d", s.LabelDim, s.DenseDim, len(s.Slots), MaxDim)
+	}
 	if s.LabelDim+s.DenseDim+len(s.Slots) == 0 {
 		return fmt.Errorf("ctrkit/formats: empty schema (no label, dense or slot)")
 	}
@@ -162,6 +165,11 @@ func (s Schema) Clone() Schema {
 	s.Slots = append([]Slot(nil), s.Slots...)
 	return s
 }
+
+// MaxDim bounds label_dim, dense_dim and the slot count of a schema, and
+// so every such count read from a header, a footer or a flag before it is
+// allocated: 2^20, far above any CTR model (HugeCTR's Criteo: 1, 13, 26).
+const MaxDim = 1 << 20
 
 // NewSchema builds a schema with n unnamed slots C1..Cn of the given max nnz
 // (1 when nnz is nil) and sizes (0 when nil).

@@ -18,6 +18,7 @@ type Kind string
 // Problem kinds, in the order the summary lists them.
 const (
 	KindMissingFile Kind = "missing-file" // a file list names a file that does not exist
+	KindEmpty       Kind = "empty"        // the dataset holds no sample
 	KindHeader      Kind = "header"       // a Norm header field is invalid or disagrees with the others, the file size or the schema
 	KindChecksum    Kind = "checksum"     // a Norm check byte disagrees with its payload
 	KindTruncated   Kind = "truncated"    // a file ends inside a record
@@ -34,7 +35,7 @@ const (
 	KindIO          Kind = "io"           // the file could not be read
 )
 
-var kindOrder = []Kind{KindMissingFile, KindHeader, KindChecksum, KindTruncated, KindSize, KindNNZ, KindKeyRange,
+var kindOrder = []Kind{KindMissingFile, KindEmpty, KindHeader, KindChecksum, KindTruncated, KindSize, KindNNZ, KindKeyRange,
 	KindNonFinite, KindLabelRange, KindClamped, KindMetadata, KindNull, KindSchema, KindCorrupt, KindIO}
 
 // kindOf classifies an error from a format package.

@@ -87,6 +87,14 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st, err := os.Stat(path); err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
+		// A device or an empty file: dataset.Resolve says which.
+		_, err := dataset.Resolve(path, spec)
+		if err == nil {
+			err = fmt.Errorf("%s: %w", path, dataset.ErrNotDataset)
+		}
+		return nil, err
+	}
 	f := spec.Format
 	var files []string
 	if dataset.LooksLikeFileList(head) && f != dataset.Raw && f != dataset.CriteoTSV && f != dataset.CriteoCSV {
@@ -116,6 +124,8 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 				f = d.Format
 			case bytes.HasPrefix(head, []byte("PAR1")):
 				f = dataset.Parquet
+			case errors.Is(err, dataset.ErrNotDataset) && sniffBinary(head) != dataset.Norm:
+				return nil, err
 			default:
 				// Resolve fails on a corrupt file; the format is then Norm when
 				// the file starts like one, else Raw.
@@ -139,6 +149,9 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if v.rep.Samples == 0 && v.rep.Total == 0 {
+		v.rep.add(KindEmpty, path, -1, -1, "no samples: the %s dataset holds 0 records", f)
 	}
 	v.rep.finish()
 	return v.rep, nil

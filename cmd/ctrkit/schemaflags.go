@@ -48,6 +48,11 @@ func specFromFlags(c *cli.Context) (dataset.Spec, error) {
 		}
 	}
 	sp.LabelDim, sp.DenseDim, sp.NumSlot = c.Int("label-dim"), c.Int("dense-dim"), c.Int("num-slot")
+	for _, name := range []string{"label-dim", "dense-dim", "num-slot"} {
+		if v := c.Int(name); v < 0 || v > formats.MaxDim {
+			return sp, fmt.Errorf("--%s %d: want 0..%d", name, v, formats.MaxDim)
+		}
+	}
 	if c.IsSet("i64-input-key") {
 		sp.KeyTypeSet = true
 		if c.Bool("i64-input-key") {
@@ -77,6 +82,11 @@ func specFromFlags(c *cli.Context) (dataset.Spec, error) {
 	if c.IsSet("nnz-array") {
 		if sp.NNZ, err = parseInts[int]("nnz-array", c.String("nnz-array")); err != nil {
 			return sp, err
+		}
+		for i, n := range sp.NNZ {
+			if n < 0 || n > formats.MaxDim {
+				return sp, fmt.Errorf("--nnz-array: entry %d is %d; want 0..%d", i, n, formats.MaxDim)
+			}
 		}
 	}
 	sp.FloatLabelDense = c.Bool("float-label-dense")

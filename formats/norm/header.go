@@ -140,7 +140,7 @@ func AppendHeader(dst []byte, h Header, m CheckMode) []byte {
 
 // maxDim bounds label_dim, dense_dim and slot_num read from a header so that
 // sample sizes computed from them cannot overflow.
-const maxDim = 1 << 20
+const maxDim = formats.MaxDim
 
 // Validate checks the header's counts against a schema (when s is not nil)
 // and against the size of the file holding it (when size ≥ 0): each of

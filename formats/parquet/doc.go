@@ -28,6 +28,14 @@
 // as <k>.parquet; when the base name has no entry, the name without its
 // leading non-digits is tried.
 //
+// Footers are read lazily: the first file's when the reader opens (the
+// schema comes from or is checked against it), every other one when the
+// reader reaches its file, where a bad footer or a layout that differs is
+// an error naming the file; a footer is dropped once its row groups are
+// decoded, so memory does not grow with the length of the list. Before
+// arrow-go parses a footer, its Thrift bytes are walked and every count
+// checked against what the footer and the file can hold (footer.go).
+//
 // # Column selection
 //
 // Index is the 0-based position of a top-level field of the file schema; only

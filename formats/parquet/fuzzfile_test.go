@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,19 +12,22 @@ import (
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 )
 
-// fuzzSeedFile writes a small file (scalar and list cats, several pages
-// and row groups) and returns its bytes.
+// fuzzRows is the row count of the fuzz seed files.
+const fuzzRows = 100
+
+// fuzzSeedFile writes a small file of fuzzRows rows (scalar and list cats,
+// several pages and row groups) and returns its bytes.
 func fuzzSeedFile(tb testing.TB, compression string) []byte {
 	tb.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
-	d := formatstest.NewDataset(rng, s, 300, 1, formatstest.AnyFloat)
+	d := formatstest.NewDataset(rng, s, fuzzRows, 1, formatstest.AnyFloat)
 	p := filepath.Join(tb.TempDir(), "seed.parquet")
-	w, err := Create(p, &s, WriterOptions{Compression: compression, RowGroupSize: 128})
+	w, err := Create(p, &s, WriterOptions{Compression: compression, RowGroupSize: 40})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := d.WriteAll(w, 100); err != nil {
+	if err := d.WriteAll(w, 30); err != nil {
 		tb.Fatal(err)
 	}
 	if err := w.Close(); err != nil {
@@ -43,17 +47,27 @@ func FuzzReadFile(f *testing.F) {
 	for _, c := range []string{"none", "snappy", "zstd"} {
 		f.Add(fuzzSeedFile(f, c))
 	}
+	// A 28 KB footer whose root declares 2^31-1 children (arrow-go
+	// allocated 32 GiB for it), and one whose counts add up.
+	f.Add(hostileFooter(28<<10, 1<<31-1, fuzzRows, 100))
+	f.Add(hostileFooter(28<<10, 1, fuzzRows, 100))
+	// One file per fuzzing process, rewritten by each input (t.TempDir per
+	// input cost more than the read), in memory where there is a tmpfs.
+	dir := os.TempDir()
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dir = "/dev/shm"
+	}
+	p := filepath.Join(dir, fmt.Sprintf("ctrkit-fuzz-%d.parquet", os.Getpid()))
+	f.Cleanup(func() { os.Remove(p) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 1<<20 {
 			return
 		}
-		dir := t.TempDir()
-		p := filepath.Join(dir, "f.parquet")
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
-		meta := MetadataFor(&s, []FileStat{{FileName: "f.parquet", NumRows: 300}})
+		meta := MetadataFor(&s, []FileStat{{FileName: filepath.Base(p), NumRows: fuzzRows}})
 		r, err := OpenFiles([]string{p}, meta, &s, Options{Options: formats.Options{BatchSize: 64, Workers: 2}})
 		if err != nil {
 			return

@@ -3,6 +3,7 @@ package parquet
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -116,8 +117,11 @@ func OpenList(fileListPath string, s *formats.Schema, o Options) (*Reader, error
 }
 
 // OpenFiles opens the given data files described by meta (see OpenList).
-// Every footer is read and checked against meta and the schema before
-// OpenFiles returns.
+// The footer of the first file is read here (the schema is derived from or
+// checked against it); every other footer is read when the reader reaches
+// its file, checked against meta and the schema then (an error naming the
+// file), and dropped when its row groups are decoded: memory does not grow
+// with the number of files. Every file must have a file_stats entry.
 func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*Reader, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("ctrkit/parquet: no data files")
@@ -129,12 +133,9 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 	for _, fs := range meta.FileStats {
 		rows[filepath.Base(fs.FileName)] = fs.NumRows
 	}
-	files := make([]*filePlan, len(paths))
+	entries := make([]fileEntry, len(paths))
+	var total int64
 	for i, p := range paths {
-		md, size, err := readFooter(p)
-		if err != nil {
-			return nil, err
-		}
 		n, ok := rows[filepath.Base(p)]
 		if !ok {
 			// HugeCTR's generator writes gen_<k>.parquet and lists it as <k>.parquet.
@@ -143,29 +144,33 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 		if !ok {
 			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "no file_stats entry for %q in %s", filepath.Base(p), MetadataName)
 		}
-		if md.NumRows != n {
-			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "footer holds %d rows, %s says num_rows %d", md.NumRows, MetadataName, n)
+		if n > math.MaxInt64-total {
+			return nil, formats.Errorf("parquet", p, -1, -1, formats.ErrMetadata, "%s: num_rows of the listed files add up past 2^63", MetadataName)
 		}
-		files[i] = &filePlan{path: p, md: md, numRows: n, openSize: size}
+		entries[i] = fileEntry{path: p, rows: n}
+		total += n
+	}
+	first, err := openPlan(entries[0])
+	if err != nil {
+		return nil, err
 	}
 	var schemaOwned formats.Schema
 	var labelW, denseW []int
-	var err error
 	if s == nil {
-		schemaOwned, labelW, denseW, err = inferSchema(files[0], meta, o.KeyType)
+		schemaOwned, labelW, denseW, err = inferSchema(first, meta, o.KeyType)
 		if err != nil {
 			return nil, err
 		}
 	} else {
 		schemaOwned = s.Clone()
-		if labelW, err = widths(files[0], meta.Labels, s.LabelDim, gLabel); err != nil {
+		if labelW, err = widths(first, meta.Labels, s.LabelDim, gLabel); err != nil {
 			return nil, err
 		}
-		if denseW, err = widths(files[0], meta.Conts, s.DenseDim, gDense); err != nil {
+		if denseW, err = widths(first, meta.Conts, s.DenseDim, gDense); err != nil {
 			return nil, err
 		}
 		if len(meta.Cats) != len(s.Slots) {
-			return nil, formats.Errorf("parquet", files[0].path, -1, -1, formats.ErrSchema, "%s selects %d cat columns, schema has %d slots", MetadataName, len(meta.Cats), len(s.Slots))
+			return nil, formats.Errorf("parquet", first.path, -1, -1, formats.ErrSchema, "%s selects %d cat columns, schema has %d slots", MetadataName, len(meta.Cats), len(s.Slots))
 		}
 	}
 	if err := schemaOwned.Validate(); err != nil {
@@ -175,60 +180,74 @@ func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*R
 	if err := o.Validate(&schemaOwned); err != nil {
 		return nil, err
 	}
-	var total int64
-	for _, fp := range files {
-		if err := planFile(fp, meta, labelW, denseW, &o); err != nil {
-			return nil, err
-		}
-		total += fp.numRows
+	pl := &planner{meta: meta, labelW: labelW, denseW: denseW, o: &o, schema: &schemaOwned}
+	if err := pl.plan(first); err != nil {
+		return nil, err
 	}
-	o.Workers, o.Prefetch = fitMemory(files, &schemaOwned, o)
+	o.Workers, o.Prefetch = fitMemory([]*filePlan{first}, &schemaOwned, o)
 	if o.Repeat && total == 0 {
 		return nil, formats.Errorf("parquet", paths[0], -1, -1, formats.ErrMetadata, "repeat mode over a dataset of 0 rows")
 	}
-	return newReader(files, &schemaOwned, o), nil
+	return newReader(entries, first, pl, &schemaOwned, o), nil
 }
 
-// readFooter opens path and parses its footer.
-func readFooter(path string) (*metadata.FileMetaData, int64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "open", Err: err}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "stat", Err: err}
-	}
-	rd, err := newReaderSafe(f)
-	if err != nil {
-		return nil, 0, &formats.Error{Format: "parquet", Path: path, Offset: -1, Record: -1, Op: "footer", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
-	}
-	md := rd.MetaData()
-	rd.Close()
-	var sum int64
-	for i := 0; i < md.NumRowGroups(); i++ {
-		n := md.RowGroup(i).NumRows()
-		if n < 0 {
-			return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrCorrupt, "row group %d has %d rows", i, n)
-		}
-		sum += n
-	}
-	if sum != md.NumRows || md.NumRows < 0 {
-		return nil, 0, formats.Errorf("parquet", path, -1, -1, formats.ErrMetadata, "footer says %d rows, its row groups hold %d", md.NumRows, sum)
-	}
-	return md, st.Size(), nil
+// fileEntry is a data file as OpenFiles knows it before its footer is read.
+type fileEntry struct {
+	path string
+	rows int64 // num_rows in _metadata.json
 }
 
-// newReaderSafe parses the footer of f, turning a panic of the thrift
-// decoder on a malformed footer into an error.
-func newReaderSafe(f *os.File) (rd *file.Reader, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("footer decoder panic: %v", p)
+// openPlan reads the footer of e's file and checks its row count against
+// the metadata's.
+func openPlan(e fileEntry) (*filePlan, error) {
+	md, size, err := readFooter(e.path)
+	if err != nil {
+		return nil, err
+	}
+	if md.NumRows != e.rows {
+		return nil, formats.Errorf("parquet", e.path, -1, -1, formats.ErrMetadata, "footer holds %d rows, %s says num_rows %d", md.NumRows, MetadataName, e.rows)
+	}
+	return &filePlan{path: e.path, md: md, numRows: e.rows, openSize: size}, nil
+}
+
+// planner plans the files of one reader: the metadata, the widths of the
+// label and dense columns and the options they are checked against.
+type planner struct {
+	meta           *Metadata
+	labelW, denseW []int
+	o              *Options
+	schema         *formats.Schema
+}
+
+// load reads and plans the file of e (a file after the first, when the
+// reader reaches it).
+func (pl *planner) load(e fileEntry) (*filePlan, error) {
+	fp, err := openPlan(e)
+	if err != nil {
+		return nil, err
+	}
+	if err := pl.plan(fp); err != nil {
+		return nil, err
+	}
+	return fp, nil
+}
+
+// plan resolves the columns of fp and checks that its largest row group,
+// decoded, fits in memory.
+func (pl *planner) plan(fp *filePlan) error {
+	if err := planFile(fp, pl.meta, pl.labelW, pl.denseW, pl.o); err != nil {
+		return err
+	}
+	s := pl.schema
+	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
+	for g := 0; g+1 < len(fp.rgStart); g++ {
+		rows := fp.rgStart[g+1] - fp.rgStart[g]
+		what := fmt.Sprintf("row group %d of %s (%d rows, decoded)", g, fp.path, rows)
+		if err := formats.CheckAlloc(what, formats.MulSize(rows, perRow), "the row group size of the file (rewrite it with smaller row groups)"); err != nil {
+			return &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: fp.rgStart[g], Op: fmt.Sprintf("row group %d", g), Err: err}
 		}
-	}()
-	return file.NewParquetReader(f)
+	}
+	return nil
 }
 
 // topLevel returns, for each top-level field of sc, its first leaf column and

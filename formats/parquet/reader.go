@@ -33,8 +33,10 @@ var (
 type Reader struct {
 	schema *formats.Schema
 	o      Options
-	files  []*filePlan
-	numRG  int     // non-empty row groups of one epoch
+	files  []fileEntry
+	first  *filePlan // the first file's plan, kept (the others are loaded as reached)
+	plans  *planner
+	numRG  int     // non-empty row groups of one epoch (estimated from the first file)
 	sizes  []int64 // slot sizes when o.SlotSizeArray is set, else nil
 	offs   []int64 // slot offsets matching sizes
 
@@ -109,22 +111,29 @@ type scratch struct {
 	comp     []byte // a compressed page larger than its column's window
 }
 
-func newReader(files []*filePlan, s *formats.Schema, o Options) *Reader {
-	ncols := 0
-	for _, fp := range files {
-		ncols = max(ncols, len(fp.cols))
-	}
+func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schema, o Options) *Reader {
+	ncols := len(first.cols)
 	// The free lists keep up to the page and decompression buffers of every
 	// column chunk that Workers tasks have open at once (pages of up to
 	// 1 MiB, as arrow-go and pyarrow write them).
 	pool := &poolAllocator{limit: o.Workers * (ncols + 1) * (3 << 20)}
-	r := &Reader{schema: s, o: o, files: files, pool: pool, props: parquet.NewReaderProperties(pool)}
-	for _, fp := range files {
-		for g := 0; g+1 < len(fp.rgStart); g++ {
-			if fp.rgStart[g+1] > fp.rgStart[g] {
-				r.numRG++
-			}
+	r := &Reader{schema: s, o: o, files: files, first: first, plans: pl, pool: pool, props: parquet.NewReaderProperties(pool)}
+	// The other footers are not read yet: their row groups are taken to
+	// be the first file's, per row.
+	firstRG := 0
+	for g := 0; g+1 < len(first.rgStart); g++ {
+		if first.rgStart[g+1] > first.rgStart[g] {
+			firstRG++
 		}
+	}
+	r.numRG = firstRG
+	if firstRG > 0 && first.numRows > 0 {
+		var rest int64
+		for _, e := range files[1:] {
+			rest += e.rows
+		}
+		perRG := max(first.numRows/int64(firstRG), 1)
+		r.numRG = int(min(int64(firstRG)+(rest+perRG-1)/perRG, math.MaxInt32))
 	}
 	// Read column chunks through a small buffer rather than whole: arrow-go
 	// allocates the whole chunk otherwise, for every row group and column.
@@ -154,8 +163,8 @@ func (r *Reader) Schema() *formats.Schema { return r.schema }
 // NumRows returns the number of rows of one epoch.
 func (r *Reader) NumRows() int64 {
 	var n int64
-	for _, fp := range r.files {
-		n += fp.numRows
+	for _, e := range r.files {
+		n += e.rows
 	}
 	return n
 }
@@ -163,8 +172,8 @@ func (r *Reader) NumRows() int64 {
 // Files returns the data files in list order.
 func (r *Reader) Files() []string {
 	out := make([]string, len(r.files))
-	for i, fp := range r.files {
-		out[i] = fp.path
+	for i, e := range r.files {
+		out[i] = e.path
 	}
 	return out
 }
@@ -193,7 +202,14 @@ func (r *Reader) produce(ctx context.Context) {
 	defer tasks.Wait()
 	for epoch := uint64(0); ; epoch++ {
 		for _, fi := range r.order(epoch) {
-			fp := r.files[fi]
+			fp := r.first
+			if fi > 0 {
+				var err error
+				if fp, err = r.plans.load(r.files[fi]); err != nil {
+					r.fail(ctx, err)
+					return
+				}
+			}
 			for g := 0; g < len(fp.rgStart)-1; g++ {
 				if fp.rgStart[g+1] == fp.rgStart[g] {
 					continue
@@ -234,6 +250,18 @@ func (r *Reader) produce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// fail hands err to the consumer in place of the next row group.
+func (r *Reader) fail(ctx context.Context, err error) {
+	b := r.takeBuf(ctx)
+	if b == nil {
+		return
+	}
+	b.fp, b.rows, b.pos, b.err = nil, 0, 0, err
+	b.done = make(chan struct{})
+	close(b.done)
+	r.jobs <- b
 }
 
 // split returns the column cuts of the tasks decoding row group g of fp:

@@ -40,7 +40,7 @@ func TestSplit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := r.split(r.files[0], 1)
+		got := r.split(r.first, 1)
 		r.Close()
 		want := tc.want
 		if want == nil {

@@ -136,7 +136,7 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("no limit: %d workers, prefetch %d; want 8 and 2", r.o.Workers, r.o.Prefetch)
 	}
 	decoded := int64(20000 * (4*4 + 8*3))
-	pages := pageSizes(r.files[0])
+	pages := pageSizes(r.first)
 	r.Close()
 	// Four float columns of one 80000-byte page, three int64 columns whose
 	// first page is full.
