@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/trainer/graph"
@@ -85,7 +86,7 @@ type confLimits struct {
 
 func conformanceLimits(gpuMode bool) confLimits {
 	if gpuMode {
-		return confLimits{gpu: true, batch: 65536, tableRows: 1 << 24, slotSize: 1 << 22}
+		return confLimits{gpu: true, batch: 65536, tableRows: 1 << 22, slotSize: 1 << 20}
 	}
 	return confLimits{batch: 16, tableRows: 1 << 14, slotSize: 16}
 }
@@ -478,8 +479,12 @@ func TestConformance(t *testing.T) {
 	for _, p := range paths {
 		name := filepath.ToSlash(strings.TrimPrefix(p, dir+string(filepath.Separator)))
 		seen[name] = true
+		began := time.Now()
 		row := runConformance(t, p, gpuMode, nil)
 		row.Config = name
+		if gpuMode {
+			t.Logf("%s: %s (%s) in %.1f s", name, row.Status, row.Reason, time.Since(began).Seconds())
+		}
 		why, expected := expectedFailures[name]
 		if bad, ok := invalidConfigs[name]; ok {
 			if row.Status == statusFail {
@@ -508,6 +513,13 @@ func TestConformance(t *testing.T) {
 	doc := conformanceTable(rows, gpuMode)
 	t.Logf("\n%s", doc)
 	if gpuMode {
+		// CTRKIT_CONFORMANCE_OUT: where the GPU machine's table goes
+		// (docs/CONFORMANCE_GPU.md is that table, copied back).
+		if out := os.Getenv("CTRKIT_CONFORMANCE_OUT"); out != "" {
+			if err := os.WriteFile(out, []byte(doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		return
 	}
 	if *update {
