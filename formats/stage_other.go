@@ -1,0 +1,8 @@
+//go:build !linux
+
+package formats
+
+import "errors"
+
+// exchange is not available: Commit renames the old directory aside first.
+func exchange(a, b string) error { return errors.ErrUnsupported }
