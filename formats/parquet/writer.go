@@ -786,8 +786,10 @@ func NewDatasetWriter(dir string, s *formats.Schema, o DatasetOptions) (*Dataset
 	if o.Prefix == "" {
 		o.Prefix = "part_"
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if o.Files == nil { // a Stage makes its directories itself
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	return &DatasetWriter{dir: dir, s: s.Clone(), o: o}, nil
 }
