@@ -12,6 +12,17 @@ import (
 // replaced (the command line's --force replaces it).
 var ErrExists = errors.New("ctrkit/formats: output exists")
 
+// existsError is an error about an existing output that matches ErrExists
+// without its package prefix in the message users read.
+type existsError struct{ msg string }
+
+func (e *existsError) Error() string        { return e.msg }
+func (e *existsError) Is(target error) bool { return target == ErrExists }
+
+func errExists(format string, args ...any) error {
+	return &existsError{fmt.Sprintf(format, args...)}
+}
+
 // OutFile is what an output file is written through: an *os.File, or in
 // tests a file that injects faults (disk full) through StageOptions.Open.
 type OutFile interface {
@@ -87,6 +98,10 @@ func unwrapPath(err error) error {
 	return err
 }
 
+// Stat returns the file info of the file as written (under its temporary
+// name until it is visible).
+func (f *File) Stat() (os.FileInfo, error) { return os.Stat(f.tmp) }
+
 // Final returns the name the file gets on Commit.
 func (f *File) Final() string { return f.final }
 
@@ -120,6 +135,7 @@ func (f *File) Commit() error {
 	if err := os.Rename(f.tmp, f.final); err != nil {
 		return fail("renaming", err)
 	}
+	f.tmp = f.final
 	if f.sync {
 		if err := syncDir(filepath.Dir(f.final)); err != nil {
 			return fmt.Errorf("syncing the directory of %s: %w", f.final, unwrapPath(err))

@@ -89,7 +89,7 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 			return nil, fmt.Errorf("creating %s: %w", root, unwrapPath(err))
 		}
 	case err != nil:
-		return nil, err
+		return nil, fmt.Errorf("output %s: %w", root, unwrapPath(err))
 	case !st.IsDir():
 		return nil, fmt.Errorf("%s exists and is not a directory", root)
 	default:
@@ -109,7 +109,7 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 		case fixed:
 			return nil, fmt.Errorf("%s holds a dataset; it cannot be replaced as a unit in place: write the output to a directory", root)
 		case len(owned) > 0 && !o.Force:
-			return nil, fmt.Errorf("%w: %s holds a dataset (%s, …): use --force to replace it", ErrExists, root, owned[0])
+			return nil, errExists("%s holds a dataset (%s, …): use --force to replace it", root, owned[0])
 		}
 		s.replace = true
 	}
@@ -208,7 +208,7 @@ func (s *Stage) CreateFile(final string) (*File, error) {
 				return nil, fmt.Errorf("output %s is a directory", final)
 			}
 			if !s.o.Force {
-				return nil, fmt.Errorf("%w: %s exists: use --force to replace it", ErrExists, final)
+				return nil, errExists("%s exists: use --force to replace it", final)
 			}
 			if !st.Mode().IsRegular() {
 				return nil, fmt.Errorf("output %s exists and is not a regular file", final)
