@@ -71,8 +71,11 @@ func CreateFile(final string) (*File, error) {
 
 func createTemp(final string, open OpenFunc, sync bool) (*File, error) {
 	dir := filepath.Dir(final)
+	if st, err := os.Stat(final); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("output %s is a directory", final)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating %s: %w", final, unwrapPath(err))
 	}
 	for range 100 {
 		tmp := filepath.Join(dir, "."+filepath.Base(final)+".tmp-"+randomSuffix())

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/formats"
 )
 
 func init() {
@@ -143,6 +144,9 @@ func runGen(c *cli.Context) error {
 		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, c.App.Writer)
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(genOutputs(p))
+	}
+	if errors.Is(err, formats.ErrExists) {
+		return &exitError{2, err}
 	}
 	var pe *datagen.ParamError
 	if errors.As(err, &pe) {
