@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -101,5 +103,42 @@ func TestConvertRefusals(t *testing.T) {
 	}
 	if out, code = ctrkitArgs(t, "convert", "data/file_list.txt", "n", "--to", "norm", "--force", "--samples-per-file", "30"); code != 0 {
 		t.Errorf("convert --force: exit %d\n%s", code, out)
+	}
+}
+
+// TestCancelledCommands runs the long commands with a context already
+// cancelled (as SIGINT leaves it): each stops with an "interrupted" error
+// and no output is left behind.
+func TestCancelledCommands(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if out, code := ctrkitArgs(t, genSmall("parquet", "data/file_list.txt")...); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{
+		{"convert", "data/file_list.txt", "out", "--to", "norm"},
+		{"convert", "data/file_list.txt", "out.bin", "--to", "raw", "--nnz-array", "1"},
+		{"gen", "--format", "norm", "--num-files", "1", "--num-samples-per-file", "10", "--source", "g/file_list.txt"},
+		{"validate", "data/file_list.txt"},
+		{"inspect", "data/file_list.txt"},
+		{"keyset", "data/file_list.txt", "--out", "k.keyset"},
+		{"bench", "read", "data/file_list.txt", "--epochs", "1"},
+	} {
+		var buf bytes.Buffer
+		app := newApp()
+		app.Writer, app.ErrWriter = &buf, &buf
+		err := app.RunContext(ctx, permuteArgs(app, append([]string{"ctrkit"}, args...)))
+		if err == nil || !strings.HasPrefix(err.Error(), "interrupted") {
+			t.Errorf("%s with a cancelled context: %v, want interrupted\n%s", strings.Join(args, " "), err, buf.String())
+		}
+	}
+	for _, p := range []string{"out", "out.bin", "g", "k.keyset"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left behind", p)
+		}
+	}
+	if tmp := temps("."); len(tmp) > 0 {
+		t.Errorf("temporary files left: %v", tmp)
 	}
 }
