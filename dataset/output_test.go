@@ -24,7 +24,8 @@ func (f *fullFile) Write(p []byte) (int, error) {
 	if int64(len(p)) > f.limit {
 		n, _ := f.File.Write(p[:f.limit])
 		f.limit = 0
-		return n, syscall.ENOSPC
+		return n, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC} // as *os.File's
+
 	}
 	f.limit -= int64(len(p))
 	return f.File.Write(p)
@@ -32,7 +33,7 @@ func (f *fullFile) Write(p []byte) (int, error) {
 
 func (f *fullFile) WriteAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > f.limit {
-		return 0, syscall.ENOSPC
+		return 0, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 	}
 	return f.File.WriteAt(p, off)
 }

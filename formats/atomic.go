@@ -56,11 +56,18 @@ type File struct {
 	done   bool
 }
 
-// Write writes to the temporary file.
-func (f *File) Write(p []byte) (int, error) { return f.File.Write(p) }
+// Write writes to the temporary file. Errors carry no path (the temporary
+// name means nothing to users): callers name Final.
+func (f *File) Write(p []byte) (int, error) {
+	n, err := f.File.Write(p)
+	return n, unwrapPath(err)
+}
 
-// WriteAt writes to the temporary file at off.
-func (f *File) WriteAt(p []byte, off int64) (int, error) { return f.File.WriteAt(p, off) }
+// WriteAt writes to the temporary file at off (errors as Write's).
+func (f *File) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	return n, unwrapPath(err)
+}
 
 // CreateFile creates the temporary file for final (".<base>.tmp-<random>"
 // in the same directory), creating the directory if needed. Commit syncs it

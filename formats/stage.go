@@ -82,7 +82,15 @@ func NewFileStage(o StageOptions) *Stage {
 func NewStage(root string, o StageOptions) (*Stage, error) {
 	root = filepath.Clean(root)
 	s := NewFileStage(o)
+	hasDataset := false
 	st, err := os.Lstat(root)
+	if err == nil && st.Mode()&os.ModeSymlink != 0 {
+		// Replace what the link points to; the link stays.
+		if real, rerr := filepath.EvalSymlinks(root); rerr == nil {
+			root = real
+			st, err = os.Lstat(root)
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
@@ -111,10 +119,15 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 		case len(owned) > 0 && !o.Force:
 			return nil, errExists("%s holds a dataset (%s, …): use --force to replace it", root, owned[0])
 		}
-		s.replace = true
+		s.replace = true // swapped with the new one even when empty
+		hasDataset = len(owned) > 0
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(root), "."+filepath.Base(root)+".tmp-")
 	if err != nil {
+		if s.replace && !hasDataset {
+			s.replace = false
+			return s, nil // the parent is read-only: the new files beside none of a dataset
+		}
 		return nil, fmt.Errorf("creating %s: %w", root, unwrapPath(err))
 	}
 	s.root, s.tmp = root, tmp
