@@ -233,6 +233,9 @@ func inside(dir string, files []string) string {
 		return ""
 	}
 	for _, f := range files {
+		if f == "" {
+			continue
+		}
 		if a, err := filepath.Abs(f); err == nil {
 			if rel, err := filepath.Rel(d, a); err == nil && filepath.IsLocal(rel) {
 				return f
