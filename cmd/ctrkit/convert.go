@@ -126,8 +126,8 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	st, err := dataset.Convert(c.Context, d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers"), MemoryLimit: readMem},
 		func(n int) { bar.Add(int64(n)) })
 	bar.Finish()
-	if c.Context.Err() != nil {
-		return interrupted(dst)
+	if err != nil && c.Context.Err() != nil {
+		return interrupted(dst) // (a conversion that committed before the signal succeeded)
 	}
 	if errors.Is(err, formats.ErrExists) {
 		return &exitError{2, err}

@@ -185,6 +185,39 @@ func TestCrashConvert(t *testing.T) {
 	}
 }
 
+// TestSIGTERM stops a conversion with SIGTERM: exit 143, the interrupt
+// message, no temporary file, the old dataset whole.
+func TestSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test")
+	}
+	dir := t.TempDir()
+	src := genSource(t, filepath.Join(dir, "a"), 1, 4, 6000)
+	out := filepath.Join(dir, "out")
+	args := []string{"convert", src, out, "--to", "parquet", "--samples-per-file", "5000", "--batchsize", "500", "--row-group-size", "500", "--num-workers", "1"}
+	if code, o := crashRun(t, dir, 0, -1, args...); code != 0 {
+		t.Fatalf("convert: exit %d\n%s", code, o)
+	}
+	args = append(args, "--force")
+	for try := range 10 {
+		code, o := crashRun(t, dir, syscall.SIGTERM, time.Duration(30+10*try)*time.Millisecond, args...)
+		if code == 0 {
+			continue // done before the signal
+		}
+		if code != exitSIGTERM || !strings.Contains(o, "interrupted: partial output "+out+" removed") {
+			t.Fatalf("SIGTERM: exit %d, want 143 and the interrupt message\n%s", code, o)
+		}
+		if tmp := temps(dir); len(tmp) > 0 {
+			t.Fatalf("temporary files left: %v", tmp)
+		}
+		if n := samplesOf(t, out, "SIGTERM"); n != 24000 {
+			t.Fatalf("after SIGTERM: %d samples, want the old 24000", n)
+		}
+		return
+	}
+	t.Skip("every conversion finished before SIGTERM came")
+}
+
 // TestCrashGen kills gen --force over an earlier run's dataset at random
 // moments: train and eval sets validate as the old or the new ones.
 func TestCrashGen(t *testing.T) {
