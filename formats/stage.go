@@ -106,7 +106,7 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 			return nil, err
 		}
 		base := filepath.Base(root)
-		fixed := base == "." || base == ".." || base == string(filepath.Separator)
+		fixed := base == "." || base == ".." || base == string(filepath.Separator) || mountPoint(root)
 		switch {
 		case len(foreign) > 0 || fixed && len(owned) == 0:
 			if len(owned) > 0 {
@@ -115,7 +115,7 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 			}
 			return s, nil // file mode beside the other files
 		case fixed:
-			return nil, fmt.Errorf("%s holds a dataset; it cannot be replaced as a unit in place: write the output to a directory", root)
+			return nil, fmt.Errorf("%s holds a dataset; it cannot be replaced as a unit in place (the working directory or a mount point cannot be renamed): write the output to a directory below it", root)
 		case len(owned) > 0 && !o.Force:
 			return nil, errExists("%s holds a dataset (%s, …): use --force to replace it", root, owned[0])
 		}
