@@ -175,6 +175,9 @@ func classify(root string, o StageOptions) (owned, foreign []string, err error) 
 		default:
 			foreign = append(foreign, rel)
 		}
+		if len(owned) > 0 && len(foreign) > 0 {
+			return filepath.SkipAll // refused either way: no need to walk a big tree
+		}
 		return nil
 	})
 	sort.Strings(owned)
