@@ -160,11 +160,20 @@ func classify(root string, o StageOptions) (owned, foreign []string, err error) 
 		if err != nil {
 			return err
 		}
-		if p == root || d.IsDir() && !IsTemp(d.Name()) {
+		if p == root {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
+		if d.IsDir() && !IsTemp(d.Name()) {
+			if strings.Contains(rel, "/") {
+				// Datasets hold files one directory deep at most
+				// (gen's train/, val/): a deeper tree is not one.
+				foreign = append(foreign, rel+"/")
+				return filepath.SkipDir
+			}
+			return nil
+		}
 		switch {
 		case IsTemp(d.Name()):
 			if d.IsDir() {
