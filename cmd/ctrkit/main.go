@@ -12,7 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"sync/atomic"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -64,7 +65,20 @@ const signalGrace = 10 * time.Second
 func signalContext() (context.Context, func() int, func()) {
 	intCtx, stopInt := signal.NotifyContext(context.Background(), os.Interrupt)
 	ctx, stopTerm := signal.NotifyContext(intCtx, syscall.SIGTERM)
-	var code atomic.Int32
+	// status is read from the context's cause (set by the signal before
+	// Done closes), so a command returning on Done always sees it.
+	status := func() int {
+		if ctx.Err() == nil {
+			return 0
+		}
+		switch c := context.Cause(ctx).Error(); {
+		case strings.Contains(c, os.Interrupt.String()):
+			return exitSIGINT
+		case strings.Contains(c, syscall.SIGTERM.String()):
+			return exitSIGTERM
+		}
+		return 0
+	}
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -72,21 +86,18 @@ func signalContext() (context.Context, func() int, func()) {
 		case <-done:
 			return
 		}
-		if intCtx.Err() != nil {
-			code.Store(exitSIGINT)
-		} else {
-			code.Store(exitSIGTERM)
-		}
-		stopTerm()
+		code := status()
+		stopTerm() // a second signal ends the process at once
 		stopInt()
 		select {
 		case <-time.After(signalGrace):
 			fmt.Fprintln(os.Stderr, "ctrkit: interrupted")
-			os.Exit(int(code.Load()))
+			os.Exit(code)
 		case <-done:
 		}
 	}()
-	return ctx, func() int { return int(code.Load()) }, func() { close(done); stopTerm(); stopInt() }
+	var once sync.Once
+	return ctx, status, func() { once.Do(func() { close(done) }); stopTerm(); stopInt() }
 }
 
 // interrupted is the error of a command whose context a signal cancelled:
