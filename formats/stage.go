@@ -59,6 +59,7 @@ type Stage struct {
 
 	mu     sync.Mutex // guards the fields below
 	files  []*File    // every file created, in order
+	made   []string   // parent directories NewStage created, deepest first
 	stale  []string   // removed after Commit (file mode)
 	done   bool
 	failed error
@@ -93,6 +94,12 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		for d := filepath.Dir(root); ; d = filepath.Dir(d) {
+			if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
+				break
+			}
+			s.made = append(s.made, d) // removed again by Abort
+		}
 		if err := os.MkdirAll(filepath.Dir(root), 0o755); err != nil {
 			return nil, fmt.Errorf("creating %s: %w", root, unwrapPath(err))
 		}
@@ -403,6 +410,9 @@ func (s *Stage) abortLocked() error {
 		if err := os.RemoveAll(s.tmp); err != nil && first == nil {
 			first = err
 		}
+	}
+	for _, d := range s.made {
+		os.Remove(d) // only when still empty
 	}
 	return first
 }

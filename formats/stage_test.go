@@ -128,3 +128,19 @@ func TestFileStage(t *testing.T) {
 		t.Fatalf("after Commit: %s", got)
 	}
 }
+
+// TestStageAbortRemovesParents: Abort removes the parent directories
+// NewStage created for a new output.
+func TestStageAbortRemovesParents(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(dir, "a", "b", "out")
+	s, err := NewStage(root, StageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStage(t, s, root, "part_0")
+	s.Abort()
+	if got := readDir(t, dir); got != "" {
+		t.Errorf("left after Abort: %s", got)
+	}
+}
