@@ -23,7 +23,10 @@ func init() {
 			"byte-identical files whatever --threads. With --label-mode planted (default) labels\n" +
 			"come from a hidden logistic model and the summary reports its Bayes AUC.\n" +
 			"HugeCTR's defaults are 128 train files of 40960 samples: ask for less with\n" +
-			"--num-files/--num-samples-per-file (or --num-samples for raw).",
+			"--num-files/--num-samples-per-file (or --num-samples for raw).\n" +
+			"The eval set goes beside --source unless --eval-source says otherwise. The train\n" +
+			"and eval sets appear only complete (temporary directory renamed into place);\n" +
+			"an existing dataset is replaced only with --force, atomically.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "norm", Usage: "norm | parquet | raw | criteo"},
 			&cli.IntFlag{Name: "label-dim", Value: d.LabelDim, Usage: "labels per sample"},
