@@ -28,8 +28,10 @@ type CriteoWriter struct {
 }
 
 // CreateCriteo starts a Criteo text file at path.
-func CreateCriteo(path string) (*CriteoWriter, error) {
-	f, err := formats.CreateFile(path)
+func CreateCriteo(path string) (*CriteoWriter, error) { return createCriteo(nil, path) }
+
+func createCriteo(files formats.Creator, path string) (*CriteoWriter, error) {
+	f, err := formats.CreatorOr(files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}

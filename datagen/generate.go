@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -75,7 +74,30 @@ func (r *Result) MBps() float64 {
 // a temporary name renamed when complete; file lists, metadata and
 // gen_params.json are written last. The output is byte-identical for a given
 // seed whatever the thread count.
+//
+// Generate replaces a dataset already there (as GenerateTo with Force).
 func Generate(ctx context.Context, p Params, progress func(samples int64)) (*Result, error) {
+	return GenerateTo(ctx, p, Output{Force: true}, progress)
+}
+
+// Output says how a generation run commits its files.
+type Output struct {
+	// Force replaces an existing dataset (else it is a formats.ErrExists
+	// error, before anything is generated).
+	Force bool
+	// NoSync skips the fsync before the final renames (scratch data).
+	NoSync bool
+	// Open, when set, opens the output files (tests inject faults).
+	Open formats.OpenFunc
+}
+
+// GenerateTo is Generate with the output options o. The files of the train
+// set (its list, data files, metadata and gen_params.json, all under the
+// directory of Source) and those of the eval set are each committed as a
+// unit (formats.Stage): written in a temporary directory swapped in when
+// the run completes. When ctx is cancelled or anything fails, nothing of
+// the new output remains and a dataset that was there stays whole.
+func GenerateTo(ctx context.Context, p Params, o Output, progress func(samples int64)) (*Result, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -84,6 +106,15 @@ func Generate(ctx context.Context, p Params, progress func(samples int64)) (*Res
 	if err != nil {
 		return nil, err
 	}
+	if err := g.stage(o); err != nil {
+		return nil, err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			g.abort()
+		}
+	}()
 	plan := p.Plan()
 	res := &Result{Params: p, Files: make([]FileResult, len(plan)), PlantedAUC: math.NaN(), CTR: math.NaN()}
 	var evalBase []int64 // first global eval sample index of each file
@@ -132,6 +163,13 @@ func Generate(ctx context.Context, p Params, progress func(samples int64)) (*Res
 	if err := g.writeIndex(res); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := g.commit(); err != nil {
+		return nil, err
+	}
+	committed = true
 	res.Elapsed = time.Since(start)
 	return res, nil
 }
@@ -185,7 +223,7 @@ func (g *generator) writeFile(ctx context.Context, f OutputFile, evalBase int64,
 	if err := w.Close(); err != nil {
 		return 0, fmt.Errorf("ctrkit/datagen: closing %s: %w", f.Path, err)
 	}
-	st, err := os.Stat(f.Path)
+	st, err := g.files.stat(f.Path)
 	if err != nil {
 		return 0, err
 	}
@@ -334,6 +372,8 @@ type generator struct {
 	// auc holds float32bits(p)<<1 | label of each eval sample; each index
 	// is written by exactly one chunk.
 	auc []uint64
+	// files creates the output files in the run's Stages.
+	files *stages
 }
 
 // Schema returns the schema the data files are written with.

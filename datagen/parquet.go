@@ -11,7 +11,11 @@ import (
 // I1.., C1..), int64 cats, snappy, one row group per 128Ki rows; a slot
 // with nnz_array[s] > 1 is a list column.
 func (g *generator) createParquet(path string) (formats.Writer, error) {
-	return parquet.Create(path, &g.schema, parquet.WriterOptions{})
+	w, err := parquet.Create(path, &g.schema, parquet.WriterOptions{Files: g.files})
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return w, nil
 }
 
 // writeParquetMetadata writes _metadata.json beside the train files and
@@ -27,7 +31,7 @@ func (g *generator) writeParquetMetadata(res *Result) error {
 			}
 		}
 		m := parquet.MetadataFor(&g.schema, stats)
-		if err := parquet.WriteMetadata(filepath.Join(dir, parquet.MetadataName), m); err != nil {
+		if err := parquet.WriteMetadataTo(g.files, filepath.Join(dir, parquet.MetadataName), m); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,8 @@ type RunOptions struct {
 	// RandomSeed draws a random master seed instead of using Params.Seed
 	// (the command line does this when --seed is not given).
 	RandomSeed bool
+	// Output says how the files are committed (GenerateTo).
+	Output Output
 }
 
 // Run validates p, prints the seed, generates the dataset with a progress
@@ -33,7 +35,7 @@ func Run(ctx context.Context, p Params, o RunOptions, w io.Writer) (*Result, err
 	}
 	fmt.Fprintf(w, "generating %s data with seed %s\n", p.Format, formatSeed(p.Seed))
 	bar := progress.New(w, total, "generating", "samples")
-	res, err := Generate(ctx, p, bar.Add)
+	res, err := GenerateTo(ctx, p, o.Output, bar.Add)
 	bar.Finish()
 	if err != nil {
 		return nil, err

@@ -2,11 +2,16 @@ package datagen
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"regexp"
+	"sync"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
@@ -18,17 +23,129 @@ func (g *generator) create(path string) (formats.Writer, error) {
 		if g.p.EffectiveCheckType() == CheckNone {
 			check = norm.CheckNone
 		}
-		return norm.Create(path, &g.schema, norm.WriterOptions{Check: check})
+		w, err := norm.Create(path, &g.schema, norm.WriterOptions{Check: check, Files: g.files})
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return w, nil
 	case Raw:
 		l := raw.OneHot
 		if g.p.EffectiveRawLayout() == RawMultiHot {
 			l = raw.MultiHot
 		}
-		return raw.Create(path, &g.schema, l)
+		w, err := raw.CreateWith(g.files, path, &g.schema, l)
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
 	case Parquet:
 		return g.createParquet(path)
 	}
-	return CreateCriteo(path)
+	w, err := createCriteo(g.files, path)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// stage starts the Stages of the run: one per directory of Source and
+// EvalSource (one when they share it).
+func (g *generator) stage(o Output) error {
+	p := g.p
+	g.files = &stages{by: map[string]*formats.Stage{}}
+	so := formats.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open,
+		Lists: []string{filepath.Base(p.Source), filepath.Base(p.EvalSource)}}
+	so.Owned = func(rel string) bool { return g.owned(rel) }
+	for _, src := range []string{p.Source, p.EvalSource} {
+		root := filepath.Clean(filepath.Dir(src))
+		if g.files.by[root] != nil {
+			continue
+		}
+		st, err := formats.NewStage(root, so)
+		if err != nil {
+			g.abort()
+			return err
+		}
+		g.files.by[root] = st
+		g.files.order = append(g.files.order, root)
+	}
+	return nil
+}
+
+// genName matches the data files a run writes.
+var genName = regexp.MustCompile(`^(train|val)/gen_[0-9]+\.(data|parquet|txt)$`)
+
+// owned reports whether rel, a file in the directory of Source or
+// EvalSource, is one a generation run writes there.
+func (g *generator) owned(rel string) bool {
+	switch rel {
+	case filepath.Base(g.p.Source), filepath.Base(g.p.EvalSource), ParamsFile,
+		"train/" + parquet.MetadataName, "val/" + parquet.MetadataName,
+		"file_list.txt", "file_list_test.txt", "train_data.bin", "test_data.bin":
+		return true
+	}
+	return genName.MatchString(rel)
+}
+
+func (g *generator) commit() error {
+	for i, root := range g.files.order {
+		if err := g.files.by[root].Commit(); err != nil {
+			for _, r := range g.files.order[i+1:] {
+				g.files.by[r].Abort()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *generator) abort() {
+	if g.files == nil {
+		return
+	}
+	for _, root := range g.files.order {
+		g.files.by[root].Abort()
+	}
+}
+
+// stages creates each file in the Stage of its directory and remembers it
+// (for its size).
+type stages struct {
+	by    map[string]*formats.Stage // by root directory
+	order []string
+	mu    sync.Mutex // guards made
+	made  map[string]*formats.File
+}
+
+func (s *stages) CreateFile(final string) (*formats.File, error) {
+	for d := filepath.Dir(final); ; d = filepath.Dir(d) {
+		if st := s.by[filepath.Clean(d)]; st != nil {
+			f, err := st.CreateFile(final)
+			if err == nil {
+				s.mu.Lock()
+				if s.made == nil {
+					s.made = map[string]*formats.File{}
+				}
+				s.made[final] = f
+				s.mu.Unlock()
+			}
+			return f, err
+		}
+		if d == filepath.Dir(d) {
+			return nil, fmt.Errorf("ctrkit/datagen: %s lies outside the output directories", final)
+		}
+	}
+}
+
+// stat returns the file info of the written (not yet visible) file final.
+func (s *stages) stat(final string) (os.FileInfo, error) {
+	s.mu.Lock()
+	f := s.made[final]
+	s.mu.Unlock()
+	if f == nil {
+		return nil, fmt.Errorf("ctrkit/datagen: %s was not written", final)
+	}
+	return f.Stat()
 }
 
 // ParamsFile is the name of the JSON record of a run's parameters, seed
@@ -64,10 +181,10 @@ func (g *generator) writeIndex(res *Result) error {
 				train = append(train, f.Path)
 			}
 		}
-		if err := formats.WriteFileList(p.Source, train); err != nil {
+		if err := formats.WriteFileListTo(g.files, p.Source, train); err != nil {
 			return err
 		}
-		if err := formats.WriteFileList(p.EvalSource, eval); err != nil {
+		if err := formats.WriteFileListTo(g.files, p.EvalSource, eval); err != nil {
 			return err
 		}
 		if p.Format == Parquet {
@@ -106,5 +223,5 @@ func (g *generator) writeIndex(res *Result) error {
 	if err != nil {
 		return err
 	}
-	return formats.WriteFileAtomic(filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
+	return formats.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
 }

@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,7 @@ func BenchmarkConvert(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				out := filepath.Join(dir, fmt.Sprint(c.name, i))
-				if _, err := Convert(d, dstPath(out, c.out), c.out, formats.Options{}, nil); err != nil {
+				if _, err := Convert(context.Background(), d, dstPath(out, c.out), c.out, formats.Options{}, nil); err != nil {
 					b.Fatal(err)
 				}
 				os.RemoveAll(out)
@@ -69,5 +70,5 @@ func convertPath(src, dst string, out Output) (ConvertStats, error) {
 	if err != nil {
 		return ConvertStats{}, err
 	}
-	return Convert(d, dst, out, formats.Options{}, nil)
+	return Convert(context.Background(), d, dst, out, formats.Options{}, nil)
 }

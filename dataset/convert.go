@@ -63,7 +63,11 @@ const convertDepth = 3
 // use (default GOMAXPROCS), ReadWorkers of which decode a binary dataset
 // converted to Raw (all of them otherwise). progress, when not nil, is
 // called from the writing goroutine after each batch is written.
-func Convert(src *Dataset, dst string, out Output, o formats.Options, progress func(samples int)) (ConvertStats, error) {
+//
+// The output is committed as a unit when complete (see Create); when ctx is
+// cancelled, or on any error, it is removed and a dataset that was at dst
+// stays as it was. The error then wraps ctx.Err().
+func Convert(ctx context.Context, src *Dataset, dst string, out Output, o formats.Options, progress func(samples int)) (ConvertStats, error) {
 	var st ConvertStats
 	start := time.Now()
 	outSchema, err := OutputSchema(src.Schema, out)
@@ -87,6 +91,10 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 		s.Schema.KeyType = formats.KeyU32
 		src, hint = &s, "keep i64 keys: --out-key-type i64"
 	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	out.Inputs = append(append([]string(nil), src.Files...), src.List)
 	r, err := src.Open(o)
 	if err != nil {
 		return st, err
@@ -115,6 +123,9 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 			return st, err
 		}
 		for {
+			if err := ctx.Err(); err != nil {
+				return finish(w, err)
+			}
 			b, err := nx.Next()
 			if errors.Is(err, io.EOF) {
 				return finish(w, nil)
@@ -163,7 +174,7 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 	for _, b := range pool {
 		free <- b
 	}
-	g, ctx := errgroup.WithContext(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { // reader
 		defer close(full)
 		var read int64 // samples read before this batch
@@ -171,8 +182,8 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 			var b *formats.Batch
 			select {
 			case b = <-free:
-			case <-ctx.Done():
-				return nil
+			case <-gctx.Done():
+				return gctx.Err()
 			}
 			dstB := b
 			if convert {
@@ -201,6 +212,9 @@ func Convert(src *Dataset, dst string, out Output, o formats.Options, progress f
 	})
 	g.Go(func() error { // writer
 		for b := range full {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
 			if err := w.Write(b); err != nil {
 				return err
 			}

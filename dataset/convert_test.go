@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -185,7 +186,7 @@ func TestConvertRoundTrips(t *testing.T) {
 					t.Fatalf("%s: resolve: %v", name, err)
 				}
 				dst := dstPath(t.TempDir(), to.out)
-				st, err := Convert(d, dst, to.out, formats.Options{BatchSize: 50, Workers: 2}, nil)
+				st, err := Convert(context.Background(), d, dst, to.out, formats.Options{BatchSize: 50, Workers: 2}, nil)
 				if err != nil {
 					t.Errorf("%s: %v", name, err)
 					continue
@@ -214,7 +215,7 @@ func TestConvertRefusesLossy(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	_, err = Convert(d, filepath.Join(dir, "x.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{BatchSize: 16}, nil)
+	_, err = Convert(context.Background(), d, filepath.Join(dir, "x.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{BatchSize: 16}, nil)
 	if !errors.Is(err, formats.ErrValue) {
 		t.Errorf("float dense to Raw int32: %v, want ErrValue", err)
 	}
@@ -229,11 +230,11 @@ func TestConvertRefusesLossy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Convert(d, filepath.Join(dir, "x.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{}, nil); err == nil {
+	if _, err := Convert(context.Background(), d, filepath.Join(dir, "x.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{}, nil); err == nil {
 		t.Error("variable nnz to Raw: no error")
 	}
 	d.Spec.NNZ = nil
-	if _, err := Convert(d, filepath.Join(dir, "y.bin"), Output{Format: Raw, KeyType: formats.KeyU32, RawLayout: raw.OneHot, RawLayoutSet: true}, formats.Options{}, nil); err == nil {
+	if _, err := Convert(context.Background(), d, filepath.Join(dir, "y.bin"), Output{Format: Raw, KeyType: formats.KeyU32, RawLayout: raw.OneHot, RawLayoutSet: true}, formats.Options{}, nil); err == nil {
 		t.Error("variable nnz to Raw one-hot: no error")
 	}
 }
@@ -257,7 +258,7 @@ func TestConvertKeyRange(t *testing.T) {
 	}
 	dst := filepath.Join(t.TempDir(), "l.txt")
 	o32 := Output{Format: Norm, Check: norm.CheckNone, KeyType: formats.KeyU32}
-	if _, err := Convert(d, dst, o32, formats.Options{BatchSize: 30}, nil); err != nil {
+	if _, err := Convert(context.Background(), d, dst, o32, formats.Options{BatchSize: 30}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := readBack(t, dst, Spec{KeyType: formats.KeyU32, KeyTypeSet: true})
@@ -267,7 +268,7 @@ func TestConvertKeyRange(t *testing.T) {
 	// And back to i64, through Parquet.
 	pq := t.TempDir()
 	d, _ = Resolve(dst, Spec{KeyType: formats.KeyU32, KeyTypeSet: true})
-	if _, err := Convert(d, pq, Output{Format: Parquet, KeyType: formats.KeyI64, CatType: "uint64"}, formats.Options{}, nil); err != nil {
+	if _, err := Convert(context.Background(), d, pq, Output{Format: Parquet, KeyType: formats.KeyI64, CatType: "uint64"}, formats.Options{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if diff := formatstest.Diff(ds, readBack(t, pq, Spec{})); diff != "" {
@@ -282,7 +283,7 @@ func TestConvertKeyRange(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
-		_, err = Convert(d, filepath.Join(dir, "l.txt"), o32, formats.Options{BatchSize: 30}, nil)
+		_, err = Convert(context.Background(), d, filepath.Join(dir, "l.txt"), o32, formats.Options{BatchSize: 30}, nil)
 		var fe *formats.Error
 		if !errors.Is(err, formats.ErrKeyRange) || !errors.As(err, &fe) || fe.Record != 60 || !strings.Contains(err.Error(), "slot 1 key") {
 			t.Errorf("key %d to i32: %v, want an ErrKeyRange *formats.Error for record 60, slot 1", bad, err)
@@ -292,7 +293,7 @@ func TestConvertKeyRange(t *testing.T) {
 		}
 		// From Parquet (int64 cats), where the reader narrows the keys.
 		pq := t.TempDir()
-		if _, err := Convert(d, pq, Output{Format: Parquet, KeyType: formats.KeyI64}, formats.Options{}, nil); err != nil {
+		if _, err := Convert(context.Background(), d, pq, Output{Format: Parquet, KeyType: formats.KeyI64}, formats.Options{}, nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
@@ -306,7 +307,7 @@ func TestConvertKeyRange(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = Convert(dp, filepath.Join(dir, "r.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{BatchSize: 30}, nil)
+			_, err = Convert(context.Background(), dp, filepath.Join(dir, "r.bin"), Output{Format: Raw, KeyType: formats.KeyU32}, formats.Options{BatchSize: 30}, nil)
 			if !errors.Is(err, formats.ErrKeyRange) || !errors.As(err, &fe) || fe.Record != 60 || !strings.Contains(err.Error(), `"C2"`) || !strings.Contains(err.Error(), c.hint) {
 				t.Errorf("key %d, parquet (%s) to i32 raw: %v, want an ErrKeyRange *formats.Error for record 60, column C2, hint %s", bad, dp.Schema.KeyType, err, c.hint)
 			}

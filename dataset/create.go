@@ -3,6 +3,7 @@ package dataset
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -31,6 +32,57 @@ type Output struct {
 	CatType      string
 	// SamplesPerFile rolls Norm and Parquet output over to a new file.
 	SamplesPerFile int64
+	// Force replaces an existing output (else it is a formats.ErrExists
+	// error); NoSync skips the fsync before the final rename (scratch
+	// data). See formats.Stage.
+	Force, NoSync bool
+	// Sidecars are files written with the output and committed with it,
+	// by name (see SidecarPath).
+	Sidecars []Sidecar
+	// Inputs are the files being converted: an output that would replace
+	// a directory holding one of them is refused.
+	Inputs []string
+	// Open, when set, opens the output files (tests inject faults).
+	Open formats.OpenFunc
+}
+
+// Sidecar is a file that describes an output (slot_size_array.json).
+type Sidecar struct {
+	Name string
+	Data []byte
+}
+
+// SidecarPath is where the sidecar name of the output dst of format f
+// lives: in the dataset's directory (Norm, Parquet), or beside a Raw file
+// as "<dst>.<name>", so that two outputs never share one.
+func SidecarPath(dst string, f Format, name string) string {
+	if f == Raw {
+		return dst + "." + name
+	}
+	return filepath.Join(OutputDir(dst, f), name)
+}
+
+// OutputDir is the directory a Norm or Parquet output at dst is written to
+// (and replaced as a unit); for Raw the directory of the file.
+func OutputDir(dst string, f Format) string {
+	if f == Raw || strings.HasSuffix(dst, ".txt") {
+		return filepath.Dir(dst)
+	}
+	return dst
+}
+
+// partName matches the data files ctrkit's writers name.
+var partName = regexp.MustCompile(`^part_[0-9]+\.(data|parquet)$`)
+
+// ownedName reports whether rel (relative to an output directory) is a
+// file of a dataset ctrkit writes there: index, metadata, data file or
+// sidecar. Files named by its file lists are owned too (stageOptions).
+func ownedName(rel, list string) bool {
+	switch rel {
+	case list, "file_list.txt", parquet.FileListName, parquet.MetadataName, "slot_size_array.json":
+		return true
+	}
+	return partName.MatchString(rel)
 }
 
 // OutputSchema returns the schema batches must have for the writer, derived
@@ -84,34 +136,130 @@ func OutputSchema(in formats.Schema, o Output) (formats.Schema, error) {
 //	Parquet  dst is a directory (or its _file_list.txt path): part_<k>.parquet,
 //	         _file_list.txt and _metadata.json
 //	Raw      dst is the one output file
+//
+// The output is committed as a unit by the writer's Close (formats.Stage):
+// nothing of it is visible before, a previous dataset at dst (replaced only
+// with o.Force) stays whole until then, and Abort or a failed Close leaves
+// it as it was. Norm and Parquet outputs are written in a temporary
+// directory beside dst's directory, swapped in on Close.
 func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
+	if o.Format != Norm && o.Format != Parquet && o.Format != Raw {
+		return nil, fmt.Errorf("cannot write format %s", o.Format)
+	}
+	so := formats.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open}
+	var st *formats.Stage
+	if o.Format == Raw {
+		st = formats.NewFileStage(so)
+	} else {
+		root := OutputDir(dst, o.Format)
+		list := "file_list.txt"
+		if o.Format == Parquet {
+			list = parquet.FileListName
+		} else if strings.HasSuffix(dst, ".txt") {
+			list = filepath.Base(dst)
+		}
+		so.Lists = []string{list, "file_list.txt", parquet.FileListName}
+		so.Owned = func(rel string) bool { return ownedName(rel, list) }
+		var err error
+		if st, err = formats.NewStage(root, so); err != nil {
+			return nil, err
+		}
+		if st.Replaces() {
+			if in := inside(root, o.Inputs); in != "" {
+				st.Abort()
+				return nil, fmt.Errorf("the output directory %s holds the input %s: replacing it would remove the input; write elsewhere", root, in)
+			}
+		}
+	}
+	w, err := createIn(st, dst, s, o)
+	if err == nil {
+		for _, sc := range o.Sidecars {
+			if err = st.WriteFile(SidecarPath(dst, o.Format, sc.Name), sc.Data); err != nil {
+				w.Abort()
+				break
+			}
+		}
+	}
+	if err != nil {
+		st.Abort()
+		return nil, err
+	}
+	return &stagedWriter{Writer: w, st: st}, nil
+}
+
+// createIn opens the format writer of the output, its files made by st.
+func createIn(st *formats.Stage, dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 	switch o.Format {
 	case Norm:
 		list := dst
 		if !strings.HasSuffix(dst, ".txt") {
 			list = filepath.Join(dst, "file_list.txt")
 		}
-		return norm.CreateList(list, s, norm.ListOptions{WriterOptions: norm.WriterOptions{Check: o.Check}, SamplesPerFile: o.SamplesPerFile})
-	case Parquet:
-		dir := dst
-		if strings.HasSuffix(dst, ".txt") {
-			dir = filepath.Dir(dst)
+		w, err := norm.CreateList(list, s, norm.ListOptions{WriterOptions: norm.WriterOptions{Check: o.Check, Files: st}, SamplesPerFile: o.SamplesPerFile})
+		if err != nil {
+			return nil, err // not a typed nil in the interface
 		}
-		return parquet.NewDatasetWriter(dir, s, parquet.DatasetOptions{
-			WriterOptions: parquet.WriterOptions{Compression: o.Compression, RowGroupSize: o.RowGroupSize, CatType: o.CatType},
+		return w, nil
+	case Parquet:
+		w, err := parquet.NewDatasetWriter(OutputDir(dst, Parquet), s, parquet.DatasetOptions{
+			WriterOptions: parquet.WriterOptions{Compression: o.Compression, RowGroupSize: o.RowGroupSize, CatType: o.CatType, Files: st},
 			RowsPerFile:   o.SamplesPerFile,
 		})
-	case Raw:
-		layout := raw.OneHot
-		for _, sl := range s.Slots {
-			if sl.Hotness != 1 {
-				layout = raw.MultiHot
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
+	layout := raw.OneHot
+	for _, sl := range s.Slots {
+		if sl.Hotness != 1 {
+			layout = raw.MultiHot
+		}
+	}
+	if o.RawLayoutSet {
+		layout = o.RawLayout
+	}
+	w, err := raw.CreateWith(st, dst, s, layout)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// inside returns the first of files that lies under dir, or "".
+func inside(dir string, files []string) string {
+	d, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for _, f := range files {
+		if f == "" {
+			continue
+		}
+		if a, err := filepath.Abs(f); err == nil {
+			if rel, err := filepath.Rel(d, a); err == nil && filepath.IsLocal(rel) {
+				return f
 			}
 		}
-		if o.RawLayoutSet {
-			layout = o.RawLayout
-		}
-		return raw.Create(dst, s, layout)
 	}
-	return nil, fmt.Errorf("cannot write format %s", o.Format)
+	return ""
+}
+
+// stagedWriter commits its Stage when the format writer closes.
+type stagedWriter struct {
+	formats.Writer
+	st *formats.Stage
+}
+
+func (w *stagedWriter) Close() error {
+	if err := w.Writer.Close(); err != nil {
+		w.st.Abort()
+		return err
+	}
+	return w.st.Commit()
+}
+
+func (w *stagedWriter) Abort() error {
+	w.Writer.Abort()
+	return w.st.Abort()
 }

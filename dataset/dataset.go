@@ -140,9 +140,14 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 	for _, p := range d.Files {
 		n, ok := sizes[p]
 		if !ok {
-			if st, err := os.Stat(p); err == nil {
-				n = st.Size()
+			st, err := os.Stat(p)
+			if err != nil {
+				return nil, err
 			}
+			if err := regular(p, st); err != nil {
+				return nil, err
+			}
+			n = st.Size()
 			sizes[p] = n
 		}
 		d.Bytes += n
@@ -182,6 +187,11 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return f, "", nil, "", err
+	}
+	if !st.IsDir() {
+		if err := regular(path, st); err != nil {
+			return f, "", nil, "", err
+		}
 	}
 	if st.IsDir() {
 		dir := path
@@ -237,9 +247,37 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	return f, path, files, fmt.Sprintf("format %s (from the first file of the list)", f), nil
 }
 
+// regular refuses a path that is not a regular file (a FIFO, socket or
+// device): datasets are read by offset and their size is checked, and
+// opening a FIFO with no writer would block forever.
+func regular(path string, st os.FileInfo) error {
+	if st.Mode().IsRegular() {
+		return nil
+	}
+	kind := "not a regular file"
+	switch {
+	case st.IsDir():
+		kind = "a directory, not a data file"
+	case st.Mode()&os.ModeNamedPipe != 0:
+		kind = "a FIFO (named pipe), not a regular file"
+	case st.Mode()&os.ModeSocket != 0:
+		kind = "a socket, not a regular file"
+	case st.Mode()&os.ModeDevice != 0:
+		kind = "a device, not a regular file"
+	}
+	return fmt.Errorf("%s is %s: ctrkit reads datasets by offset and checks their size; copy the data to a file first", path, kind)
+}
+
 // ReadHead returns the first n bytes of the file at path (fewer when the
 // file is shorter).
 func ReadHead(path string, n int) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := regular(path, st); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

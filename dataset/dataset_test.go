@@ -1,6 +1,7 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -260,7 +261,7 @@ func TestConvertCriteo(t *testing.T) {
 				continue
 			}
 			dst := dstPath(t.TempDir(), to.out)
-			st, err := Convert(d, dst, to.out, formats.Options{BatchSize: 64}, nil)
+			st, err := Convert(context.Background(), d, dst, to.out, formats.Options{BatchSize: 64}, nil)
 			if err != nil {
 				t.Errorf("%s → %s: %v", m.name, to.name, err)
 				continue

@@ -147,7 +147,10 @@ func clip(s string) string {
 
 // WriteFileList writes a file list atomically, with paths relative to the
 // list's directory where possible.
-func WriteFileList(path string, files []string) error {
+func WriteFileList(path string, files []string) error { return WriteFileListTo(nil, path, files) }
+
+// WriteFileListTo writes a file list as a file of c (nil: Direct).
+func WriteFileListTo(c Creator, path string, files []string) error {
 	if len(files) == 0 {
 		return fmt.Errorf("ctrkit/formats: writing %s: empty file list", path)
 	}
@@ -161,5 +164,5 @@ func WriteFileList(path string, files []string) error {
 		buf.WriteString(f)
 		buf.WriteByte('\n')
 	}
-	return WriteFileAtomic(path, buf.Bytes())
+	return WriteFileTo(c, path, buf.Bytes())
 }

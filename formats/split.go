@@ -3,6 +3,7 @@ package formats
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
 // SplitWriter writes a dataset as a series of files of at most PerFile
@@ -16,6 +17,10 @@ type SplitWriter struct {
 	Create func(k int) (RangeWriter, string, error)
 	// Finish, when set, runs on Close after the last file is committed.
 	Finish func(files []string, counts []int64) error
+	// RemoveCommitted makes Abort and a failed Close remove the files
+	// already committed (set when they are renamed one by one; a Stage
+	// removes its files itself when it aborts).
+	RemoveCommitted bool
 
 	cur    RangeWriter
 	path   string
@@ -36,10 +41,15 @@ func (w *SplitWriter) Write(b *Batch) error {
 	}
 	for lo := 0; lo < b.N; {
 		if w.cur == nil {
-			if w.cur, w.path, w.err = w.Create(len(w.files)); w.err != nil {
-				return w.err
+			// The writer is kept only without an error: a constructor
+			// that fails may return a typed nil, which in the interface
+			// is not nil.
+			cur, path, err := w.Create(len(w.files))
+			if err != nil {
+				w.err = err
+				return err
 			}
-			w.n = 0
+			w.cur, w.path, w.n = cur, path, 0
 		}
 		hi := b.N
 		if w.PerFile > 0 {
@@ -79,23 +89,28 @@ func (w *SplitWriter) Close() error {
 		return w.err
 	}
 	w.done = true
-	if w.err != nil {
-		w.abortCur()
-		return w.err
+	if w.err == nil && w.cur != nil {
+		w.err = w.commit()
 	}
-	if w.cur != nil {
-		if w.err = w.commit(); w.err != nil {
-			return w.err
-		}
-	}
-	if len(w.files) == 0 {
+	if w.err == nil && len(w.files) == 0 {
 		w.err = fmt.Errorf("ctrkit/formats: no samples written")
-		return w.err
 	}
-	if w.Finish != nil {
+	if w.err == nil && w.Finish != nil {
 		w.err = w.Finish(w.Files(), append([]int64(nil), w.counts...))
 	}
+	if w.err != nil {
+		w.abortCur()
+		w.removeCommitted()
+	}
 	return w.err
+}
+
+func (w *SplitWriter) removeCommitted() {
+	if w.RemoveCommitted {
+		for _, p := range w.files {
+			os.Remove(p)
+		}
+	}
 }
 
 func (w *SplitWriter) abortCur() {
@@ -105,12 +120,17 @@ func (w *SplitWriter) abortCur() {
 	}
 }
 
-// Abort removes the file being written; files already committed stay.
+// Abort removes the file being written and, with RemoveCommitted, the
+// files already committed (a Stage's files go when the Stage aborts).
 func (w *SplitWriter) Abort() error {
+	if w == nil || w.done {
+		return nil
+	}
 	w.done = true
 	if w.err == nil {
 		w.err = errors.New("ctrkit/formats: writer aborted")
 	}
 	w.abortCur()
+	w.removeCommitted()
 	return nil
 }

@@ -119,7 +119,13 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 		if c.Bool("io-only") {
 			return &exitError{2, fmt.Errorf("--io-only needs --reader async")}
 		}
-		open = func() (formats.Reader, error) { return d.Open(fo) }
+		open = func() (formats.Reader, error) {
+			r, err := d.Open(fo)
+			if err != nil {
+				return nil, err
+			}
+			return withContext(c.Context, r), nil
+		}
 	case "async":
 		if d.Format != dataset.Raw {
 			return &exitError{2, fmt.Errorf("--reader async reads Raw files; %s is %s", d.Path, d.Format)}
@@ -133,17 +139,21 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 		}
 		open = func() (formats.Reader, error) {
 			r, err := raw.OpenAsync(d.Files[0], &d.Schema, ao)
-			if err == nil {
-				rep.Engine, rep.Notice = r.Engine(), r.Notice()
-				rep.DirectIO = r.Notice() == "" && !ao.Async.Buffered
+			if err != nil {
+				return nil, err
 			}
-			return r, err
+			rep.Engine, rep.Notice = r.Engine(), r.Notice()
+			rep.DirectIO = r.Notice() == "" && !ao.Async.Buffered
+			return withContext(c.Context, r), nil
 		}
 	default:
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", rep.Reader)}
 	}
 	res, err := bench.Read(open, d.BytesPerSample(), ro)
 	bar.Finish()
+	if c.Context.Err() != nil {
+		return interrupted("")
+	}
 	if err != nil {
 		return err
 	}
@@ -204,6 +214,10 @@ func benchIOOnly(c *cli.Context, w io.Writer, d *dataset.Dataset, ao raw.AsyncOp
 		}
 		rep.Engine = r.Engine()
 		for {
+			if err := c.Context.Err(); err != nil {
+				r.Close()
+				return interrupted("")
+			}
 			buf, err := r.Next()
 			if err == io.EOF {
 				break

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -26,6 +26,12 @@ func init() {
 		Description: `SRC is a file list (Norm, Parquet), a Raw file or Criteo text; DST is a file list
 path or directory (Norm, Parquet) or a file (Raw). Conversion streams: memory is a
 few batches, whatever the dataset's size.
+
+The output appears only when complete: a Norm or Parquet dataset is written in a
+temporary directory beside DST's directory and renamed into place (swapped with a
+dataset already there, which --force allows), the index last; a Raw file under a
+temporary name. On an error or an interrupt (Ctrl-C, SIGTERM) nothing of it remains
+and a previous dataset at DST stays as it was.
 
 Examples:
    ctrkit convert data/file_list.txt out/ --to parquet
@@ -51,6 +57,8 @@ Examples:
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
 			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing output (atomically: the old dataset stays whole until the new one is complete)"},
+			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the output's final rename (scratch data: a crash may then lose it)"},
 		),
 		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },
 	})
@@ -104,19 +112,31 @@ func runConvert(c *cli.Context, w io.Writer) error {
 		return &exitError{2, err}
 	}
 	defer stop()
+	sidecar := ""
+	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
+		data, err := criteo.SlotSizeJSON(d.Schema.SlotSizes())
+		if err != nil {
+			return err
+		}
+		out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: "slot_size_array.json", Data: data})
+		sidecar = dataset.SidecarPath(dst, out.Format, "slot_size_array.json")
+	}
+	out.Force, out.NoSync = c.Bool("force"), c.Bool("no-sync")
 	bar := progress.New(c.App.ErrWriter, d.Samples, "converting", "samples")
-	st, err := dataset.Convert(d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers"), MemoryLimit: readMem},
+	st, err := dataset.Convert(c.Context, d, dst, out, formats.Options{BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers"), MemoryLimit: readMem},
 		func(n int) { bar.Add(int64(n)) })
 	bar.Finish()
+	if err != nil && c.Context.Err() != nil {
+		return interrupted(dst) // (a conversion that committed before the signal succeeded)
+	}
+	if errors.Is(err, formats.ErrExists) {
+		return &exitError{2, err}
+	}
 	if err != nil {
 		return err
 	}
-	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
-		p := filepath.Join(outDir(dst, out.Format), "slot_size_array.json")
-		if err := criteo.WriteSlotSizeJSON(p, d.Schema.SlotSizes()); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "slot_size_array written to %s\n", p)
+	if sidecar != "" {
+		fmt.Fprintf(w, "slot_size_array written to %s\n", sidecar)
 	}
 	fmt.Fprintf(w, "converted %d samples from %s (%s) to %s (%s)", st.Samples, src, d.Format, dst, out.Format)
 	if os.Getenv(noTimingsEnv) == "" {
@@ -191,14 +211,6 @@ func checkConvertFlags(c *cli.Context) error {
 		return fmt.Errorf("--samples-per-file applies to norm and parquet output; raw output is one file")
 	}
 	return nil
-}
-
-// outDir is the directory a dataset written at dst lives in.
-func outDir(dst string, f dataset.Format) string {
-	if f == dataset.Raw || strings.HasSuffix(dst, ".txt") {
-		return filepath.Dir(dst)
-	}
-	return dst
 }
 
 func outputFromFlags(c *cli.Context, d *dataset.Dataset) (dataset.Output, error) {

@@ -261,9 +261,13 @@ func checkCriteoConversion(t *testing.T, src string, mapping []string, want *for
 		if diff := formatstest.Diff(want, readDataset(t, dst, sp)); diff != "" {
 			t.Errorf("%s: %s", strings.Join(args, " "), diff)
 		}
-		jsonPath := filepath.Join(filepath.Dir(dst), "slot_size_array.json")
+		// Beside a Raw file under its name (never a shared name in the
+		// working directory), in a dataset's directory otherwise.
+		jsonPath := dst + ".slot_size_array.json"
 		if o.to == "parquet" {
 			jsonPath = filepath.Join(dst, "slot_size_array.json")
+		} else if o.to == "norm" {
+			jsonPath = filepath.Join(filepath.Dir(dst), "slot_size_array.json")
 		}
 		got, err := criteo.ReadSlotSizeJSON(jsonPath)
 		if err != nil || !slices.Equal(got, sizes) {
@@ -330,12 +334,19 @@ func TestConvertCriteoFixture(t *testing.T) {
 		[]string{"convert", "day.tsv", "w/list.txt", "--to", "norm", "--vocab-file", "day.vocab", "--i64-input-key"},
 	)
 	goldenConvert(t, "convert_criteo.golden", []byte(got))
-	for _, p := range []string{"slot_size_array.json", "v/slot_size_array.json", "w/slot_size_array.json"} {
+	if _, err := os.Stat("slot_size_array.json"); err == nil {
+		t.Error("a Raw conversion wrote slot_size_array.json into the working directory")
+	}
+	for _, p := range []string{"h.bin.slot_size_array.json", "v/slot_size_array.json", "w/slot_size_array.json"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		goldenConvert(t, strings.ReplaceAll(p, "/", "_")+".golden", b)
+		name := strings.ReplaceAll(p, "/", "_")
+		if p == "h.bin.slot_size_array.json" {
+			name = "slot_size_array.json" // the golden's name from before
+		}
+		goldenConvert(t, name+".golden", b)
 	}
 	buckets := make([]int64, 26)
 	for i := range buckets {

@@ -3,12 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/formats"
 )
 
 func init() {
@@ -21,7 +23,10 @@ func init() {
 			"byte-identical files whatever --threads. With --label-mode planted (default) labels\n" +
 			"come from a hidden logistic model and the summary reports its Bayes AUC.\n" +
 			"HugeCTR's defaults are 128 train files of 40960 samples: ask for less with\n" +
-			"--num-files/--num-samples-per-file (or --num-samples for raw).",
+			"--num-files/--num-samples-per-file (or --num-samples for raw).\n" +
+			"The eval set goes beside --source unless --eval-source says otherwise. The train\n" +
+			"and eval sets appear only complete (temporary directory renamed into place);\n" +
+			"an existing dataset is replaced only with --force, atomically.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "norm", Usage: "norm | parquet | raw | criteo"},
 			&cli.IntFlag{Name: "label-dim", Value: d.LabelDim, Usage: "labels per sample"},
@@ -29,7 +34,7 @@ func init() {
 			&cli.IntFlag{Name: "num-slot", Value: d.NumSlot, Usage: "categorical slots per sample"},
 			&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys (HugeCTR i64) instead of 32-bit"},
 			&cli.StringFlag{Name: "source", Usage: "`PATH` of the train file list, or of the raw train file", DefaultText: "data/file_list.txt, raw: data/train_data.bin"},
-			&cli.StringFlag{Name: "eval-source", Usage: "`PATH` of the eval file list, or of the raw eval file", DefaultText: "data/file_list_test.txt, raw: data/test_data.bin"},
+			&cli.StringFlag{Name: "eval-source", Usage: "`PATH` of the eval file list, or of the raw eval file", DefaultText: "file_list_test.txt, raw: test_data.bin, beside --source"},
 			&cli.StringFlag{Name: "slot-size-array", Usage: "comma-separated vocabulary size per slot", DefaultText: "10000 per slot"},
 			&cli.StringFlag{Name: "nnz-array", Usage: "comma-separated max keys per slot", DefaultText: "1 per slot"},
 			&cli.StringFlag{Name: "check-type", Value: "sum", Usage: "norm framing: sum | none (raw forces none)"},
@@ -47,6 +52,8 @@ func init() {
 			&cli.StringFlag{Name: "label-mode", Value: "planted", Usage: "planted (learnable, reports its AUC) | uniform (HugeCTR's values)"},
 			&cli.Float64Flag{Name: "missing-rate", Value: d.MissingRate, Usage: "criteo: probability of an empty field"},
 			&cli.IntFlag{Name: "threads", Usage: "generator threads; never changes the output", DefaultText: "GOMAXPROCS"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing dataset (atomically: the old one stays whole until the new one is complete)"},
+			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final renames (scratch data: a crash may then lose it)"},
 		},
 		Action: runGen,
 	})
@@ -62,20 +69,17 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	p.LabelDim, p.DenseDim, p.NumSlot = c.Int("label-dim"), c.Int("dense-dim"), c.Int("num-slot")
 	p.I64InputKey = c.Bool("i64-input-key")
 	p.Source, p.EvalSource = c.String("source"), c.String("eval-source")
+	// The eval set goes beside the train set: with --source alone, a
+	// default eval path elsewhere would overwrite another dataset's files.
+	source, eval := "file_list.txt", "file_list_test.txt"
 	if p.Format == datagen.Raw {
-		if !c.IsSet("source") {
-			p.Source = "data/train_data.bin"
-		}
-		if !c.IsSet("eval-source") {
-			p.EvalSource = "data/test_data.bin"
-		}
-	} else {
-		if !c.IsSet("source") {
-			p.Source = "data/file_list.txt"
-		}
-		if !c.IsSet("eval-source") {
-			p.EvalSource = "data/file_list_test.txt"
-		}
+		source, eval = "train_data.bin", "test_data.bin"
+	}
+	if !c.IsSet("source") {
+		p.Source = filepath.Join("data", source)
+	}
+	if !c.IsSet("eval-source") {
+		p.EvalSource = filepath.Join(filepath.Dir(p.Source), eval)
 	}
 	if c.IsSet("slot-size-array") {
 		if p.SlotSizeArray, err = parseInts[int64]("slot-size-array", c.String("slot-size-array")); err != nil {
@@ -139,10 +143,25 @@ func runGen(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed")}, c.App.Writer)
+	_, err = datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed"),
+		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, c.App.Writer)
+	if err != nil && c.Context.Err() != nil {
+		return interrupted(genOutputs(p))
+	}
+	if errors.Is(err, formats.ErrExists) {
+		return &exitError{2, err}
+	}
 	var pe *datagen.ParamError
 	if errors.As(err, &pe) {
 		return fmt.Errorf("%s: %s", pe.Flag(), pe.Msg)
 	}
 	return err
+}
+
+// genOutputs names the outputs of a run for the interrupt message.
+func genOutputs(p datagen.Params) string {
+	if filepath.Dir(p.Source) == filepath.Dir(p.EvalSource) && p.Format != datagen.Raw {
+		return filepath.Dir(p.Source) + string(filepath.Separator)
+	}
+	return p.Source + " and " + p.EvalSource
 }

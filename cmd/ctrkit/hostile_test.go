@@ -15,14 +15,6 @@ import (
 
 // TestMain runs the command line itself when the memory-limit tests start
 // the test binary as ctrkit (CTRKIT_AS_MAIN=1).
-func TestMain(m *testing.M) {
-	if os.Getenv("CTRKIT_AS_MAIN") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
 // underMemoryLimit runs ctrkit args in a child process limited to 4 GiB of
 // address space (ulimit -v 4194304), returning its output and exit status.
 func underMemoryLimit(t *testing.T, args ...string) (string, int) {
@@ -31,7 +23,7 @@ func underMemoryLimit(t *testing.T, args ...string) (string, int) {
 		t.Skip("no sh to set the limit")
 	}
 	cmd := exec.Command("sh", append([]string{"-c", `ulimit -v 4194304 && exec "$0" "$@"`, os.Args[0]}, args...)...)
-	cmd.Env = append(os.Environ(), "CTRKIT_AS_MAIN=1", "GOMAXPROCS=2")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "GOMAXPROCS=2")
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -62,8 +62,11 @@ func runInspect(c *cli.Context) error {
 		o.SlotSizes = d.Spec.SlotSizeArray
 	}
 	bar := progress.New(c.App.ErrWriter, d.Samples, "inspecting", "samples")
-	rep, err := inspect.Scan(rd, 4096, o, func(n int) { bar.Add(int64(n)) })
+	rep, err := inspect.Scan(withContext(c.Context, rd), 4096, o, func(n int) { bar.Add(int64(n)) })
 	bar.Finish()
+	if c.Context.Err() != nil {
+		return interrupted("")
+	}
 	if err != nil {
 		return fmt.Errorf("reading %s: %w (run ctrkit validate %s to list every problem)", d.Path, err, d.Path)
 	}

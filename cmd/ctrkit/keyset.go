@@ -86,9 +86,12 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 			return err
 		}
 		bar := progress.New(c.App.ErrWriter, -1, "keyset "+filepath.Base(outs[i]), "samples")
-		set, err := keysets.Build(r, space, 65536, func(n int) { bar.Add(int64(n)) })
+		set, err := keysets.Build(withContext(c.Context, r), space, 65536, func(n int) { bar.Add(int64(n)) })
 		bar.Finish()
 		r.Close()
+		if c.Context.Err() != nil {
+			return interrupted("") // keyset files already written are complete
+		}
 		if err != nil {
 			return err
 		}

@@ -47,8 +47,13 @@ func runValidate(c *cli.Context) error {
 	}
 	path := c.Args().First()
 	bar := progress.New(c.App.ErrWriter, -1, "validating", "bytes")
-	rep, err := validate.Run(path, sp, validate.Options{MaxPerKind: c.Int("max-per-kind"), Progress: bar.Add})
+	rep, err := runCancellable(c.Context, func() (*validate.Report, error) {
+		return validate.Run(path, sp, validate.Options{MaxPerKind: c.Int("max-per-kind"), Progress: bar.Add})
+	})
 	bar.Finish()
+	if c.Context.Err() != nil {
+		return interrupted("")
+	}
 	if err != nil {
 		return &exitError{2, fmt.Errorf("validate %s: %w", path, err)}
 	}

@@ -717,16 +717,22 @@ func LoadVocab(path string) (*Vocab, error) {
 // WriteSlotSizeJSON writes sizes atomically to path as
 // {"slot_size_array": [n0, n1, …]}, the form HugeCTR configs use.
 func WriteSlotSizeJSON(path string, sizes []int64) error {
+	data, err := SlotSizeJSON(sizes)
+	if err != nil {
+		return err
+	}
+	return formats.WriteFileAtomic(path, data)
+}
+
+// SlotSizeJSON is the text WriteSlotSizeJSON writes.
+func SlotSizeJSON(sizes []int64) ([]byte, error) {
 	if sizes == nil {
 		sizes = []int64{}
 	}
 	data, err := json.Marshal(struct {
 		SlotSizeArray []int64 `json:"slot_size_array"`
 	}{sizes})
-	if err != nil {
-		return err
-	}
-	return formats.WriteFileAtomic(path, append(data, '\n'))
+	return append(data, '\n'), err
 }
 
 // ReadSlotSizeJSON reads a file written by WriteSlotSizeJSON.

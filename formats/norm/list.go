@@ -33,12 +33,16 @@ func CreateList(listPath string, s *formats.Schema, o ListOptions) (*formats.Spl
 	}
 	dir := filepath.Dir(listPath)
 	return &formats.SplitWriter{
-		PerFile: o.SamplesPerFile,
+		PerFile:         o.SamplesPerFile,
+		RemoveCommitted: o.Files == nil,
 		Create: func(k int) (formats.RangeWriter, string, error) {
 			p := filepath.Join(dir, fmt.Sprintf("%s%d.data", o.Prefix, k))
 			w, err := Create(p, s, o.WriterOptions)
-			return w, p, err
+			if err != nil {
+				return nil, p, err // not the typed nil *Writer
+			}
+			return w, p, nil
 		},
-		Finish: func(files []string, _ []int64) error { return formats.WriteFileList(listPath, files) },
+		Finish: func(files []string, _ []int64) error { return formats.WriteFileListTo(o.Files, listPath, files) },
 	}, nil
 }

@@ -15,6 +15,9 @@ type WriterOptions struct {
 	// Check is the framing to write (HugeCTR's generator default is
 	// CheckSum; the zero value is CheckNone).
 	Check CheckMode
+	// Files creates the output files (nil: formats.Direct, each renamed
+	// by its Close; a *formats.Stage commits a dataset as a unit).
+	Files formats.Creator
 }
 
 // Validate reports invalid options.
@@ -47,7 +50,7 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := formats.CreateFile(path)
+	f, err := formats.CreatorOr(o.Files).CreateFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating norm file: %w", err)
 	}
@@ -155,6 +158,9 @@ func (w *Writer) Close() error {
 
 // Abort discards the file.
 func (w *Writer) Abort() error {
+	if w == nil {
+		return nil
+	}
 	w.err = errors.New("ctrkit/formats/norm: writer aborted")
 	return w.f.Abort()
 }

@@ -134,7 +134,11 @@ func (m *Metadata) Marshal() ([]byte, error) {
 }
 
 // WriteMetadata checks m and writes it to path atomically.
-func WriteMetadata(path string, m *Metadata) error {
+func WriteMetadata(path string, m *Metadata) error { return WriteMetadataTo(nil, path, m) }
+
+// WriteMetadataTo checks m and writes it to path as a file of c (nil:
+// formats.Direct).
+func WriteMetadataTo(files formats.Creator, path string, m *Metadata) error {
 	c := *m
 	c.Labels = append([]Column(nil), m.Labels...)
 	c.Conts = append([]Column(nil), m.Conts...)
@@ -147,7 +151,7 @@ func WriteMetadata(path string, m *Metadata) error {
 	if err != nil {
 		return fmt.Errorf("ctrkit/parquet: encoding %s: %w", path, err)
 	}
-	return formats.WriteFileAtomic(path, data)
+	return formats.WriteFileTo(files, path, data)
 }
 
 // MetadataFor returns the metadata of files written by Writer for schema s:

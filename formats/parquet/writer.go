@@ -49,6 +49,9 @@ type WriterOptions struct {
 	// small pages) for about twice the compression CPU and somewhat slower
 	// decoding. Ignored for other compressions.
 	SmallerSnappy bool
+	// Files creates the output files (nil: formats.Direct, each renamed by
+	// its Close; a *formats.Stage commits a dataset as a unit).
+	Files formats.Creator
 }
 
 // Validate checks the options.
@@ -139,7 +142,7 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := formats.CreateFile(path)
+	f, err := formats.CreatorOr(o.Files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -731,7 +734,7 @@ func (w *Writer) Close() error {
 
 // Abort removes the temporary file.
 func (w *Writer) Abort() error {
-	if w.done {
+	if w == nil || w.done {
 		return nil
 	}
 	w.done = true
@@ -762,6 +765,7 @@ type DatasetWriter struct {
 	cur   *Writer
 	stats []FileStat
 	paths []string
+	meta  bool // _metadata.json written
 	err   error
 	done  bool
 }
@@ -782,8 +786,10 @@ func NewDatasetWriter(dir string, s *formats.Schema, o DatasetOptions) (*Dataset
 	if o.Prefix == "" {
 		o.Prefix = "part_"
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if o.Files == nil { // a Stage makes its directories itself
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	return &DatasetWriter{dir: dir, s: s.Clone(), o: o}, nil
 }
@@ -796,6 +802,14 @@ func (d *DatasetWriter) open() error {
 	}
 	d.cur = w
 	return nil
+}
+
+// fail records err, removes everything written (see Abort) and returns err.
+func (d *DatasetWriter) fail(err error) error {
+	d.done = false
+	d.Abort()
+	d.err = err
+	return err
 }
 
 func (d *DatasetWriter) closeCur() error {
@@ -852,28 +866,33 @@ func (d *DatasetWriter) Close() error {
 		d.Abort()
 		return d.err
 	}
-	d.done = true
 	if d.cur == nil && len(d.paths) == 0 {
-		if d.err = d.open(); d.err != nil {
-			return d.err
+		if err := d.open(); err != nil {
+			return d.fail(err)
 		}
 	}
 	if d.cur != nil {
-		if d.err = d.closeCur(); d.err != nil {
-			return d.err
+		if err := d.closeCur(); err != nil {
+			return d.fail(err)
 		}
 	}
-	if d.err = formats.WriteFileList(filepath.Join(d.dir, FileListName), d.paths); d.err != nil {
-		return d.err
+	// The metadata first, the list (what readers are given) last.
+	if err := WriteMetadataTo(d.o.Files, filepath.Join(d.dir, MetadataName), MetadataFor(&d.s, d.stats)); err != nil {
+		return d.fail(err)
 	}
-	d.err = WriteMetadata(filepath.Join(d.dir, MetadataName), MetadataFor(&d.s, d.stats))
-	return d.err
+	d.meta = true
+	if err := formats.WriteFileListTo(d.o.Files, filepath.Join(d.dir, FileListName), d.paths); err != nil {
+		return d.fail(err)
+	}
+	d.done = true
+	return nil
 }
 
-// Abort removes the current temporary file and the data files already
-// committed.
+// Abort removes the current temporary file and, when the files are written
+// directly (no Stage, whose own Abort removes them), the data files already
+// committed and the metadata.
 func (d *DatasetWriter) Abort() error {
-	if d.done {
+	if d == nil || d.done {
 		return nil
 	}
 	d.done = true
@@ -882,9 +901,15 @@ func (d *DatasetWriter) Abort() error {
 	}
 	if d.cur != nil {
 		d.cur.Abort()
+		d.cur = nil
 	}
-	for _, p := range d.paths {
-		os.Remove(p)
+	if d.o.Files == nil {
+		for _, p := range d.paths {
+			os.Remove(p)
+		}
+		if d.meta {
+			os.Remove(filepath.Join(d.dir, MetadataName))
+		}
 	}
 	return nil
 }

@@ -89,12 +89,18 @@ func f32bytes(v []float32) []byte {
 
 // Create starts a Raw file at path for samples of schema s in layout l.
 func Create(path string, s *formats.Schema, l Layout) (*Writer, error) {
+	return CreateWith(nil, path, s, l)
+}
+
+// CreateWith is Create with the file made by files (nil: formats.Direct;
+// a *formats.Stage commits it with the rest of an output).
+func CreateWith(files formats.Creator, path string, s *formats.Schema, l Layout) (*Writer, error) {
 	sc := s.Clone()
 	enc, err := newEncoder(&sc, l)
 	if err != nil {
 		return nil, err
 	}
-	f, err := formats.CreateFile(path)
+	f, err := formats.CreatorOr(files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -399,6 +405,9 @@ func (w *Writer) Close() error {
 
 // Abort removes the temporary file; nothing is left under the final name.
 func (w *Writer) Abort() error {
+	if w == nil {
+		return nil
+	}
 	w.wait()
 	if w.err == nil {
 		w.err = fmt.Errorf("ctrkit/formats/raw: writer aborted")

@@ -152,25 +152,10 @@ func writeSynced(path string, data []byte) error {
 	return f.Close()
 }
 
-// writeDurable writes path through a synced temporary file, renames it
-// and syncs the directory.
+// writeDurable writes path through a temporary file; formats' Commit syncs
+// the file before the rename and the directory after it.
 func writeDurable(path string, data []byte) error {
-	f, err := formats.CreateFile(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Abort()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Abort()
-		return err
-	}
-	if err := f.Commit(); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return formats.WriteFileAtomic(path, data)
 }
 
 // syncDir makes the renames in dir durable.
