@@ -265,7 +265,7 @@ func regular(path string, st os.FileInfo) error {
 	case st.Mode()&os.ModeDevice != 0:
 		kind = "a device, not a regular file"
 	}
-	return fmt.Errorf("%s is %s: ctrkit reads datasets by offset and checks their size; copy the data to a file first", path, kind)
+	return fmt.Errorf("%s is %s (%w): ctrkit reads datasets by offset and checks their size; copy the data to a file first", path, kind, ErrNotDataset)
 }
 
 // ReadHead returns the first n bytes of the file at path (fewer when the

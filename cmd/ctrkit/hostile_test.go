@@ -13,8 +13,6 @@ import (
 	"github.com/ctrkit/ctrkit/formats/parquet"
 )
 
-// TestMain runs the command line itself when the memory-limit tests start
-// the test binary as ctrkit (CTRKIT_AS_MAIN=1).
 // underMemoryLimit runs ctrkit args in a child process limited to 4 GiB of
 // address space (ulimit -v 4194304), returning its output and exit status.
 func underMemoryLimit(t *testing.T, args ...string) (string, int) {
