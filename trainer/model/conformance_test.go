@@ -560,8 +560,10 @@ func conformanceTable(rows []confRow, gpuMode bool) string {
 		"label and dense widths, slots, nnz per slot, key type) for a few steps on the CPU backend,\n" +
 		"saved, reloaded in a fresh process and required to predict bit-identically. CPU runs shrink\n" +
 		"the batch to 16, hash tables to 16384 rows and slot vocabularies to 16 keys; on the GPU\n" +
-		"machine (`CTRKIT_REQUIRE_GPU=1 model.test -test.run TestConformance`) full sizes are used\n" +
-		"where they fit. `expected failure` rows are defects owned by other changes.\n\n")
+		"machine (`CTRKIT_REQUIRE_GPU=1 model.test -test.run TestConformance`, table in\n" +
+		"docs/CONFORMANCE_GPU.md) each config keeps its own batch size (up to 65536), tables up to\n" +
+		"2^22 rows and slot vocabularies up to 2^20 keys. `expected failure` rows are defects owned\n" +
+		"by other changes.\n\n")
 	counts := map[string]int{}
 	for _, r := range rows {
 		counts[r.Status]++
