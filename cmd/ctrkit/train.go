@@ -254,7 +254,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	out := model.TrainOutput{Log: c.App.Writer, SaveFinal: true, KeepSnapshots: c.Int("keep-snapshots")}
+	out := model.TrainOutput{Log: c.App.Writer, Progress: c.App.ErrWriter, SaveFinal: true, KeepSnapshots: c.Int("keep-snapshots")}
 	if out.KeepSnapshots < 0 {
 		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
 	}

@@ -159,6 +159,8 @@ func (j *Job) DeviceNote(device string, capacityRows int64) string {
 type TrainOutput struct {
 	Log     io.Writer // display and eval lines
 	Metrics io.Writer // one JSON object per line, or nil
+	// Progress shows a progress bar when it is a terminal (FitOptions).
+	Progress io.Writer
 	// SaveFinal writes a snapshot with Solver.SnapshotPrefix at the last
 	// iteration (unless one was just written).
 	SaveFinal bool
@@ -203,6 +205,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		ExportPredictionsPrefix: s.ExportPredictionsPrefix,
 		Log:                     out.Log,
 		Metrics:                 out.Metrics,
+		Progress:                out.Progress,
 	}
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }

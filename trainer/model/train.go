@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -516,6 +517,10 @@ type FitOptions struct {
 	// Log receives the display and eval lines; Metrics one JSON object
 	// per line (nil: none).
 	Log, Metrics io.Writer
+	// Progress, when a terminal, shows a bar of the iterations with the
+	// time left (max_iter mode; epoch mode counts iterations only). Log
+	// lines written to the same terminal clear it first.
+	Progress io.Writer
 }
 
 // Validate reports invalid options.
@@ -574,6 +579,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	barTotal := int64(-1)
+	if o.NumEpochs <= 0 {
+		barTotal = int64(o.MaxIter) - res.First
+	}
+	bar := progress.New(o.Progress, barTotal, "training", "iters")
+	defer bar.Finish()
+	logw = bar.Writer(logw)
 	var enc *json.Encoder
 	if o.Metrics != nil {
 		enc = json.NewEncoder(o.Metrics)
@@ -690,6 +702,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++
+			bar.Add(1)
 			res.Samples += int64(n)
 			epochSamples += int64(n)
 			lastBatch = n
