@@ -619,6 +619,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
+	var passSamples int64  // samples read since the data was (re)opened
 	lastBatch := 0         // samples of the last batch trained
 	watch := newLossWatch(m)
 	defer watch.free()
@@ -685,6 +686,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		st := pf.next()
 		n, rerr := st.n, st.err
+		passSamples += int64(n)
 		if rerr != nil && rerr != io.EOF {
 			pf.release(st)
 			return res, rerr
@@ -746,6 +748,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			r.Close()
 			r = nil
 			epoch++
+			if epoch == 1 && passSamples == 0 {
+				return res, errors.New("the training data holds no samples")
+			}
+			if epoch == 1 && o.NumEpochs > 0 && passSamples < int64(m.batch) {
+				fmt.Fprintf(logw, "note: the training data holds %d %s, less than one batch of %d: each epoch trains one short batch (--batchsize sets the batch size)\n",
+					passSamples, plural(passSamples, "sample", "samples"), m.batch)
+			}
 			if o.NumEpochs > 0 {
 				fmt.Fprintf(logw, "epoch %d done at iter %d: %d samples", epoch, res.Iters, epochSamples)
 				if lastBatch != m.batch {
@@ -772,10 +781,21 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if pf, err = m.newPrefetcher(r); err != nil {
 				return res, err
 			}
-			if epoch > 0 && res.Iters == res.First && n < m.batch && o.NumEpochs <= 0 {
-				return res, fmt.Errorf("ctrkit/trainer/model: the training data holds less than one batch of %d", m.batch)
+			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
+				return res, fmt.Errorf("the training data holds %d %s, less than one batch of %d, and max_iter mode trains full batches only: "+
+					"give --batchsize %d or less, or train in epoch mode (--num-epochs), which trains the short batch",
+					passSamples, plural(passSamples, "sample", "samples"), m.batch, passSamples)
 			}
+			passSamples = 0
 		}
 	}
 	return res, watch.check(res.Iters)
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
