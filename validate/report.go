@@ -229,7 +229,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		sb.WriteByte('\n')
 	}
 	for _, o := range r.Omitted {
-		fmt.Fprintf(&sb, "%s: … and %d more %s problems\n", o.File, o.Count, o.Kind)
+		s := "s"
+		if o.Count == 1 {
+			s = ""
+		}
+		fmt.Fprintf(&sb, "%s: … and %d more %s problem%s\n", o.File, o.Count, o.Kind, s)
 	}
 	sb.WriteString(r.Summary())
 	sb.WriteByte('\n')

@@ -26,7 +26,7 @@ import (
 // BatchNorm's batch statistics still see the padding.
 func (m *Model) TrainStep(b *formats.Batch) error {
 	if b.N <= 0 || b.N > m.batch {
-		return fmt.Errorf("ctrkit/trainer/model: training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
+		return fmt.Errorf("training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
 	if err := m.feed.load(b); err != nil {
 		return err
@@ -526,13 +526,13 @@ type FitOptions struct {
 // Validate reports invalid options.
 func (o *FitOptions) Validate() error {
 	if o.OpenTrain == nil {
-		return errors.New("ctrkit/trainer/model: FitOptions.OpenTrain is nil")
+		return errors.New("FitOptions.OpenTrain is nil")
 	}
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
-		return errors.New("ctrkit/trainer/model: give NumEpochs or MaxIter")
+		return errors.New("give NumEpochs or MaxIter")
 	}
 	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 || o.KeepSnapshots < 0 {
-		return errors.New("ctrkit/trainer/model: negative interval")
+		return errors.New("negative interval")
 	}
 	return nil
 }
