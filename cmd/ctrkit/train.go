@@ -171,6 +171,7 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	}
 	// Starting weights.
 	j.Notes = c.App.ErrWriter
+	j.Progress = c.App.ErrWriter
 	if p := c.String("load-prefix"); p != "" {
 		if !c.IsSet("load-iter") {
 			return j, nil, fmt.Errorf("--load-prefix needs --load-iter (the iteration of the files)")

@@ -44,9 +44,9 @@ func New(w io.Writer, total int64, desc, unit string) *Bar {
 		progressbar.OptionShowIts(),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionFullWidth(),
-	}
-	if total <= 0 {
-		opts = append(opts, progressbar.OptionSetPredictTime(true)) // elapsed time
+		// [elapsed:left] when the total is unknown; with a total the
+		// description says the ETA (ETA, tested).
+		progressbar.OptionSetPredictTime(total <= 0),
 	}
 	if unit == "bytes" {
 		opts = append(opts, progressbar.OptionShowBytes(true))

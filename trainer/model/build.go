@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/optim"
@@ -61,7 +62,10 @@ type Model struct {
 	Graph *graph.Graph // with HugeCTR's automatic slices
 	Info  *graph.Info
 
-	be     tensor.Backend
+	be tensor.Backend
+	// bar counts the samples of Evaluate and Predict (RunEvaluate,
+	// RunPredict); nil: none.
+	bar    *progress.Bar
 	ctx    *layers.Ctx
 	batch  int
 	feed   *feeder

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
@@ -32,6 +33,9 @@ type Job struct {
 	// Notes receives one-line notes (a snapshot without a manifest); nil:
 	// none.
 	Notes io.Writer
+	// Progress, when a terminal, shows a progress bar of RunEvaluate and
+	// RunPredict (Train: TrainOutput.Progress).
+	Progress io.Writer
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
 	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
@@ -266,7 +270,10 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	defer r.Close()
-	res, err := m.EvaluateSamples(r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
+	limit := EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize)
+	m.bar = j.newBar(limit, "evaluating")
+	res, err := m.EvaluateSamples(r, limit)
+	m.bar.Finish()
 	if err != nil {
 		return res, err
 	}
@@ -288,7 +295,10 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
-	scores, err := m.PredictSamples(nil, r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
+	limit := EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize)
+	m.bar = j.newBar(limit, "predicting")
+	scores, err := m.PredictSamples(nil, r, limit)
+	m.bar.Finish()
 	if err != nil {
 		return 0, err
 	}
@@ -307,4 +317,13 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	return len(scores) / t, formats.WriteFileAtomic(path, []byte(b.String()))
+}
+
+// newBar is the samples bar of RunEvaluate and RunPredict on j.Progress:
+// to limit samples (with an ETA), or counting only when limit is 0 (all).
+func (j *Job) newBar(limit int64, desc string) *progress.Bar {
+	if limit <= 0 {
+		limit = -1
+	}
+	return progress.New(j.Progress, limit, desc, "samples")
 }

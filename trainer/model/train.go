@@ -358,6 +358,7 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 			}
 			avg.Add(ls/float64(n), n)
 			res.Samples += n
+			m.bar.Add(int64(n))
 			res.Batches++
 		}
 		if err == io.EOF {
@@ -468,6 +469,7 @@ func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64
 			}
 			dst = append(dst, s[:n*t]...)
 			seen += int64(n)
+			m.bar.Add(int64(n))
 		}
 		if err == io.EOF {
 			return dst, nil
