@@ -24,9 +24,10 @@ func init() {
 			Action: runTrain,
 		},
 		&cli.Command{
-			Name:   "evaluate",
-			Usage:  "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
-			Flags:  withSchemaFlags(append(append(modelFlags(), dataFlags(false)...), solverFlags()...)),
+			Name:  "evaluate",
+			Usage: "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
+			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (auc, loss, hit_rate, samples, batches) instead of the line"})),
 			Action: runEvaluate,
 		},
 		&cli.Command{
@@ -291,6 +292,9 @@ func runEvaluate(c *cli.Context) error {
 		return err
 	}
 	defer model.CloseBackend(j.Backend)
+	if c.Bool("json") {
+		return evaluateJSON(c.App.Writer, j)
+	}
 	_, err = model.RunEvaluate(j, c.App.Writer)
 	return err
 }
