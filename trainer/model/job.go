@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/progress"
@@ -234,10 +236,12 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
 	if err != nil {
 		return m, res, err
 	}
+	fmt.Fprintln(out.Log, trainSummary(res, time.Since(t0)))
 	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > res.First && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
 		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
 			return m, res, err
@@ -277,7 +281,8 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d samples in %d batches\n", res.AUC, res.Loss, res.HitRate, res.Samples, res.Batches)
+	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s\n", res.AUC, res.Loss, res.HitRate,
+		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"))
 	return res, nil
 }
 
@@ -326,4 +331,21 @@ func (j *Job) newBar(limit int64, desc string) *progress.Bar {
 		limit = -1
 	}
 	return progress.New(j.Progress, limit, desc, "samples")
+}
+
+// trainSummary is Train's last line: what Fit did in how long.
+func trainSummary(res FitResult, d time.Duration) string {
+	it := res.Iters - res.First
+	s := fmt.Sprintf("trained %d %s (%d %s", it, plural(it, "iteration", "iterations"), res.Samples, plural(res.Samples, "sample", "samples"))
+	if n := int64(len(res.EpochSamples)); n > 0 {
+		s += fmt.Sprintf(", %d %s", n, plural(n, "epoch", "epochs"))
+	}
+	s += fmt.Sprintf(") in %.1f s, to iteration %d", d.Seconds(), res.Iters)
+	if !math.IsNaN(res.LastAUC) {
+		s += fmt.Sprintf("; last eval AUC %.6f", res.LastAUC)
+	}
+	if res.Stopped {
+		s += " (the AUC threshold was reached)"
+	}
+	return s
 }

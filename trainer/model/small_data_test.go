@@ -3,8 +3,10 @@ package model
 import (
 	"bytes"
 	"context"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -49,5 +51,17 @@ func TestFitDataSmallerThanBatch(t *testing.T) {
 		if _, err := m.Fit(context.Background(), o); err == nil || !strings.Contains(err.Error(), "no samples") {
 			t.Errorf("empty data: %v", err)
 		}
+	}
+}
+
+// TestTrainSummary: Train's last line, with plurals.
+func TestTrainSummary(t *testing.T) {
+	one := trainSummary(FitResult{Iters: 1, Samples: 1, EpochSamples: []int64{1}, LastAUC: math.NaN()}, 1500*time.Millisecond)
+	if one != "trained 1 iteration (1 sample, 1 epoch) in 1.5 s, to iteration 1" {
+		t.Errorf("summary %q", one)
+	}
+	two := trainSummary(FitResult{Iters: 12, First: 10, Samples: 512, LastAUC: 0.75, Stopped: true}, time.Second)
+	if two != "trained 2 iterations (512 samples) in 1.0 s, to iteration 12; last eval AUC 0.750000 (the AUC threshold was reached)" {
+		t.Errorf("summary %q", two)
 	}
 }

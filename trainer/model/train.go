@@ -758,7 +758,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 					passSamples, plural(passSamples, "sample", "samples"), m.batch)
 			}
 			if o.NumEpochs > 0 {
-				fmt.Fprintf(logw, "epoch %d done at iter %d: %d samples", epoch, res.Iters, epochSamples)
+				fmt.Fprintf(logw, "epoch %d done at iter %d: %d %s", epoch, res.Iters, epochSamples, plural(epochSamples, "sample", "samples"))
 				if lastBatch != m.batch {
 					fmt.Fprintf(logw, " (last batch %d of %d)", lastBatch, m.batch)
 				}
