@@ -13,7 +13,8 @@ func TestTextPlurals(t *testing.T) {
 	if err := r.WriteText(&sb); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(sb.String(), "and 1 more clamped problem\n") || !strings.Contains(sb.String(), "FAILED: 2 problems") {
+	if !strings.Contains(sb.String(), "and 1 more clamped problem\n") || !strings.Contains(sb.String(), "FAILED: 2 problems") ||
+		!strings.Contains(sb.String(), "1 of 1 file checked, 0 samples") {
 		t.Errorf("text:\n%s", sb.String())
 	}
 }
