@@ -200,7 +200,7 @@ func kindIndex(k Kind) int {
 
 // Summary returns the last line of the text report.
 func (r *Report) Summary() string {
-	files := fmt.Sprintf("%d of %d files checked, %d samples", r.Checked, r.Files, r.Samples)
+	files := fmt.Sprintf("%d of %d %s checked, %d %s", r.Checked, r.Files, pluralS(int64(r.Files), "file"), r.Samples, pluralS(r.Samples, "sample"))
 	if r.Clean() {
 		return "ok: no problems; " + files
 	}
@@ -229,7 +229,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		sb.WriteByte('\n')
 	}
 	for _, o := range r.Omitted {
-		fmt.Fprintf(&sb, "%s: … and %d more %s problems\n", o.File, o.Count, o.Kind)
+		s := "s"
+		if o.Count == 1 {
+			s = ""
+		}
+		fmt.Fprintf(&sb, "%s: … and %d more %s problem%s\n", o.File, o.Count, o.Kind, s)
 	}
 	sb.WriteString(r.Summary())
 	sb.WriteByte('\n')
@@ -249,4 +253,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	}
 	_, err = w.Write(append(data, '\n'))
 	return err
+}
+
+// pluralS is word, with an s unless n is 1.
+func pluralS(n int64, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
 }

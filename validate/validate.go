@@ -27,7 +27,7 @@ type Options struct {
 // Validate reports options that cannot work.
 func (o *Options) Validate() error {
 	if o.MaxPerKind < 0 || o.BufferSize < 0 {
-		return errors.New("ctrkit/validate: negative MaxPerKind or BufferSize")
+		return errors.New("negative MaxPerKind or BufferSize")
 	}
 	return nil
 }

@@ -24,9 +24,10 @@ func init() {
 			Action: runTrain,
 		},
 		&cli.Command{
-			Name:   "evaluate",
-			Usage:  "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
-			Flags:  withSchemaFlags(append(append(modelFlags(), dataFlags(false)...), solverFlags()...)),
+			Name:  "evaluate",
+			Usage: "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
+			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (auc, loss, hit_rate, samples, batches) instead of the line"})),
 			Action: runEvaluate,
 		},
 		&cli.Command{
@@ -171,6 +172,7 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	}
 	// Starting weights.
 	j.Notes = c.App.ErrWriter
+	j.Progress = c.App.ErrWriter
 	if p := c.String("load-prefix"); p != "" {
 		if !c.IsSet("load-iter") {
 			return j, nil, fmt.Errorf("--load-prefix needs --load-iter (the iteration of the files)")
@@ -254,7 +256,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	out := model.TrainOutput{Log: c.App.Writer, SaveFinal: true, KeepSnapshots: c.Int("keep-snapshots")}
+	out := model.TrainOutput{Log: c.App.Writer, Progress: c.App.ErrWriter, SaveFinal: true, KeepSnapshots: c.Int("keep-snapshots")}
 	if out.KeepSnapshots < 0 {
 		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
 	}
@@ -290,6 +292,9 @@ func runEvaluate(c *cli.Context) error {
 		return err
 	}
 	defer model.CloseBackend(j.Backend)
+	if c.Bool("json") {
+		return evaluateJSON(c.App.Writer, j)
+	}
 	_, err = model.RunEvaluate(j, c.App.Writer)
 	return err
 }

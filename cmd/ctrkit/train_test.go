@@ -219,3 +219,22 @@ func TestTrainFreezeExport(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestTrainDefaultDisplay: without --display (and a config without one) a
+// non-terminal log shows a line every 200 iterations, HugeCTR's default.
+func TestTrainDefaultDisplay(t *testing.T) {
+	src, _, _ := genData(t, datagen.Norm, []int64{40, 60, 20, 80, 30, 50}, 4)
+	out, err := runCtrkit(t, "train", "--model", "wdl", "--slot-size-array", "40,60,20,80,30,50", "--dense-dim", "4",
+		"--vec-size", "4", "--width", "0.03125", "--batchsize", "8", "--source", src, "--max-iter", "400")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"\niter 200: loss", "\niter 400: loss"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("train output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\niter ") != 2 {
+		t.Errorf("want 2 display lines:\n%s", out)
+	}
+}

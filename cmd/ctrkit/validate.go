@@ -66,7 +66,11 @@ func runValidate(c *cli.Context) error {
 		return &exitError{2, err}
 	}
 	if !rep.Clean() {
-		return &exitError{1, fmt.Errorf("%s: %d problems found (see above)", path, rep.Total)}
+		s := "s"
+		if rep.Total == 1 {
+			s = ""
+		}
+		return &exitError{1, fmt.Errorf("%s: %d problem%s found (see above)", path, rep.Total, s)}
 	}
 	return nil
 }

@@ -7,10 +7,10 @@ import (
 
 // ErrNoDriver is returned by Open when no CUDA driver library loads or it
 // reports no device.
-var ErrNoDriver = errors.New("ctrkit/trainer/cuda: no CUDA driver found")
+var ErrNoDriver = errors.New("no CUDA driver found")
 
 // ErrClosed is returned by Do after Close.
-var ErrClosed = errors.New("ctrkit/trainer/cuda: device closed")
+var ErrClosed = errors.New("device closed")
 
 // Error is a failed library call: which call, and the status it returned.
 type Error struct {

@@ -8,20 +8,20 @@ import (
 // Sentinels that *Error unwraps to. All of them match ErrInvalid.
 var (
 	// ErrInvalid is the class of every model-description error.
-	ErrInvalid = errors.New("ctrkit/trainer/graph: invalid model description")
+	ErrInvalid = errors.New("invalid model description")
 	// ErrSyntax: the file is not JSON.
-	ErrSyntax = &classErr{"ctrkit/trainer/graph: JSON syntax error"}
+	ErrSyntax = &classErr{"JSON syntax error"}
 	// ErrMissing: a required key is absent.
-	ErrMissing = &classErr{"ctrkit/trainer/graph: required key missing"}
+	ErrMissing = &classErr{"required key missing"}
 	// ErrType: a value has the wrong JSON type.
-	ErrType = &classErr{"ctrkit/trainer/graph: wrong JSON type"}
+	ErrType = &classErr{"wrong JSON type"}
 	// ErrValue: a value is out of range or not one of the allowed strings.
-	ErrValue = &classErr{"ctrkit/trainer/graph: invalid value"}
+	ErrValue = &classErr{"invalid value"}
 	// ErrTensor: a bottom names no tensor, a top is defined twice, or
 	// shapes do not fit.
-	ErrTensor = &classErr{"ctrkit/trainer/graph: tensor graph error"}
+	ErrTensor = &classErr{"tensor graph error"}
 	// ErrUnsupported: valid HugeCTR, but not something ctrkit can do.
-	ErrUnsupported = &classErr{"ctrkit/trainer/graph: unsupported"}
+	ErrUnsupported = &classErr{"unsupported"}
 )
 
 type classErr struct{ msg string }

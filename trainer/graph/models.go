@@ -37,7 +37,7 @@ var ReferenceModels = []string{"dlrm", "wdl", "dcn", "deepfm"}
 // included). Fan-out tensors get HugeCTR's automatic Slice layers.
 func Reference(name string, o RefOptions) (*Config, error) {
 	if len(o.SlotSizes) == 0 || o.DenseDim < 0 {
-		return nil, fmt.Errorf("ctrkit/trainer/graph: reference model %s needs slot sizes and a dense width", name)
+		return nil, fmt.Errorf("reference model %s needs slot sizes and a dense width", name)
 	}
 	if o.NNZ <= 0 {
 		o.NNZ = 1
@@ -69,7 +69,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		b.loss("fc8")
 	case "wdl":
 		if slots < 2 {
-			return nil, fmt.Errorf("ctrkit/trainer/graph: wdl needs a wide slot and deep slots, have %d slots", slots)
+			return nil, fmt.Errorf("wdl needs a wide slot and deep slots, have %d slots", slots)
 		}
 		vec := pick(o.VecSize, 16)
 		b.cfg.Optimizer = adam
@@ -101,7 +101,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 	case "deepfm":
 		vec := pick(o.VecSize, 11)
 		if vec < 2 {
-			return nil, fmt.Errorf("ctrkit/trainer/graph: deepfm needs an embedding width ≥ 2")
+			return nil, fmt.Errorf("deepfm needs an embedding width ≥ 2")
 		}
 		k := vec - 1
 		b.cfg.Optimizer = adam
@@ -124,7 +124,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		b.add(DenseLayer{Type: Add, Bottom: []string{"fc4", "reducesum1", "reducesum2"}, Top: []string{"add"}})
 		b.loss("add")
 	default:
-		return nil, fmt.Errorf("ctrkit/trainer/graph: unknown reference model %q (want one of %v)", name, ReferenceModels)
+		return nil, fmt.Errorf("unknown reference model %q (want one of %v)", name, ReferenceModels)
 	}
 	if o.Optimizer != nil {
 		b.cfg.Optimizer = o.Optimizer

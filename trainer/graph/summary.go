@@ -69,7 +69,7 @@ func Summary(w io.Writer, cfg *Config) error {
 	if s := cfg.Solver; s != nil {
 		fmt.Fprintf(w, "solver: batchsize %d, batchsize_eval %d, ", s.BatchSize, s.BatchSizeEval)
 		if s.NumEpochs > 0 {
-			fmt.Fprintf(w, "%d epochs", s.NumEpochs)
+			fmt.Fprintf(w, "num_epochs %d", s.NumEpochs)
 		} else {
 			fmt.Fprintf(w, "max_iter %d", s.MaxIter)
 		}

@@ -29,7 +29,7 @@ type WriteOptions struct {
 // Validate reports invalid options.
 func (o *WriteOptions) Validate() error {
 	if o.GPUs < 0 {
-		return fmt.Errorf("ctrkit/trainer/graph: GPUs %d < 0", o.GPUs)
+		return fmt.Errorf("GPUs %d < 0", o.GPUs)
 	}
 	return nil
 }

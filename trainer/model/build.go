@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/optim"
@@ -39,10 +40,10 @@ type Options struct {
 // Validate reports invalid options.
 func (o *Options) Validate() error {
 	if o.BatchSize <= 0 {
-		return fmt.Errorf("ctrkit/trainer/model: batch size %d must be positive", o.BatchSize)
+		return fmt.Errorf("batch size %d must be positive", o.BatchSize)
 	}
 	if o.LossScale < 0 {
-		return fmt.Errorf("ctrkit/trainer/model: loss scale %v < 0", o.LossScale)
+		return fmt.Errorf("loss scale %v < 0", o.LossScale)
 	}
 	return nil
 }
@@ -61,7 +62,10 @@ type Model struct {
 	Graph *graph.Graph // with HugeCTR's automatic slices
 	Info  *graph.Info
 
-	be     tensor.Backend
+	be tensor.Backend
+	// bar counts the samples of Evaluate and Predict (RunEvaluate,
+	// RunPredict); nil: none.
+	bar    *progress.Bar
 	ctx    *layers.Ctx
 	batch  int
 	feed   *feeder
@@ -150,7 +154,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		m.params = append(m.params, l.Params()...)
 	}
 	if m.loss == nil {
-		return nil, fmt.Errorf("ctrkit/trainer/model: the graph has no loss layer")
+		return nil, fmt.Errorf("the graph has no loss layer")
 	}
 	m.opt.AddDense(m.params...)
 	m.loss.Scale = o.LossScale

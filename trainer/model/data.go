@@ -46,7 +46,7 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 	}
 	f.oneHot = make([][]int64, len(f.inputs))
 	if len(slotOffsets) > 0 && len(slotOffsets) != f.totalSlot {
-		return nil, fmt.Errorf("ctrkit/trainer/model: %d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
+		return nil, fmt.Errorf("%d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
 	}
 	for _, e := range g.Embeddings {
 		if e.Type != graph.LocalizedOneHot {
@@ -164,10 +164,10 @@ func allocSlice[T any](alloc formats.Allocator, n int) ([]T, error) {
 func (h *hostInputs) pack(f *feeder, b *formats.Batch) ([]int, error) {
 	n, B := b.N, f.m.batch
 	if n > B {
-		return nil, fmt.Errorf("ctrkit/trainer/model: batch of %d samples for a model of batch size %d", n, B)
+		return nil, fmt.Errorf("batch of %d samples for a model of batch size %d", n, B)
 	}
 	if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
-		return nil, fmt.Errorf("ctrkit/trainer/model: data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
+		return nil, fmt.Errorf("data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
 			b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
 	}
 	copy(h.label, b.Labels[:n*f.labelDim])
@@ -187,7 +187,7 @@ func (h *hostInputs) pack(f *feeder, b *formats.Batch) ([]int, error) {
 			for s := 0; s < sk; s++ {
 				lo, hi := b.Offsets[i*S+first+s], b.Offsets[i*S+first+s+1]
 				if nk+int(hi-lo) > f.capKeys[k] {
-					return nil, fmt.Errorf("ctrkit/trainer/model: sample %d of the batch has more keys than input %q allows (%d a sample)",
+					return nil, fmt.Errorf("sample %d of the batch has more keys than input %q allows (%d a sample)",
 						i, f.m.Graph.Input.Sparse[k].Top, f.capKeys[k]/B)
 				}
 				for j := lo; j < hi; j++ {

@@ -38,7 +38,7 @@ func OpenBackend(device string, s graph.Solver, log io.Writer) (tensor.Backend, 
 	case device == DeviceAuto || device == DeviceGPU:
 	default:
 		if _, err := fmt.Sscanf(device, "gpu:%d", &ord); err != nil {
-			return nil, fmt.Errorf("ctrkit/trainer/model: device %q: want auto, cpu, gpu or gpu:N", device)
+			return nil, fmt.Errorf("device %q: want auto, cpu, gpu or gpu:N", device)
 		}
 	}
 	math := cuda.FP32

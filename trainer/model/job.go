@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
@@ -32,6 +35,9 @@ type Job struct {
 	// Notes receives one-line notes (a snapshot without a manifest); nil:
 	// none.
 	Notes io.Writer
+	// Progress, when a terminal, shows a progress bar of RunEvaluate and
+	// RunPredict (Train: TrainOutput.Progress).
+	Progress io.Writer
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
 	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
@@ -159,6 +165,8 @@ func (j *Job) DeviceNote(device string, capacityRows int64) string {
 type TrainOutput struct {
 	Log     io.Writer // display and eval lines
 	Metrics io.Writer // one JSON object per line, or nil
+	// Progress shows a progress bar when it is a terminal (FitOptions).
+	Progress io.Writer
 	// SaveFinal writes a snapshot with Solver.SnapshotPrefix at the last
 	// iteration (unless one was just written).
 	SaveFinal bool
@@ -203,6 +211,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		ExportPredictionsPrefix: s.ExportPredictionsPrefix,
 		Log:                     out.Log,
 		Metrics:                 out.Metrics,
+		Progress:                out.Progress,
 	}
 	if j.Eval.Path != "" {
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
@@ -227,10 +236,12 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
 	if err != nil {
 		return m, res, err
 	}
+	fmt.Fprintln(out.Log, trainSummary(res, time.Since(t0)))
 	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > res.First && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
 		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
 			return m, res, err
@@ -263,11 +274,15 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 		return EvalResult{}, err
 	}
 	defer r.Close()
-	res, err := m.EvaluateSamples(r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
+	limit := EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize)
+	m.bar = j.newBar(limit, "evaluating")
+	res, err := m.EvaluateSamples(r, limit)
+	m.bar.Finish()
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d samples in %d batches\n", res.AUC, res.Loss, res.HitRate, res.Samples, res.Batches)
+	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s\n", res.AUC, res.Loss, res.HitRate,
+		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"))
 	return res, nil
 }
 
@@ -285,7 +300,10 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
-	scores, err := m.PredictSamples(nil, r, EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize))
+	limit := EvalSamples(j.Solver.MaxEvalBatches, j.Solver.BatchSizeEval, j.Solver.BatchSize)
+	m.bar = j.newBar(limit, "predicting")
+	scores, err := m.PredictSamples(nil, r, limit)
+	m.bar.Finish()
 	if err != nil {
 		return 0, err
 	}
@@ -304,4 +322,30 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	return len(scores) / t, formats.WriteFileAtomic(path, []byte(b.String()))
+}
+
+// newBar is the samples bar of RunEvaluate and RunPredict on j.Progress:
+// to limit samples (with an ETA), or counting only when limit is 0 (all).
+func (j *Job) newBar(limit int64, desc string) *progress.Bar {
+	if limit <= 0 {
+		limit = -1
+	}
+	return progress.New(j.Progress, limit, desc, "samples")
+}
+
+// trainSummary is Train's last line: what Fit did in how long.
+func trainSummary(res FitResult, d time.Duration) string {
+	it := res.Iters - res.First
+	s := fmt.Sprintf("trained %d %s (%d %s", it, plural(it, "iteration", "iterations"), res.Samples, plural(res.Samples, "sample", "samples"))
+	if n := int64(len(res.EpochSamples)); n > 0 {
+		s += fmt.Sprintf(", %d %s", n, plural(n, "epoch", "epochs"))
+	}
+	s += fmt.Sprintf(") in %.1f s, to iteration %d", d.Seconds(), res.Iters)
+	if !math.IsNaN(res.LastAUC) {
+		s += fmt.Sprintf("; last eval AUC %.6f", res.LastAUC)
+	}
+	if res.Stopped {
+		s += " (the AUC threshold was reached)"
+	}
+	return s
 }

@@ -162,12 +162,12 @@ func (pf *prefetcher) stage(b *formats.Batch) (int, []int, error) {
 	var nnz []int
 	if pf.direct {
 		if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
-			return 0, nil, fmt.Errorf("ctrkit/trainer/model: data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
+			return 0, nil, fmt.Errorf("data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
 				b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
 		}
 		k := int(b.Offsets[b.N*f.totalSlot])
 		if k > f.capKeys[0] {
-			return 0, nil, fmt.Errorf("ctrkit/trainer/model: batch of %d keys, the model allows %d", k, f.capKeys[0])
+			return 0, nil, fmt.Errorf("batch of %d keys, the model allows %d", k, f.capKeys[0])
 		}
 		srcs = append(srcs, bytesOf(b.Labels))
 		if f.dense != nil {

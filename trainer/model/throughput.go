@@ -85,7 +85,7 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 func (m *Model) ResidentThroughput(b *formats.Batch, warmup, steps int) (Throughput, error) {
 	var res Throughput
 	if b.N != m.batch {
-		return res, fmt.Errorf("ctrkit/trainer/model: batch of %d samples, want %d", b.N, m.batch)
+		return res, fmt.Errorf("batch of %d samples, want %d", b.N, m.batch)
 	}
 	if err := m.feed.load(b); err != nil {
 		return res, err

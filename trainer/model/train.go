@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -25,7 +26,7 @@ import (
 // BatchNorm's batch statistics still see the padding.
 func (m *Model) TrainStep(b *formats.Batch) error {
 	if b.N <= 0 || b.N > m.batch {
-		return fmt.Errorf("ctrkit/trainer/model: training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
+		return fmt.Errorf("training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
 	if err := m.feed.load(b); err != nil {
 		return err
@@ -357,6 +358,7 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 			}
 			avg.Add(ls/float64(n), n)
 			res.Samples += n
+			m.bar.Add(int64(n))
 			res.Batches++
 		}
 		if err == io.EOF {
@@ -467,6 +469,7 @@ func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64
 			}
 			dst = append(dst, s[:n*t]...)
 			seen += int64(n)
+			m.bar.Add(int64(n))
 		}
 		if err == io.EOF {
 			return dst, nil
@@ -516,18 +519,22 @@ type FitOptions struct {
 	// Log receives the display and eval lines; Metrics one JSON object
 	// per line (nil: none).
 	Log, Metrics io.Writer
+	// Progress, when a terminal, shows a bar of the iterations with the
+	// time left (max_iter mode; epoch mode counts iterations only). Log
+	// lines written to the same terminal clear it first.
+	Progress io.Writer
 }
 
 // Validate reports invalid options.
 func (o *FitOptions) Validate() error {
 	if o.OpenTrain == nil {
-		return errors.New("ctrkit/trainer/model: FitOptions.OpenTrain is nil")
+		return errors.New("FitOptions.OpenTrain is nil")
 	}
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
-		return errors.New("ctrkit/trainer/model: give NumEpochs or MaxIter")
+		return errors.New("give NumEpochs or MaxIter")
 	}
 	if o.Display < 0 || o.EvalInterval < 0 || o.Snapshot < 0 || o.MaxEvalBatches < 0 || o.KeepSnapshots < 0 {
-		return errors.New("ctrkit/trainer/model: negative interval")
+		return errors.New("negative interval")
 	}
 	return nil
 }
@@ -574,6 +581,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if logw == nil {
 		logw = io.Discard
 	}
+	barTotal := int64(-1)
+	if o.NumEpochs <= 0 {
+		barTotal = int64(o.MaxIter) - res.First
+	}
+	bar := progress.New(o.Progress, barTotal, "training", "iters")
+	defer bar.Finish()
+	logw = bar.Writer(logw)
 	var enc *json.Encoder
 	if o.Metrics != nil {
 		enc = json.NewEncoder(o.Metrics)
@@ -607,6 +621,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
+	var passSamples int64  // samples read since the data was (re)opened
 	lastBatch := 0         // samples of the last batch trained
 	watch := newLossWatch(m)
 	defer watch.free()
@@ -673,6 +688,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		st := pf.next()
 		n, rerr := st.n, st.err
+		passSamples += int64(n)
 		if rerr != nil && rerr != io.EOF {
 			pf.release(st)
 			return res, rerr
@@ -690,6 +706,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++
+			bar.Add(1)
 			res.Samples += int64(n)
 			epochSamples += int64(n)
 			lastBatch = n
@@ -733,8 +750,15 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			r.Close()
 			r = nil
 			epoch++
+			if epoch == 1 && passSamples == 0 {
+				return res, errors.New("the training data holds no samples")
+			}
+			if epoch == 1 && o.NumEpochs > 0 && passSamples < int64(m.batch) {
+				fmt.Fprintf(logw, "note: the training data holds %d %s, less than one batch of %d: each epoch trains one short batch (--batchsize sets the batch size)\n",
+					passSamples, plural(passSamples, "sample", "samples"), m.batch)
+			}
 			if o.NumEpochs > 0 {
-				fmt.Fprintf(logw, "epoch %d done at iter %d: %d samples", epoch, res.Iters, epochSamples)
+				fmt.Fprintf(logw, "epoch %d done at iter %d: %d %s", epoch, res.Iters, epochSamples, plural(epochSamples, "sample", "samples"))
 				if lastBatch != m.batch {
 					fmt.Fprintf(logw, " (last batch %d of %d)", lastBatch, m.batch)
 				}
@@ -759,10 +783,21 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if pf, err = m.newPrefetcher(r); err != nil {
 				return res, err
 			}
-			if epoch > 0 && res.Iters == res.First && n < m.batch && o.NumEpochs <= 0 {
-				return res, fmt.Errorf("ctrkit/trainer/model: the training data holds less than one batch of %d", m.batch)
+			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
+				return res, fmt.Errorf("the training data holds %d %s, less than one batch of %d, and max_iter mode trains full batches only: "+
+					"give --batchsize %d or less, or train in epoch mode (--num-epochs), which trains the short batch",
+					passSamples, plural(passSamples, "sample", "samples"), m.batch, passSamples)
 			}
+			passSamples = 0
 		}
 	}
 	return res, watch.check(res.Iters)
+}
+
+// plural is one when n is 1, else many.
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -8,15 +8,15 @@ import (
 // Sentinel errors reported (wrapped in an *OpError) by backends.
 var (
 	// ErrShape: operand shapes or dtypes do not fit the operation.
-	ErrShape = errors.New("ctrkit/trainer/tensor: shape mismatch")
+	ErrShape = errors.New("shape mismatch")
 	// ErrTableFull: an embedding hash table has no free row for a new key.
-	ErrTableFull = errors.New("ctrkit/trainer/tensor: embedding hash table full")
+	ErrTableFull = errors.New("embedding hash table full")
 	// ErrRange: an index (row, key, class label) is outside its table.
-	ErrRange = errors.New("ctrkit/trainer/tensor: index out of range")
+	ErrRange = errors.New("index out of range")
 	// ErrDType: the backend does not support the element type.
-	ErrDType = errors.New("ctrkit/trainer/tensor: unsupported dtype")
+	ErrDType = errors.New("unsupported dtype")
 	// ErrNoDevice: the backend's device is unavailable.
-	ErrNoDevice = errors.New("ctrkit/trainer/tensor: no device")
+	ErrNoDevice = errors.New("no device")
 )
 
 // OpError is the failure of one backend operation: which operation, a detail
