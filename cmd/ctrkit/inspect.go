@@ -72,7 +72,7 @@ func runInspect(c *cli.Context) error {
 	}
 	var plots []string
 	if dir := c.String("plot"); dir != "" {
-		if plots, err = inspect.WritePlots(dir, rep); err != nil {
+		if plots, err = inspect.WritePlots(dir, rep, inspect.PlotOptions{Source: d.Path}); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}
