@@ -28,7 +28,9 @@ type Figure struct {
 	Cols int
 	// PanelW and PanelH are one panel's size (0: 3 × 2.6 inches).
 	PanelW, PanelH vg.Length
-	Panels         []Panel
+	// SharedX gives every panel the union of their x ranges.
+	SharedX bool
+	Panels  []Panel
 }
 
 // A Panel is one chart of a Figure.
@@ -146,6 +148,10 @@ func (p *Panel) plot() (*plot.Plot, error) {
 		}
 	}
 	pl.Legend.Top = true
+	if p.Legend && !p.LogY && pl.Y.Max > pl.Y.Min {
+		// Headroom for the legend (top right) above the data.
+		pl.Y.Max += 0.08 * float64(len(p.Series)) * (pl.Y.Max - pl.Y.Min)
+	}
 	// A log axis over one value would be widened to [v−1, v+1], which
 	// can reach 0: widen it by a factor of 2 each way instead.
 	if p.LogX && math.IsInf(pl.X.Min, 0) {
@@ -187,6 +193,23 @@ func (f *Figure) WritePNG(path string) error {
 			return err
 		}
 		plots[i/cols][i%cols] = p
+	}
+	if f.SharedX {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, row := range plots {
+			for _, p := range row {
+				if p != nil {
+					lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
+				}
+			}
+		}
+		for _, row := range plots {
+			for _, p := range row {
+				if p != nil {
+					p.X.Min, p.X.Max = lo, hi
+				}
+			}
+		}
 	}
 	sty := plot.New().Title.TextStyle
 	sty.XAlign, sty.YAlign = draw.XLeft, draw.YTop
