@@ -38,7 +38,9 @@ type Panel struct {
 	Title, XLabel, YLabel string
 	// LogX and LogY draw that axis on a log scale (all values must be > 0).
 	LogX, LogY bool
-	Series     []Series
+	// IntX labels the x axis at integers only (counts such as nnz).
+	IntX   bool
+	Series []Series
 	// Legend shows the series names in the panel.
 	Legend bool
 }
@@ -95,6 +97,9 @@ func (p *Panel) plot() (*plot.Plot, error) {
 	}
 	if p.LogY {
 		pl.Y.Scale, pl.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	}
+	if p.IntX && !p.LogX {
+		pl.X.Tick.Marker = intTicks{}
 	}
 	pl.Add(plotter.NewGrid())
 	ci := 0
@@ -285,4 +290,23 @@ func tickLabel(v float64) string {
 		return strconv.FormatFloat(v, 'g', 2, 64)
 	}
 	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// intTicks labels a linear axis at integer multiples of a 1-2-5 step.
+type intTicks struct{}
+
+func (intTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) || math.IsInf(hi-lo, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	step := 1.0
+	for i := 0; (hi-lo)/step > 6; i++ {
+		step *= []float64{2, 2.5, 2}[i%3]
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		v += 0 // −0 → 0
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+	}
+	return ticks
 }

@@ -145,3 +145,18 @@ func TestFigureWritePNG(t *testing.T) {
 		t.Error("empty figure written")
 	}
 }
+
+// TestIntTicks: integer labels only, at least two in range.
+func TestIntTicks(t *testing.T) {
+	for _, rg := range [][2]float64{{-0.5, 1.5}, {-0.5, 4.5}, {0, 64.5}, {-0.5, 1000}} {
+		ticks := (intTicks{}).Ticks(rg[0], rg[1])
+		if len(ticks) < 2 || len(ticks) > 8 {
+			t.Errorf("range %v: %d ticks", rg, len(ticks))
+		}
+		for _, tk := range ticks {
+			if tk.Value != float64(int64(tk.Value)) || tk.Value < rg[0] || tk.Value > rg[1] || strings.HasPrefix(tk.Label, "-0") {
+				t.Errorf("range %v: tick %v", rg, tk.Value)
+			}
+		}
+	}
+}

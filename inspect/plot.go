@@ -149,7 +149,7 @@ func NNZFigure(r *Report, o PlotOptions) *Figure {
 			pts = append(pts, plotter.XY{X: float64(i), Y: float64(st.NNZHist[i])})
 		}
 		title := fmt.Sprintf("%s: nnz %d..%d", st.Name, st.NNZMin, st.NNZMax)
-		f.Panels = append(f.Panels, Panel{Title: title, XLabel: "nnz", YLabel: "samples",
+		f.Panels = append(f.Panels, Panel{Title: title, XLabel: "nnz", YLabel: "samples", IntX: true,
 			Series: []Series{{Name: "nnz", Kind: Bars, Points: pts, BarWidth: 1}}})
 	}
 	return f
