@@ -66,7 +66,7 @@ func TestAlphaRecovery(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	paths, err := WritePlots(dir, r)
+	paths, err := WritePlots(dir, r, PlotOptions{Source: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

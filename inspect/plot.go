@@ -2,18 +2,12 @@ package inspect
 
 import (
 	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-
-	"github.com/ctrkit/ctrkit/formats"
 )
 
 // Plot file names written by WritePlots.
@@ -23,40 +17,30 @@ const (
 	NNZPNG           = "nnz.png"
 )
 
+// PlotOptions say what the plotted report is about.
+type PlotOptions struct {
+	// Source names the data in each caption (a dataset path).
+	Source string
+}
+
 // WritePlots writes PNG charts of r into dir (created when missing): the
-// rank–frequency of every slot on log-log axes with its fitted power law
-// (one panel per slot, in a grid), the histogram of label column 0, and the
-// histogram of nnz over all slots. It returns the paths written.
-func WritePlots(dir string, r *Report) ([]string, error) {
+// rank–frequency of every slot with keys on log-log axes with its fitted
+// power law (RankFigure), the histogram of label column 0 (LabelFigure) and
+// the nnz histogram of every slot (NNZFigure). It returns the paths written.
+func WritePlots(dir string, r *Report, o PlotOptions) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("ctrkit/inspect: creating plot directory: %w", err)
 	}
 	var out []string
-	if len(r.Slots) > 0 {
-		p := filepath.Join(dir, RankFrequencyPNG)
-		if err := rankPlots(p, r); err != nil {
-			return out, err
+	for _, f := range []struct {
+		name string
+		fig  *Figure
+	}{{RankFrequencyPNG, RankFigure(r, o)}, {LabelsPNG, LabelFigure(r, o)}, {NNZPNG, NNZFigure(r, o)}} {
+		if f.fig == nil {
+			continue
 		}
-		out = append(out, p)
-	}
-	if len(r.LabelHist) > 0 && len(r.Labels) > 0 {
-		p := filepath.Join(dir, LabelsPNG)
-		w := 1 / float64(len(r.LabelHist))
-		if err := histPlot(p, "label (column 0)", "label", r.LabelHist, 0, w); err != nil {
-			return out, err
-		}
-		out = append(out, p)
-	}
-	if len(r.Slots) > 0 {
-		h := r.NNZHist
-		last := 0
-		for i, n := range h {
-			if n > 0 {
-				last = i
-			}
-		}
-		p := filepath.Join(dir, NNZPNG)
-		if err := histPlot(p, "nnz per slot and sample (all slots)", "nnz", h[:last+1], -0.5, 1); err != nil {
+		p := filepath.Join(dir, f.name)
+		if err := f.fig.WritePNG(p); err != nil {
 			return out, err
 		}
 		out = append(out, p)
@@ -64,98 +48,109 @@ func WritePlots(dir string, r *Report) ([]string, error) {
 	return out, nil
 }
 
-func rankPlots(path string, r *Report) error {
-	n := len(r.Slots)
-	cols := int(math.Ceil(math.Sqrt(float64(n))))
-	rows := (n + cols - 1) / cols
-	plots := make([][]*plot.Plot, rows)
-	for i := range plots {
-		plots[i] = make([]*plot.Plot, cols)
+func source(o PlotOptions) string {
+	if o.Source == "" {
+		return "dataset"
 	}
+	return o.Source
+}
+
+// RankFigure is the rank–frequency chart of r: one log-log panel per slot
+// that has keys, its sampled (rank, count) points and, when fitted, the
+// power law's expected counts as a dashed line. Slots without keys are
+// named in the caption. It is nil when no slot has keys.
+func RankFigure(r *Report, o PlotOptions) *Figure {
+	f := &Figure{Caption: []string{
+		fmt.Sprintf("%s: %d samples, %d slots — key count against frequency rank (rank 1 = most frequent key), log-log", source(o), r.Samples, len(r.Slots)),
+		"dashed: discrete power law count(r) = N·r^−α / Σ_{k=rmin..M} k^−α, α fitted by maximum likelihood on ranks rmin..rmax",
+		"(N = key occurrences in those ranks, M = slot size or distinct keys); points: up to 400 log-spaced ranks",
+	}}
+	var empty []string
 	for si := range r.Slots {
 		st := &r.Slots[si]
-		p := plot.New()
-		p.Title.Text = st.Name
-		if st.Alpha != nil {
-			p.Title.Text += fmt.Sprintf(" (α = %.3f)", *st.Alpha)
+		if len(st.RankFreq) == 0 {
+			empty = append(empty, st.Name)
+			continue
 		}
-		p.X.Label.Text = "rank"
-		p.Y.Label.Text = "count"
+		p := Panel{Title: st.Name, XLabel: "rank", YLabel: "count", LogX: true, LogY: true}
 		var pts plotter.XYs
 		for _, rc := range st.RankFreq {
 			pts = append(pts, plotter.XY{X: float64(rc.Rank), Y: float64(rc.Count)})
 		}
-		if len(pts) > 0 {
-			p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-			p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-			sc, err := plotter.NewScatter(pts)
-			if err != nil {
-				return err
+		p.Series = append(p.Series, Series{Name: "keys", Kind: Scatter, Points: pts})
+		if st.Alpha != nil && st.Fit.RMax > st.Fit.RMin {
+			a, ft := *st.Alpha, st.Fit
+			p.Title += fmt.Sprintf(": α = %.3f (ranks %d..%d)", a, ft.RMin, ft.RMax)
+			z := zeta(a, ft.RMin, ft.M)
+			var line plotter.XYs
+			for i := 0; i <= 50; i++ {
+				rk := float64(ft.RMin) * math.Pow(float64(ft.RMax)/float64(ft.RMin), float64(i)/50)
+				line = append(line, plotter.XY{X: rk, Y: float64(ft.Samples) * math.Pow(rk, -a) / z})
 			}
-			sc.Radius = vg.Points(1.5)
-			p.Add(sc)
-			if st.Alpha != nil && st.Fit.RMax > st.Fit.RMin {
-				a, f := *st.Alpha, st.Fit
-				z := zeta(a, f.RMin, f.M)
-				line := plotter.XYs{}
-				for i := 0; i <= 50; i++ {
-					rk := float64(f.RMin) * math.Pow(float64(f.RMax)/float64(f.RMin), float64(i)/50)
-					line = append(line, plotter.XY{X: rk, Y: float64(f.Samples) * math.Pow(rk, -a) / z})
-				}
-				l, err := plotter.NewLine(line)
-				if err != nil {
-					return err
-				}
-				l.Color = plotter.DefaultLineStyle.Color
-				l.Width = vg.Points(1.5)
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-				p.Add(l)
-			}
+			p.Series = append(p.Series, Series{Name: "fit", Kind: DashedLine, Points: line})
+		} else {
+			p.Title += fmt.Sprintf(": no fit (%d distinct keys)", st.Distinct)
 		}
-		plots[si/cols][si%cols] = p
+		f.Panels = append(f.Panels, p)
 	}
-	for i := n; i < rows*cols; i++ {
-		plots[i/cols][i%cols] = plot.New()
+	if len(f.Panels) == 0 {
+		return nil
 	}
-	side := vg.Length(3) * vg.Inch
-	img := vgimg.New(side*vg.Length(cols), side*vg.Length(rows))
-	dc := draw.New(img)
-	t := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Millimeter, PadY: vg.Millimeter,
-		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 2 * vg.Millimeter}
-	canvases := plot.Align(plots, t, dc)
-	for i := range plots {
-		for j := range plots[i] {
-			plots[i][j].Draw(canvases[i][j])
-		}
+	if len(empty) > 0 {
+		f.Caption = append(f.Caption, fmt.Sprintf("not drawn (no keys): %s", strings.Join(empty, ", ")))
 	}
-	return savePNG(path, img)
+	return f
 }
 
-// histPlot draws counts as bars of width w starting at x0.
-func histPlot(path, title, xlabel string, counts []int64, x0, w float64) error {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xlabel
-	p.Y.Label.Text = "count"
-	h := &plotter.Histogram{Width: w, FillColor: color.Gray{Y: 160}, LineStyle: plotter.DefaultLineStyle}
-	for i, n := range counts {
-		lo := x0 + w*float64(i)
-		h.Bins = append(h.Bins, plotter.HistogramBin{Min: lo, Max: lo + w, Weight: float64(n)})
+// LabelFigure is the histogram of label column 0 over [0, 1]; nil without
+// labels or samples.
+func LabelFigure(r *Report, o PlotOptions) *Figure {
+	if len(r.LabelHist) == 0 || len(r.Labels) == 0 || r.Samples == 0 {
+		return nil
 	}
-	p.Add(h)
-	img := vgimg.New(6*vg.Inch, 4*vg.Inch)
-	p.Draw(draw.New(img))
-	return savePNG(path, img)
+	w := 1 / float64(len(r.LabelHist))
+	var pts plotter.XYs
+	for i, n := range r.LabelHist {
+		pts = append(pts, plotter.XY{X: w * (float64(i) + 0.5), Y: float64(n)})
+	}
+	l := r.Labels[0]
+	cap2 := fmt.Sprintf("label column 0 in %d equal bins of [0, 1]; mean %.4g, min %.4g, max %.4g", len(r.LabelHist), l.Mean, l.Min, l.Max)
+	if r.LabelOutside > 0 {
+		cap2 += fmt.Sprintf("; %d values outside [0, 1] not drawn", r.LabelOutside)
+	}
+	return &Figure{
+		Caption: []string{fmt.Sprintf("%s: %d samples", source(o), r.Samples), cap2},
+		PanelW:  6 * 72, PanelH: 3.5 * 72,
+		Panels: []Panel{{Title: "label (column 0)", XLabel: "label", YLabel: "samples",
+			Series: []Series{{Name: "label", Kind: Bars, Points: pts, BarWidth: w}}}},
+	}
 }
 
-func savePNG(path string, img *vgimg.Canvas) error {
-	f, err := formats.CreateFile(path)
-	if err != nil {
-		return err
+// NNZFigure is the histogram of the number of keys per sample of every
+// slot, one panel per slot; nil without slots or samples.
+func NNZFigure(r *Report, o PlotOptions) *Figure {
+	if len(r.Slots) == 0 || r.Samples == 0 {
+		return nil
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Abort()
-		return fmt.Errorf("ctrkit/inspect: writing %s: %w", path, err)
+	f := &Figure{Caption: []string{
+		fmt.Sprintf("%s: %d samples, %d slots", source(o), r.Samples, len(r.Slots)),
+		fmt.Sprintf("samples by nnz (keys per sample) in each slot; the last bin counts nnz ≥ %d", maxNNZBin),
+	}}
+	for si := range r.Slots {
+		st := &r.Slots[si]
+		last := 0
+		for i, n := range st.NNZHist {
+			if n > 0 {
+				last = i
+			}
+		}
+		var pts plotter.XYs
+		for i := 0; i <= last && i < len(st.NNZHist); i++ {
+			pts = append(pts, plotter.XY{X: float64(i), Y: float64(st.NNZHist[i])})
+		}
+		title := fmt.Sprintf("%s: nnz %d..%d", st.Name, st.NNZMin, st.NNZMax)
+		f.Panels = append(f.Panels, Panel{Title: title, XLabel: "nnz", YLabel: "samples", IntX: true,
+			Series: []Series{{Name: "nnz", Kind: Bars, Points: pts, BarWidth: 1}}})
 	}
-	return f.Commit()
+	return f
 }

@@ -25,8 +25,8 @@ func init() {
 			"streaming pass prints the schema, file and sample counts, the label mean and histogram,\n" +
 			"dense min/mean/max, and per slot the distinct keys, key range, nnz histogram and the\n" +
 			"exponent α of a power law fitted by maximum likelihood to the slot's rank–frequency.\n" +
-			"--plot DIR writes rank_frequency.png (log-log, with the fitted lines), labels.png and\n" +
-			"nnz.png.\n\n" +
+			"--plot DIR writes rank_frequency.png (a log-log panel per slot, with the fitted line),\n" +
+			"labels.png and nnz.png (a panel per slot).\n\n" +
 			"Examples:\n" +
 			"  ctrkit inspect data/file_list.txt\n" +
 			"  ctrkit inspect --slot-size-array 10000,10000 --plot plots/ data/file_list.txt\n" +
@@ -72,7 +72,7 @@ func runInspect(c *cli.Context) error {
 	}
 	var plots []string
 	if dir := c.String("plot"); dir != "" {
-		if plots, err = inspect.WritePlots(dir, rep); err != nil {
+		if plots, err = inspect.WritePlots(dir, rep, inspect.PlotOptions{Source: d.Path}); err != nil {
 			return fmt.Errorf("--plot: %w", err)
 		}
 	}

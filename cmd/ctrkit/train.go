@@ -278,7 +278,7 @@ func runTrain(c *cli.Context) error {
 		}
 	}
 	if p := c.String("plot"); p != "" {
-		if err := plotHistory(p, res.History); err != nil {
+		if err := plotHistory(p, plotSource(&j), res.History); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.App.Writer, "wrote %s\n", p)
