@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 )
 
@@ -85,6 +86,9 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 		if p.SlotSizeArray, err = parseInts[int64]("slot-size-array", c.String("slot-size-array")); err != nil {
 			return p, err
 		}
+		if p.SlotSizeArray, err = dataset.PerSlot("--slot-size-array", p.SlotSizeArray, p.NumSlot); err != nil {
+			return p, err
+		}
 	} else {
 		p.SlotSizeArray = make([]int64, max(p.NumSlot, 0))
 		for i := range p.SlotSizeArray {
@@ -93,6 +97,9 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	}
 	if c.IsSet("nnz-array") {
 		if p.NNZArray, err = parseInts[int]("nnz-array", c.String("nnz-array")); err != nil {
+			return p, err
+		}
+		if p.NNZArray, err = dataset.PerSlot("--nnz-array", p.NNZArray, p.NumSlot); err != nil {
 			return p, err
 		}
 	}

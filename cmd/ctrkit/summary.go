@@ -5,6 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/dataset"
+
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
 
@@ -29,7 +31,8 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
 		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (SPEC §9)"},
 		&cli.IntFlag{Name: "dense-dim", Value: 13, Usage: "--model: dense features per sample"},
-		&cli.StringFlag{Name: "slot-size-array", Usage: "--model: comma-separated vocabulary size per slot (default 26 slots of 10000)"},
+		&cli.StringFlag{Name: "slot-size-array", Usage: "--model: comma-separated vocabulary size per slot, one value: every slot (default 26 slots of 10000)"},
+		&cli.IntFlag{Name: "num-slot", Usage: "--model: categorical slots (default: --slot-size-array's count, else 26)"},
 		&cli.IntFlag{Name: "nnz", Value: 1, Usage: "--model: most keys per slot"},
 		&cli.IntFlag{Name: "vec-size", Usage: "--model: embedding width (default the model's)"},
 		&cli.Float64Flag{Name: "width", Value: 1, Usage: "--model: scale of the hidden layer widths (e.g. 0.125 for a small model)"},
@@ -51,9 +54,21 @@ func loadModel(c *cli.Context) (*graph.Config, error) {
 			if err != nil {
 				return nil, err
 			}
-			o.SlotSizes = sizes
+			slots := len(sizes)
+			if c.IsSet("num-slot") {
+				slots = c.Int("num-slot")
+			} else if slots == 1 {
+				slots = 26 // one value: every slot of the default 26
+			}
+			if o.SlotSizes, err = dataset.PerSlot("--slot-size-array", sizes, slots); err != nil {
+				return nil, err
+			}
 		} else {
-			o.SlotSizes = make([]int64, 26)
+			slots := 26
+			if c.IsSet("num-slot") {
+				slots = c.Int("num-slot")
+			}
+			o.SlotSizes = make([]int64, max(slots, 0))
 			for i := range o.SlotSizes {
 				o.SlotSizes[i] = 10000
 			}

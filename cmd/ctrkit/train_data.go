@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/dataset"
+
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
@@ -79,6 +81,9 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 		if err != nil {
 			return err
 		}
+		if sizes, err = dataset.PerSlot("--data-slot-size-array", sizes, modelSlots(cfg)); err != nil {
+			return err
+		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
 	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != "Norm" {
 		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
@@ -124,6 +129,15 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	return nil
 }
 
+// modelSlots is the number of slots of the model's sparse inputs.
+func modelSlots(cfg *graph.Config) int {
+	n := 0
+	for _, s := range cfg.Graph.Input.Sparse {
+		n += s.SlotNum
+	}
+	return n
+}
+
 // schemaOntoSources applies the shared schema flags: value types and Raw
 // layout, Norm framing, and the shape flags checked against the model.
 func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
@@ -132,10 +146,9 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 		return err
 	}
 	in := cfg.Graph.Input
-	slots := 0
+	slots := modelSlots(cfg)
 	var nnz []int
 	for _, s := range in.Sparse {
-		slots += s.SlotNum
 		nnz = append(nnz, s.NNZPerSlot...)
 	}
 	label := 0
@@ -147,14 +160,12 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 		return fmt.Errorf("the model has label_dim %d, dense_dim %d, %d slots; the flags say otherwise (the model's shape decides)", label, in.DenseDim, slots)
 	}
 	if c.IsSet("nnz-array") {
-		want := sp.NNZ
-		if len(want) == 1 {
-			for len(want) < len(nnz) {
-				want = append(want, want[0])
-			}
+		want, err := dataset.PerSlot("--nnz-array", sp.NNZ, len(nnz))
+		if err != nil {
+			return err
 		}
 		for i := range nnz {
-			if len(want) != len(nnz) || want[i] != nnz[i] {
+			if want[i] != nnz[i] {
 				return fmt.Errorf("--nnz-array %v differs from the model's nnz_per_slot %v", sp.NNZ, nnz)
 			}
 		}
