@@ -36,6 +36,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	prepareCommands(commands)
 	return &cli.App{
 		Name:  "ctrkit",
 		Usage: "click-through-rate datasets and training, compatible with NVIDIA HugeCTR",

@@ -23,7 +23,9 @@ func withSchemaFlags(fs []cli.Flag) []cli.Flag {
 		}
 	}
 	for _, f := range schemaFlags(false) {
-		if !have[f.Names()[0]] {
+		// Training takes slot offsets from slot_size_array and reads no
+		// Criteo text: --slot-offsets and --vocab-file are not its flags.
+		if n := f.Names()[0]; !have[n] && n != "slot-offsets" && n != "vocab-file" {
 			fs = append(fs, f)
 		}
 	}
@@ -62,13 +64,10 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 		}
 		apply(func(s *model.Source) { s.Format = format })
 	}
-	for _, name := range []string{"check", "check-type"} {
-		if !c.IsSet(name) {
-			continue
-		}
-		mode, err := norm.ParseCheckMode(c.String(name))
+	if c.IsSet("check-type") {
+		mode, err := norm.ParseCheckMode(c.String("check-type"))
 		if err != nil {
-			return fmt.Errorf("--%s: %w", name, err)
+			return fmt.Errorf("--check-type: %w", err)
 		}
 		check := "Sum"
 		if mode == norm.CheckNone {
@@ -169,12 +168,6 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 				return fmt.Errorf("--nnz-array %v differs from the model's nnz_per_slot %v", sp.NNZ, nnz)
 			}
 		}
-	}
-	if sp.Offsets {
-		return fmt.Errorf("--slot-offsets: training takes its slot offsets from slot_size_array (the config's, or --data-slot-size-array)")
-	}
-	if sp.Vocab != nil {
-		return fmt.Errorf("--vocab-file: training reads Norm, Raw and Parquet data, not Criteo text (convert it first)")
 	}
 	apply := func(f func(*model.Source)) { f(&j.Train); f(&j.Eval) }
 	if c.IsSet("float-label-dense") {

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// The flag vocabulary: every flag that more than one command takes is
+// defined here once (name, usage, kind, old spellings) and each command
+// takes it with vflag. Names are HugeCTR's parameter names
+// (DataReaderParams, DataGeneratorParams) in kebab case, one name per
+// concept; outputs of a command that also reads inputs are --out-*.
+// Old spellings stay accepted as hidden flags that print a one-line note
+// (withDeprecated). README.md's flag table is checked against it.
+
+type flagKind int
+
+const (
+	intKind flagKind = iota
+	boolKind
+	stringKind
+)
+
+// vocabFlag is one shared flag.
+type vocabFlag struct {
+	name       string
+	kind       flagKind
+	usage      string
+	group      string   // schema | reader | data
+	deprecated []string // old spellings, hidden, accepted with a note
+}
+
+// vocabulary lists the shared flags in README order.
+var vocabulary = []vocabFlag{
+	{name: "from", kind: stringKind, group: "schema", usage: "input format: norm | raw | parquet | criteo-tsv | criteo-csv (default: detected)"},
+	{name: "label-dim", kind: intKind, group: "schema", usage: "labels per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "dense-dim", kind: intKind, group: "schema", usage: "dense features per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "num-slot", kind: intKind, group: "schema", usage: "categorical slots per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "i64-input-key", kind: boolKind, group: "schema", usage: "64-bit keys (HugeCTR i64_input_key; detected for Norm when not given)"},
+	{name: "check-type", kind: stringKind, group: "schema", deprecated: []string{"check"}, usage: "Norm framing: sum | none (default: the header's, the config's, else sum)"},
+	{name: "slot-size-array", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
+	{name: "slot-offsets", kind: boolKind, group: "schema", usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
+	{name: "nnz-array", kind: stringKind, group: "schema", deprecated: []string{"nnz"}, usage: "comma-separated max keys per slot (Raw multihot: hotness), one value: every slot"},
+	{name: "float-label-dense", kind: boolKind, group: "schema", usage: "Raw: float32 label and dense values instead of int32"},
+	{name: "raw-layout", kind: stringKind, group: "schema", usage: "Raw: onehot | multihot | auto (default: auto, multihot when some nnz > 1)"},
+	{name: "label-type", kind: stringKind, group: "schema", usage: "Raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
+	{name: "dense-type", kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
+	{name: "skip-corrupt", kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
+	{name: "vocab-file", kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
+	{name: "num-workers", kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
+	{name: "source", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
+	{name: "eval-source", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},
+	{name: "out-source", kind: stringKind, group: "data", deprecated: []string{"source"}, usage: "output: train file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
+	{name: "out-eval-source", kind: stringKind, group: "data", deprecated: []string{"eval-source"}, usage: "output: eval file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
+}
+
+func lookupVocab(name string) *vocabFlag {
+	for i := range vocabulary {
+		if vocabulary[i].name == name {
+			return &vocabulary[i]
+		}
+	}
+	panic("ctrkit: flag --" + name + " is not in the vocabulary")
+}
+
+// flagOpt adjusts a command's copy of a vocabulary flag: its default.
+type flagOpt func(cli.Flag)
+
+// withValue gives the flag a default (the generator's, HugeCTR's).
+func withValue(v any) flagOpt {
+	return func(f cli.Flag) {
+		switch f := f.(type) {
+		case *cli.IntFlag:
+			f.Value, f.DefaultText = v.(int), ""
+		case *cli.BoolFlag:
+			f.Value, f.DefaultText = v.(bool), ""
+		case *cli.StringFlag:
+			f.Value, f.DefaultText = v.(string), ""
+		}
+	}
+}
+
+// withDefaultText says what an unset flag means, for help.
+func withDefaultText(s string) flagOpt {
+	return func(f cli.Flag) {
+		switch f := f.(type) {
+		case *cli.IntFlag:
+			f.DefaultText = s
+		case *cli.BoolFlag:
+			f.DefaultText = s
+		case *cli.StringFlag:
+			f.DefaultText = s
+		}
+	}
+}
+
+// vflag returns the vocabulary's flag name.
+func vflag(name string, opts ...flagOpt) cli.Flag {
+	v := lookupVocab(name)
+	var f cli.Flag
+	switch v.kind {
+	case intKind:
+		f = &cli.IntFlag{Name: v.name, Usage: v.usage}
+	case boolKind:
+		f = &cli.BoolFlag{Name: v.name, Usage: v.usage}
+	default:
+		f = &cli.StringFlag{Name: v.name, Usage: v.usage}
+	}
+	moveDefault(f) // before opts: a command's default text replaces the generic one
+	for _, o := range opts {
+		o(f)
+	}
+	return f
+}
+
+// vflags returns the vocabulary's flags names.
+func vflags(names ...string) []cli.Flag {
+	fs := make([]cli.Flag, len(names))
+	for i, n := range names {
+		fs[i] = vflag(n)
+	}
+	return fs
+}
+
+// deprecatedPrefix marks the usage of a hidden old spelling.
+const deprecatedPrefix = "deprecated spelling of --"
+
+// withDeprecated adds, for each vocabulary flag of fs, its old spellings
+// as hidden flags of the same kind (unless fs defines the name itself).
+func withDeprecated(fs []cli.Flag) []cli.Flag {
+	have := map[string]bool{}
+	for _, f := range fs {
+		for _, n := range f.Names() {
+			have[n] = true
+		}
+	}
+	out := fs
+	for _, f := range fs {
+		name := f.Names()[0]
+		for _, v := range vocabulary {
+			if v.name != name {
+				continue
+			}
+			for _, old := range v.deprecated {
+				if have[old] {
+					continue
+				}
+				have[old] = true
+				u := deprecatedPrefix + name
+				switch v.kind {
+				case intKind:
+					out = append(out, &cli.IntFlag{Name: old, Usage: u, Hidden: true})
+				case boolKind:
+					out = append(out, &cli.BoolFlag{Name: old, Usage: u, Hidden: true})
+				default:
+					out = append(out, &cli.StringFlag{Name: old, Usage: u, Hidden: true})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// resolveDeprecated moves the values of old spellings onto their
+// canonical flags, with a note each (a command's Before).
+func resolveDeprecated(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		var usage string
+		switch f := f.(type) {
+		case *cli.IntFlag:
+			usage = f.Usage
+		case *cli.BoolFlag:
+			usage = f.Usage
+		case *cli.StringFlag:
+			usage = f.Usage
+		}
+		old := f.Names()[0]
+		if !strings.HasPrefix(usage, deprecatedPrefix) || !c.IsSet(old) {
+			continue
+		}
+		canon := strings.TrimPrefix(usage, deprecatedPrefix)
+		if c.IsSet(canon) {
+			return &exitError{2, fmt.Errorf("give --%s, not both --%s and --%s", canon, old, canon)}
+		}
+		if err := c.Set(canon, fmt.Sprint(c.Value(old))); err != nil {
+			return &exitError{2, fmt.Errorf("--%s: %w", old, err)}
+		}
+		fmt.Fprintf(c.App.ErrWriter, "note: --%s is now --%s\n", old, canon)
+	}
+	return nil
+}
+
+// prepareCommands adds the old spellings to every command and resolves
+// them before its action.
+func prepareCommands(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		if cmd.Name == "help" {
+			continue // cli's own, added to each command on a run (and its own subcommand)
+		}
+		cmd.Flags = withDeprecated(cmd.Flags)
+		for _, f := range cmd.Flags {
+			moveDefault(f)
+		}
+		if cmd.Action != nil && cmd.Before == nil {
+			cmd.Before = resolveDeprecated
+		}
+		prepareCommands(cmd.Subcommands)
+	}
+}
+
+// moveDefault turns a usage's trailing "(default: X)" into the flag's
+// DefaultText, so help prints the default once.
+func moveDefault(f cli.Flag) {
+	var usage, text *string
+	switch f := f.(type) {
+	case *cli.IntFlag:
+		usage, text = &f.Usage, &f.DefaultText
+	case *cli.Int64Flag:
+		usage, text = &f.Usage, &f.DefaultText
+	case *cli.Uint64Flag:
+		usage, text = &f.Usage, &f.DefaultText
+	case *cli.Float64Flag:
+		usage, text = &f.Usage, &f.DefaultText
+	case *cli.StringFlag:
+		usage, text = &f.Usage, &f.DefaultText
+	case *cli.DurationFlag:
+		usage, text = &f.Usage, &f.DefaultText
+	default:
+		return
+	}
+	u := *usage
+	if *text != "" || !strings.HasSuffix(u, ")") {
+		return
+	}
+	depth := 0
+	for i := len(u) - 1; i >= 0; i-- {
+		switch u[i] {
+		case ')':
+			depth++
+		case '(':
+			depth--
+		}
+		if depth == 0 {
+			inner := u[i+1 : len(u)-1]
+			if d, ok := strings.CutPrefix(inner, "default"); ok {
+				*text = strings.TrimSpace(strings.TrimPrefix(d, ":"))
+				*usage = strings.TrimSpace(u[:i])
+			}
+			return
+		}
+	}
+}
