@@ -29,31 +29,39 @@ type vocabFlag struct {
 	kind       flagKind
 	usage      string
 	group      string   // schema | reader | data
+	cmds       string   // the commands that take it, comma-separated (checked by TestVocabulary)
 	deprecated []string // old spellings, hidden, accepted with a note
 }
 
+// The commands that read a dataset named by their argument, and the model
+// commands (their schema flags describe the data they read).
+const (
+	readCmds  = "bench read, bench train, convert, inspect, keyset, validate"
+	modelCmds = ", train, evaluate, predict"
+)
+
 // vocabulary lists the shared flags in README order.
 var vocabulary = []vocabFlag{
-	{name: "from", kind: stringKind, group: "schema", usage: "input format: norm | raw | parquet | criteo-tsv | criteo-csv (default: detected)"},
-	{name: "label-dim", kind: intKind, group: "schema", usage: "labels per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
-	{name: "dense-dim", kind: intKind, group: "schema", usage: "dense features per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
-	{name: "num-slot", kind: intKind, group: "schema", usage: "categorical slots per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
-	{name: "i64-input-key", kind: boolKind, group: "schema", usage: "64-bit keys (HugeCTR i64_input_key; detected for Norm when not given)"},
-	{name: "check-type", kind: stringKind, group: "schema", deprecated: []string{"check"}, usage: "Norm framing: sum | none (default: the header's, the config's, else sum)"},
-	{name: "slot-size-array", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
-	{name: "slot-offsets", kind: boolKind, group: "schema", usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
-	{name: "nnz-array", kind: stringKind, group: "schema", deprecated: []string{"nnz"}, usage: "comma-separated max keys per slot (Raw multihot: hotness), one value: every slot"},
-	{name: "float-label-dense", kind: boolKind, group: "schema", usage: "Raw: float32 label and dense values instead of int32"},
-	{name: "raw-layout", kind: stringKind, group: "schema", usage: "Raw: onehot | multihot | auto (default: auto, multihot when some nnz > 1)"},
-	{name: "label-type", kind: stringKind, group: "schema", usage: "Raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
-	{name: "dense-type", kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
-	{name: "skip-corrupt", kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
-	{name: "vocab-file", kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
-	{name: "num-workers", kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
-	{name: "source", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
-	{name: "eval-source", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},
-	{name: "out-source", kind: stringKind, group: "data", deprecated: []string{"source"}, usage: "output: train file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
-	{name: "out-eval-source", kind: stringKind, group: "data", deprecated: []string{"eval-source"}, usage: "output: eval file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
+	{name: "from", cmds: "bench read, convert, inspect, keyset, validate", kind: stringKind, group: "schema", usage: "input format: norm | raw | parquet | criteo-tsv | criteo-csv (default: detected)"},
+	{name: "label-dim", cmds: readCmds + modelCmds + ", gen", kind: intKind, group: "schema", usage: "labels per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "dense-dim", cmds: readCmds + modelCmds + ", gen, summary", kind: intKind, group: "schema", usage: "dense features per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "num-slot", cmds: readCmds + modelCmds + ", gen, summary", kind: intKind, group: "schema", usage: "categorical slots per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
+	{name: "i64-input-key", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "64-bit keys (HugeCTR i64_input_key; detected for Norm when not given)"},
+	{name: "check-type", cmds: readCmds + modelCmds + ", gen", kind: stringKind, group: "schema", deprecated: []string{"check"}, usage: "Norm framing: sum | none (default: the header's, the config's, else sum)"},
+	{name: "slot-size-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
+	{name: "slot-offsets", cmds: readCmds, kind: boolKind, group: "schema", usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
+	{name: "nnz-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", deprecated: []string{"nnz"}, usage: "comma-separated max keys per slot (Raw multihot: hotness), one value: every slot"},
+	{name: "float-label-dense", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "Raw: float32 label and dense values instead of int32"},
+	{name: "raw-layout", cmds: readCmds + modelCmds + ", gen", kind: stringKind, group: "schema", usage: "Raw: onehot | multihot | auto (default: auto, multihot when some nnz > 1)"},
+	{name: "label-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
+	{name: "dense-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
+	{name: "skip-corrupt", cmds: readCmds + modelCmds, kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
+	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
+	{name: "num-workers", cmds: "bench read, convert, gen, keyset" + modelCmds, kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
+	{name: "source", cmds: "train", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
+	{name: "eval-source", cmds: "train, evaluate, predict", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},
+	{name: "out-source", cmds: "gen", kind: stringKind, group: "data", deprecated: []string{"source"}, usage: "output: train file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
+	{name: "out-eval-source", cmds: "gen", kind: stringKind, group: "data", deprecated: []string{"eval-source"}, usage: "output: eval file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},
 }
 
 func lookupVocab(name string) *vocabFlag {
