@@ -214,6 +214,9 @@ func prepareCommands(cmds []*cli.Command) {
 		if cmd.Action != nil && cmd.Before == nil {
 			cmd.Before = resolveDeprecated
 		}
+		if cmd.OnUsageError == nil {
+			cmd.OnUsageError = usageError
+		}
 		prepareCommands(cmd.Subcommands)
 	}
 }

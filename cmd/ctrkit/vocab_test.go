@@ -272,8 +272,3 @@ func TestVocabulary(t *testing.T) {
 		}
 	}
 }
-
-func flagVisible(f cli.Flag) bool {
-	vf, ok := f.(cli.VisibleFlag)
-	return ok && vf.IsVisible()
-}
