@@ -263,3 +263,55 @@ func moveDefault(f cli.Flag) {
 		}
 	}
 }
+
+// readmeCommands is README.md's command section: one line per command
+// (its arguments and what it does), the flag vocabulary and the exit
+// statuses, generated from the commands and the vocabulary (TestREADME
+// fails when README.md differs).
+func readmeCommands(app *cli.App) string {
+	var b strings.Builder
+	b.WriteString("| command | what it does |\n|---|---|\n")
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Name == "help" || c.Hidden {
+				continue
+			}
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if c.Action != nil {
+				line := "ctrkit " + name
+				if c.ArgsUsage != "" {
+					line += " " + c.ArgsUsage
+				}
+				fmt.Fprintf(&b, "| `%s` | %s |\n", line, c.Usage)
+			}
+			walk(name, c.Subcommands)
+		}
+	}
+	walk("", app.Commands)
+	b.WriteString("\nShared flags, defined once (cmd/ctrkit/vocab.go) and taken by every command listed;\n" +
+		"old spellings still work, with a note:\n\n" +
+		"| flag | meaning | commands | old spelling |\n|---|---|---|---|\n")
+	for _, v := range vocabulary {
+		old := ""
+		for i, o := range v.deprecated {
+			if i > 0 {
+				old += ", "
+			}
+			old += "`--" + o + "`"
+		}
+		usage := strings.ReplaceAll(v.usage, "`", "")
+		usage = strings.ReplaceAll(usage, "|", "\\|")
+		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", v.name, usage, v.cmds, old)
+	}
+	b.WriteString("\n" + exitStatusDoc)
+	return b.String()
+}
+
+// exitStatusDoc is the exit-status convention, as README.md states it.
+const exitStatusDoc = "Exit status, the same for every command: 0 done; 1 problems found in the data\n" +
+	"(validate's report, or a command stopped by bad data); 2 bad usage or could not run\n" +
+	"(unknown command or flag — with a did-you-mean —, bad values, missing files, an\n" +
+	"existing output without --force); 130 or 143 stopped by SIGINT or SIGTERM.\n" +
+	"`ctrkit help [CMD]` and `ctrkit CMD --help` print the help, `ctrkit --version` the\n" +
+	"module version and VCS commit.\n"
