@@ -16,6 +16,7 @@ func TestUsage(t *testing.T) {
 	}{
 		{[]string{"help", "convert"}, 0, "ctrkit convert - convert a dataset"},
 		{[]string{"help"}, 0, "COMMANDS:"},
+		{[]string{"help", "bench", "read"}, 0, "ctrkit bench read - read a dataset"},
 		{[]string{"convert", "--help"}, 0, "--out-check-type"},
 		{[]string{"--version"}, 0, "ctrkit "},
 		{[]string{"version"}, 0, "ctrkit "},
