@@ -470,24 +470,19 @@ func (d *Dataset) resolveNorm() error {
 // the slot sizes and max nnz.
 func (d *Dataset) applyShape() error {
 	s, sp := &d.Schema, &d.Spec
-	sp.SlotSizeArray = broadcast(sp.SlotSizeArray, len(s.Slots))
-	sp.NNZ = broadcast(sp.NNZ, len(s.Slots))
 	if sp.LabelDim > 0 && sp.LabelDim != s.LabelDim || sp.DenseDim > 0 && sp.DenseDim != s.DenseDim || sp.NumSlot > 0 && sp.NumSlot != len(s.Slots) {
 		return fmt.Errorf("%s holds label_dim %d, dense_dim %d, %d slots; the flags say %d, %d, %d",
 			d.Path, s.LabelDim, s.DenseDim, len(s.Slots), sp.LabelDim, sp.DenseDim, sp.NumSlot)
 	}
+	if err := sp.ForSlots(len(s.Slots)); err != nil {
+		return fmt.Errorf("%s: %w", d.Path, err)
+	}
 	if n := len(sp.SlotSizeArray); n > 0 {
-		if n != len(s.Slots) {
-			return fmt.Errorf("--slot-size-array has %d entries, the dataset %d slots", n, len(s.Slots))
-		}
 		for i := range s.Slots {
 			s.Slots[i].Size = sp.SlotSizeArray[i]
 		}
 	}
 	if n := len(sp.NNZ); n > 0 {
-		if n != len(s.Slots) {
-			return fmt.Errorf("--nnz-array has %d entries, the dataset %d slots", n, len(s.Slots))
-		}
 		for i := range s.Slots {
 			s.Slots[i].MaxNNZ = sp.NNZ[i]
 		}
@@ -495,17 +490,33 @@ func (d *Dataset) applyShape() error {
 	return nil
 }
 
-// broadcast repeats a one-entry array n times (--nnz-array 1 means one per
-// slot).
-func broadcast[T any](a []T, n int) []T {
-	if len(a) != 1 || n <= 1 {
-		return a
+// PerSlot expands a per-slot array flag's values to slots entries: one
+// value means every slot, otherwise there must be one value per slot. An
+// empty array stays empty (the flag was not given). flag names the flag in
+// the error ("--slot-size-array"). Every command parses its per-slot flags
+// (--slot-size-array, --nnz-array) through it, so they mean the same.
+func PerSlot[T any](flag string, a []T, slots int) ([]T, error) {
+	switch {
+	case len(a) == 0 || len(a) == slots || slots < 0: // (the shape's own check names a negative count)
+		return a, nil
+	case len(a) == 1:
+		out := make([]T, slots)
+		for i := range out {
+			out[i] = a[0]
+		}
+		return out, nil
 	}
-	out := make([]T, n)
-	for i := range out {
-		out[i] = a[0]
+	return nil, fmt.Errorf("%s has %d values, the data %d slots: give one value (every slot) or one per slot", flag, len(a), slots)
+}
+
+// ForSlots expands SlotSizeArray and NNZ to slots entries (PerSlot).
+func (sp *Spec) ForSlots(slots int) error {
+	var err error
+	if sp.SlotSizeArray, err = PerSlot("--slot-size-array", sp.SlotSizeArray, slots); err != nil {
+		return err
 	}
-	return out
+	sp.NNZ, err = PerSlot("--nnz-array", sp.NNZ, slots)
+	return err
 }
 
 // RawSchema builds the schema and layout of a Raw file from the flags alone
@@ -535,18 +546,19 @@ func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err e
 			return s, 0, note, fmt.Errorf("--nnz-array entry %d is %d: want 0..%d", i, n, formats.MaxDim)
 		}
 	}
-	nnz := broadcast(sp.NNZ, ns)
+	nnz, err := PerSlot("--nnz-array", sp.NNZ, ns)
+	if err != nil {
+		return s, 0, note, err
+	}
 	if nnz == nil {
 		nnz = make([]int, ns)
 		for i := range nnz {
 			nnz[i] = 1
 		}
 	}
-	if len(nnz) != ns {
-		return s, 0, note, fmt.Errorf("--nnz-array has %d entries, --num-slot is %d", len(nnz), ns)
-	}
-	if sizes := broadcast(sp.SlotSizeArray, ns); len(sizes) > 0 && len(sizes) != ns {
-		return s, 0, note, fmt.Errorf("--slot-size-array has %d entries, --num-slot is %d", len(sizes), ns)
+	sizes, err := PerSlot("--slot-size-array", sp.SlotSizeArray, ns)
+	if err != nil {
+		return s, 0, note, err
 	}
 	layout = sp.RawLayout
 	if !sp.RawLayoutSet {
@@ -557,7 +569,7 @@ func RawSchema(sp Spec) (s formats.Schema, layout raw.Layout, note string, err e
 			}
 		}
 	}
-	s = formats.NewSchema(l, dd, nnz, broadcast(sp.SlotSizeArray, ns), sp.KeyType)
+	s = formats.NewSchema(l, dd, nnz, sizes, sp.KeyType)
 	for i := range s.Slots {
 		s.Slots[i].Hotness = nnz[i]
 	}
@@ -658,7 +670,10 @@ func (d *Dataset) criteoOptions(fo formats.Options) (criteo.Options, error) {
 		if sp.NumSlot > 0 {
 			ncat = sp.NumSlot
 		}
-		sp.SlotSizeArray = broadcast(sp.SlotSizeArray, ncat)
+		var err error
+		if sp.SlotSizeArray, err = PerSlot("--slot-size-array", sp.SlotSizeArray, ncat); err != nil {
+			return o, err
+		}
 		o.Buckets = sp.SlotSizeArray
 	}
 	if !sp.Offsets {

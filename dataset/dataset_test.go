@@ -175,7 +175,7 @@ func TestResolveErrors(t *testing.T) {
 		{"dir without list", empty, Spec{}, "is a directory without _file_list.txt or file_list.txt", nil},
 		{"list with missing file", badList, Spec{}, "missing.data", nil},
 		{"norm dims", normList, Spec{LabelDim: s.LabelDim + 1}, "the flags say", nil},
-		{"norm slot sizes", normList, Spec{SlotSizeArray: []int64{5, 6, 7, 8, 9, 10, 11}[:len(s.Slots)+1]}, "--slot-size-array has", nil},
+		{"norm slot sizes", normList, Spec{SlotSizeArray: []int64{5, 6, 7, 8, 9, 10, 11}[:len(s.Slots)+1]}, "--slot-size-array has 3 values", nil},
 		{"norm nnz", normList, Spec{NNZ: []int{1, 1, 1, 1, 1, 1, 1}[:len(s.Slots)+1]}, "--nnz-array has", nil},
 		{"raw wrong shape", rawPath, Spec{Format: Raw}, "is not a multiple of the 160-byte sample", formats.ErrSize},
 		{"raw nnz count", rawPath, Spec{Format: Raw, LabelDim: s.LabelDim, DenseDim: s.DenseDim, NumSlot: len(s.Slots), NNZ: []int{1, 1, 1, 1, 1, 1, 1}[:len(s.Slots)+1]}, "--nnz-array has", nil},

@@ -75,16 +75,12 @@ func (v *run) norm(files []string) error {
 	for i := range s.Slots {
 		s.Slots[i].MaxNNZ = 0
 	}
-	if n := len(sp.NNZ); n > 0 {
-		if n != len(s.Slots) {
-			return fmt.Errorf("--nnz-array has %d entries, the dataset %d slots", n, len(s.Slots))
-		}
-		for i := range s.Slots {
-			s.Slots[i].MaxNNZ = sp.NNZ[i]
-		}
+	if err := v.spec.ForSlots(len(s.Slots)); err != nil {
+		return err
 	}
-	if n := len(sp.SlotSizeArray); n > 0 && n != len(s.Slots) {
-		return fmt.Errorf("--slot-size-array has %d entries, the dataset %d slots", n, len(s.Slots))
+	sp = v.spec
+	for i, n := range sp.NNZ {
+		s.Slots[i].MaxNNZ = n
 	}
 	if err := s.Validate(); err != nil {
 		return err

@@ -1,7 +1,7 @@
 package validate
 
 import (
-	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -41,13 +41,9 @@ func (v *run) parquet(files []string) error {
 			for j := range s.Slots {
 				s.Slots[j].MaxNNZ = 0
 			}
-			if n := len(v.spec.SlotSizeArray); n > 0 && n != len(s.Slots) {
+			if err := v.spec.ForSlots(len(s.Slots)); err != nil {
 				rd.Close()
-				return errors.New("--slot-size-array does not have one entry per cat column of " + parquet.MetadataName)
-			}
-			if n := len(v.spec.NNZ); n > 0 && n != len(s.Slots) {
-				rd.Close()
-				return errors.New("--nnz-array does not have one entry per cat column of " + parquet.MetadataName)
+				return fmt.Errorf("%w (cat columns of %s)", err, parquet.MetadataName)
 			}
 			schema = &s
 			if i > 0 {

@@ -16,6 +16,9 @@ func (v *run) rawSchema() (formats.Schema, raw.Layout, error) {
 	if note != "" {
 		v.note("%s", note)
 	}
+	if err == nil {
+		err = v.spec.ForSlots(len(s.Slots))
+	}
 	return s, lay, err
 }
 

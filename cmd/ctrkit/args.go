@@ -14,6 +14,11 @@ func permuteArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
 	}
+	if len(args) > 2 && args[1] == "help" && app.Command(args[2]) != nil {
+		// `ctrkit help bench read` is `ctrkit bench read --help` (cli's
+		// help command shows only the first word's).
+		args = append(append([]string{args[0]}, args[2:]...), "--help")
+	}
 	var cmd *cli.Command
 	ci := 1
 	for ; ci < len(args); ci++ {

@@ -35,7 +35,7 @@ Examples:
    ctrkit bench read train.bin --reader async --io-only --drop-cache       # raw I/O only, like fio`,
 			Flags: append(schemaFlags(true),
 				&cli.StringFlag{Name: "reader", Value: "sync", Usage: "sync | async (Raw only: HugeCTR's RawAsync)"},
-				&cli.IntFlag{Name: "num-workers", Usage: "decoding goroutines (default GOMAXPROCS)"},
+				vflag("num-workers"),
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 				&cli.DurationFlag{Name: "duration", Usage: "read for this long (repeat mode) instead of --epochs"},
 				&cli.IntFlag{Name: "epochs", Value: 1, Usage: "passes over the data"},

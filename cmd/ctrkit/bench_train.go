@@ -28,7 +28,7 @@ fed by the input pipeline (pinned batches, uploads on a copy stream), then with
 what the pipeline costs.
 
 Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
-   ctrkit gen --format raw --source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
+   ctrkit gen --format raw --out-source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
    ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
 			Flags: append(schemaFlags(false),
 				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | deepfm"},

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 )
 
@@ -20,24 +21,24 @@ func init() {
 		Usage: "generate a synthetic CTR dataset (HugeCTR DataGenerator parity, reproducible, learnable labels)",
 		Description: "Writes Norm, Parquet, Raw or Criteo-style text data with HugeCTR's file naming.\n" +
 			"Flags are HugeCTR's DataGeneratorParams in kebab case. The same --seed gives\n" +
-			"byte-identical files whatever --threads. With --label-mode planted (default) labels\n" +
+			"byte-identical files whatever --num-workers. With --label-mode planted (default) labels\n" +
 			"come from a hidden logistic model and the summary reports its Bayes AUC.\n" +
 			"HugeCTR's defaults are 128 train files of 40960 samples: ask for less with\n" +
 			"--num-files/--num-samples-per-file (or --num-samples for raw).\n" +
-			"The eval set goes beside --source unless --eval-source says otherwise. The train\n" +
+			"The eval set goes beside --out-source unless --out-eval-source says otherwise. The train\n" +
 			"and eval sets appear only complete (temporary directory renamed into place);\n" +
 			"an existing dataset is replaced only with --force, atomically.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "format", Value: "norm", Usage: "norm | parquet | raw | criteo"},
-			&cli.IntFlag{Name: "label-dim", Value: d.LabelDim, Usage: "labels per sample"},
-			&cli.IntFlag{Name: "dense-dim", Value: d.DenseDim, Usage: "dense features per sample"},
-			&cli.IntFlag{Name: "num-slot", Value: d.NumSlot, Usage: "categorical slots per sample"},
-			&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys (HugeCTR i64) instead of 32-bit"},
-			&cli.StringFlag{Name: "source", Usage: "`PATH` of the train file list, or of the raw train file", DefaultText: "data/file_list.txt, raw: data/train_data.bin"},
-			&cli.StringFlag{Name: "eval-source", Usage: "`PATH` of the eval file list, or of the raw eval file", DefaultText: "file_list_test.txt, raw: test_data.bin, beside --source"},
-			&cli.StringFlag{Name: "slot-size-array", Usage: "comma-separated vocabulary size per slot", DefaultText: "10000 per slot"},
-			&cli.StringFlag{Name: "nnz-array", Usage: "comma-separated max keys per slot", DefaultText: "1 per slot"},
-			&cli.StringFlag{Name: "check-type", Value: "sum", Usage: "norm framing: sum | none (raw forces none)"},
+			vflag("label-dim", withValue(d.LabelDim)),
+			vflag("dense-dim", withValue(d.DenseDim)),
+			vflag("num-slot", withValue(d.NumSlot)),
+			vflag("i64-input-key"),
+			vflag("out-source", withDefaultText("data/file_list.txt, raw: data/train_data.bin")),
+			vflag("out-eval-source", withDefaultText("file_list_test.txt, raw: test_data.bin, beside --out-source")),
+			vflag("slot-size-array", withDefaultText("10000 per slot")),
+			vflag("nnz-array", withDefaultText("1 per slot")),
+			vflag("check-type", withValue("sum")),
 			&cli.StringFlag{Name: "dist-type", Value: "powerlaw", Usage: "key distribution: powerlaw | uniform"},
 			&cli.StringFlag{Name: "power-law-type", Value: "specific", Usage: "long (α 0.9) | medium (1.1) | short (1.3) | specific (--alpha)"},
 			&cli.Float64Flag{Name: "alpha", Value: d.Alpha, Usage: "power-law exponent with --power-law-type specific (> 0, ≠ 1)"},
@@ -46,12 +47,12 @@ func init() {
 			&cli.IntFlag{Name: "num-samples-per-file", Value: d.NumSamplesPerFile, Usage: "samples per file (norm, parquet, criteo)"},
 			&cli.Int64Flag{Name: "num-samples", Value: d.NumSamples, Usage: "train samples (raw)"},
 			&cli.Int64Flag{Name: "eval-num-samples", Value: d.EvalNumSamples, Usage: "eval samples (raw)"},
-			&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 label and dense values instead of int32"},
-			&cli.StringFlag{Name: "raw-layout", Value: "auto", Usage: "raw: onehot | multihot | auto (multihot when some nnz > 1)"},
+			vflag("float-label-dense"),
+			vflag("raw-layout", withValue("auto")),
 			&cli.Uint64Flag{Name: "seed", Usage: "master seed", DefaultText: "random, printed"},
 			&cli.StringFlag{Name: "label-mode", Value: "planted", Usage: "planted (learnable, reports its AUC) | uniform (HugeCTR's values)"},
 			&cli.Float64Flag{Name: "missing-rate", Value: d.MissingRate, Usage: "criteo: probability of an empty field"},
-			&cli.IntFlag{Name: "threads", Usage: "generator threads; never changes the output", DefaultText: "GOMAXPROCS"},
+			vflag("num-workers", withDefaultText("GOMAXPROCS")),
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing dataset (atomically: the old one stays whole until the new one is complete)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final renames (scratch data: a crash may then lose it)"},
 		},
@@ -68,21 +69,24 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	}
 	p.LabelDim, p.DenseDim, p.NumSlot = c.Int("label-dim"), c.Int("dense-dim"), c.Int("num-slot")
 	p.I64InputKey = c.Bool("i64-input-key")
-	p.Source, p.EvalSource = c.String("source"), c.String("eval-source")
+	p.Source, p.EvalSource = c.String("out-source"), c.String("out-eval-source")
 	// The eval set goes beside the train set: with --source alone, a
 	// default eval path elsewhere would overwrite another dataset's files.
 	source, eval := "file_list.txt", "file_list_test.txt"
 	if p.Format == datagen.Raw {
 		source, eval = "train_data.bin", "test_data.bin"
 	}
-	if !c.IsSet("source") {
+	if !c.IsSet("out-source") {
 		p.Source = filepath.Join("data", source)
 	}
-	if !c.IsSet("eval-source") {
+	if !c.IsSet("out-eval-source") {
 		p.EvalSource = filepath.Join(filepath.Dir(p.Source), eval)
 	}
 	if c.IsSet("slot-size-array") {
 		if p.SlotSizeArray, err = parseInts[int64]("slot-size-array", c.String("slot-size-array")); err != nil {
+			return p, err
+		}
+		if p.SlotSizeArray, err = dataset.PerSlot("--slot-size-array", p.SlotSizeArray, p.NumSlot); err != nil {
 			return p, err
 		}
 	} else {
@@ -93,6 +97,9 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	}
 	if c.IsSet("nnz-array") {
 		if p.NNZArray, err = parseInts[int]("nnz-array", c.String("nnz-array")); err != nil {
+			return p, err
+		}
+		if p.NNZArray, err = dataset.PerSlot("--nnz-array", p.NNZArray, p.NumSlot); err != nil {
 			return p, err
 		}
 	}
@@ -118,7 +125,7 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 		return p, fmt.Errorf("--label-mode: %w", err)
 	}
 	p.MissingRate = c.Float64("missing-rate")
-	p.Threads = c.Int("threads")
+	p.Threads = c.Int("num-workers")
 	return p, nil
 }
 

@@ -30,7 +30,7 @@ Examples:
 		Flags: append(schemaFlags(true),
 			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory, created if missing) (required)"},
 			&cli.BoolFlag{Name: "per-file", Usage: "one keyset per data file (<out>/<file>.keyset) instead of one per list"},
-			&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default GOMAXPROCS)"},
+			vflag("num-workers"),
 		),
 		Action: func(c *cli.Context) error { return runKeyset(c, c.App.Writer) },
 	})

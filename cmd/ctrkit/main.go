@@ -25,6 +25,11 @@ import (
 // commands is filled by the init functions of the command files.
 var commands []*cli.Command
 
+func init() {
+	cli.VersionFlag = &cli.BoolFlag{Name: "version", Usage: "print the module version and VCS commit"}
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, "ctrkit", c.App.Version) }
+}
+
 // exitError carries an exit status other than 1 out of a command.
 type exitError struct {
 	code int
@@ -36,14 +41,17 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func newApp() *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	prepareCommands(commands)
 	return &cli.App{
 		Name:  "ctrkit",
 		Usage: "click-through-rate datasets and training, compatible with NVIDIA HugeCTR",
 		Description: "ctrkit reads and writes HugeCTR's Norm, Raw and Parquet datasets byte for byte,\n" +
 			"generates synthetic ones, validates, converts and benchmarks them, and trains models.\n\n" +
 			"Start with:  ctrkit quickstart",
-		Commands:        commands,
-		HideHelpCommand: true,
+		Commands:     commands,
+		Version:      version(),
+		Action:       rootAction,
+		OnUsageError: usageError,
 	}
 }
 
@@ -111,7 +119,8 @@ func interrupted(removed string) error {
 
 // exitStatus prints err (when not nil) to stderr as main does and returns
 // the process's exit status: sig (the signal's status) when a signal
-// stopped the run, an exitError's code, or 1.
+// stopped the run, an exitError's code, 1 for bad data (a corruption
+// error), or 2 (could not run).
 func exitStatus(stderr io.Writer, err error, sig int) int {
 	if err == nil {
 		return 0 // done before the signal stopped it: the output is whole
@@ -123,10 +132,10 @@ func exitStatus(stderr io.Writer, err error, sig int) int {
 		return sig
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, formats.ErrExists):
-		return 2
+	case formats.IsCorrupt(err):
+		return exitProblems // the data is bad (validate lists every problem)
 	}
-	return 1
+	return exitUsage // could not run
 }
 
 func main() {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"testing"
 )
 
@@ -18,17 +17,11 @@ func runCtrkit(t *testing.T, args ...string) (string, error) {
 }
 
 // execCtrkit runs the app like the binary: the output with main's
-// "ctrkit: <error>" line, and the exit status (0, an exitError's code, or
-// 1).
+// "ctrkit: <error>" line, and main's exit status (exitStatus).
 func execCtrkit(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	out, err := runCtrkit(t, args...)
-	if err == nil {
-		return out, 0
-	}
-	out += "ctrkit: " + err.Error() + "\n"
-	if ee := (*exitError)(nil); errors.As(err, &ee) {
-		return out, ee.code
-	}
-	return out, 1
+	var msg bytes.Buffer
+	code := exitStatus(&msg, err, 0)
+	return out + msg.String(), code
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,27 +17,16 @@ import (
 // named after HugeCTR's parameters in kebab case. Norm needs none of them
 // to be read (header plus detection); Raw needs its shape.
 func schemaFlags(from bool) []cli.Flag {
-	fs := []cli.Flag{
-		&cli.IntFlag{Name: "label-dim", Usage: "labels per sample (raw; checked against norm headers)"},
-		&cli.IntFlag{Name: "dense-dim", Usage: "dense features per sample (raw; checked against norm headers)"},
-		&cli.IntFlag{Name: "num-slot", Usage: "categorical slots per sample (raw; checked against norm headers)"},
-		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys (HugeCTR i64); detected for norm when not given"},
-		&cli.StringFlag{Name: "check-type", Usage: "norm framing: sum | none (default: from the header)"},
-		&cli.StringFlag{Name: "slot-size-array", Usage: "comma-separated slot sizes (one value: every slot): key range checks; hash buckets for criteo text"},
-		&cli.BoolFlag{Name: "slot-offsets", Usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
-		&cli.StringFlag{Name: "nnz-array", Usage: "comma-separated max keys per slot (norm, parquet) or hotness (raw multihot); one value: every slot"},
-		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 label and dense values instead of int32"},
-		&cli.StringFlag{Name: "raw-layout", Usage: "raw: onehot | multihot (default: multihot when some nnz > 1)"},
-		&cli.StringFlag{Name: "label-type", Usage: "raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
-		&cli.StringFlag{Name: "dense-type", Usage: "raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
-		&cli.BoolFlag{Name: "skip-corrupt", Usage: "norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
-		&cli.StringFlag{Name: "vocab-file", Usage: "criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
-	}
+	fs := vflags(schemaFlagNames...)
 	if from {
-		fs = append(fs, &cli.StringFlag{Name: "from", Usage: "input format: norm | raw | parquet | criteo-tsv | criteo-csv (default: detected)"})
+		fs = append(fs, vflag("from"))
 	}
 	return fs
 }
+
+// schemaFlagNames are the schema flags of schemaFlags, --from aside.
+var schemaFlagNames = []string{"label-dim", "dense-dim", "num-slot", "i64-input-key", "check-type", "slot-size-array",
+	"slot-offsets", "nnz-array", "float-label-dense", "raw-layout", "label-type", "dense-type", "skip-corrupt", "vocab-file"}
 
 // specFromFlags turns the schema flags into a dataset.Spec.
 func specFromFlags(c *cli.Context) (dataset.Spec, error) {
@@ -90,7 +80,7 @@ func specFromFlags(c *cli.Context) (dataset.Spec, error) {
 		}
 	}
 	sp.FloatLabelDense = c.Bool("float-label-dense")
-	if c.IsSet("raw-layout") {
+	if c.IsSet("raw-layout") && !strings.EqualFold(c.String("raw-layout"), "auto") {
 		if sp.RawLayout, err = raw.ParseLayout(c.String("raw-layout")); err != nil {
 			return sp, fmt.Errorf("--raw-layout: %w", err)
 		}

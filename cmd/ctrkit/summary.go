@@ -5,6 +5,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/dataset"
+
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
 
@@ -28,9 +30,10 @@ func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
 		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (SPEC §9)"},
-		&cli.IntFlag{Name: "dense-dim", Value: 13, Usage: "--model: dense features per sample"},
-		&cli.StringFlag{Name: "slot-size-array", Usage: "--model: comma-separated vocabulary size per slot (default 26 slots of 10000)"},
-		&cli.IntFlag{Name: "nnz", Value: 1, Usage: "--model: most keys per slot"},
+		vflag("dense-dim", withDefaultText("--model: 13")),
+		vflag("slot-size-array", withDefaultText("--model: 26 slots of 10000")),
+		vflag("num-slot", withDefaultText("--model: --slot-size-array's count, else 26")),
+		vflag("nnz-array", withDefaultText("--model: 1")),
 		&cli.IntFlag{Name: "vec-size", Usage: "--model: embedding width (default the model's)"},
 		&cli.Float64Flag{Name: "width", Value: 1, Usage: "--model: scale of the hidden layer widths (e.g. 0.125 for a small model)"},
 	}
@@ -45,15 +48,42 @@ func loadModel(c *cli.Context) (*graph.Config, error) {
 	case file != "":
 		return graph.ReadFile(file)
 	case model != "":
-		o := graph.RefOptions{DenseDim: c.Int("dense-dim"), NNZ: c.Int("nnz"), VecSize: c.Int("vec-size"), Width: c.Float64("width")}
+		o := graph.RefOptions{DenseDim: 13, NNZ: 1, VecSize: c.Int("vec-size"), Width: c.Float64("width")}
+		if c.IsSet("dense-dim") {
+			o.DenseDim = c.Int("dense-dim")
+		}
+		if c.IsSet("nnz-array") {
+			nnz, err := parseInts[int]("nnz-array", c.String("nnz-array"))
+			if err != nil {
+				return nil, err
+			}
+			for _, n := range nnz {
+				if n != nnz[0] {
+					return nil, fmt.Errorf("--nnz-array %s: the reference models take one nnz for every slot", c.String("nnz-array"))
+				}
+			}
+			o.NNZ = nnz[0]
+		}
 		if s := c.String("slot-size-array"); s != "" {
 			sizes, err := parseInts[int64]("slot-size-array", s)
 			if err != nil {
 				return nil, err
 			}
-			o.SlotSizes = sizes
+			slots := len(sizes)
+			if c.IsSet("num-slot") {
+				slots = c.Int("num-slot")
+			} else if slots == 1 {
+				slots = 26 // one value: every slot of the default 26
+			}
+			if o.SlotSizes, err = dataset.PerSlot("--slot-size-array", sizes, slots); err != nil {
+				return nil, err
+			}
 		} else {
-			o.SlotSizes = make([]int64, 26)
+			slots := 26
+			if c.IsSet("num-slot") {
+				slots = c.Int("num-slot")
+			}
+			o.SlotSizes = make([]int64, max(slots, 0))
 			for i := range o.SlotSizes {
 				o.SlotSizes[i] = 10000
 			}

@@ -20,20 +20,30 @@ func init() {
 				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
 				"lr, samples/s) and one per evaluation (AUC); --metrics-out writes them as JSON lines.",
-			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags()...), optimizerFlags()...)),
+			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...)),
 			Action: runTrain,
 		},
 		&cli.Command{
 			Name:  "evaluate",
 			Usage: "evaluate saved model files on Norm, Raw or Parquet data (AUC, loss)",
-			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+			Description: "The model comes from --config FILE or --model as for train; its weights from\n" +
+				"--load-prefix/--load-iter (files train wrote) or the config's solver model files.\n" +
+				"Reads all of --eval-source (or the config's eval_source) once, unless\n" +
+				"--max-eval-batches says less, and prints the AUC and loss.\n\n" +
+				"Example:\n" +
+				"  ctrkit evaluate --config model.json --load-prefix snap/wdl --load-iter 1000 --eval-source data/file_list_test.txt",
+			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags(false)...),
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (auc, loss, hit_rate, samples, batches) instead of the line"})),
 			Action: runEvaluate,
 		},
 		&cli.Command{
 			Name:  "predict",
 			Usage: "write the predictions of saved model files on Norm, Raw or Parquet data",
-			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags()...),
+			Description: "Loads the model as evaluate does and writes one line per sample of --eval-source\n" +
+				"(or the config's eval_source) to --output.\n\n" +
+				"Example:\n" +
+				"  ctrkit predict --config model.json --load-prefix snap/wdl --load-iter 1000 --eval-source data/file_list_test.txt -o pred.txt",
+			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags(false)...),
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample)", Required: true})),
 			Action: runPredict,
 		},
@@ -43,19 +53,16 @@ func init() {
 func dataFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | rawasync | parquet (default: the config's, else norm)"},
-		&cli.StringFlag{Name: "eval-source", Usage: "eval file list (norm, parquet) or file (raw) `PATH`"},
-		&cli.StringFlag{Name: "check", Usage: "norm framing: sum | none (default: the config's, else sum)"},
+		vflag("eval-source"),
 		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
-		&cli.BoolFlag{Name: "float-label-dense", Usage: "raw: float32 labels and dense values"},
-		&cli.BoolFlag{Name: "i64-input-key", Usage: "64-bit keys"},
-		&cli.IntFlag{Name: "num-workers", Usage: "reader goroutines (default: the config's num_workers, else GOMAXPROCS)"},
+		vflag("num-workers"),
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
 		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load (training continues from it)"},
 	}
 	if train {
 		fs = append(fs,
 			&cli.BoolFlag{Name: "load-optimizer", Value: true, Usage: "load the optimizer state with --load-prefix (false: start it fresh)"},
-			&cli.StringFlag{Name: "source", Usage: "train file list (norm, parquet) or file (raw) `PATH`"},
+			vflag("source"),
 			&cli.StringFlag{Name: "metrics-out", Usage: "write display and eval records as JSON lines to `FILE`"},
 			&cli.StringFlag{Name: "plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
 			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON (HugeCTR graph_to_json) to `FILE`"},
@@ -67,23 +74,30 @@ func dataFlags(train bool) []cli.Flag {
 	return fs
 }
 
-func solverFlags() []cli.Flag {
-	return []cli.Flag{
+// solverFlags are the solver's flags; evaluate and predict (train false)
+// take only those that change a pass over the eval data.
+func solverFlags(train bool) []cli.Flag {
+	fs := []cli.Flag{
 		&cli.IntFlag{Name: "batchsize", Usage: "batch size (default: the config's or model's)"},
-		&cli.IntFlag{Name: "max-iter", Usage: "iterations (non-epoch mode)"},
-		&cli.IntFlag{Name: "num-epochs", Usage: "epochs (epoch mode)"},
-		&cli.IntFlag{Name: "display", Usage: "print a line every N iterations"},
-		&cli.IntFlag{Name: "eval-interval", Usage: "evaluate every N iterations"},
 		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches of batchsize_eval per evaluation (0: all; train: default the config's, evaluate/predict: all)"},
-		&cli.IntFlag{Name: "snapshot", Usage: "save model files every N iterations"},
-		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
-		&cli.IntFlag{Name: "keep-snapshots", Usage: "keep the newest `K` snapshots, deleting older ones (default: all)"},
-		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
-		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
 		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
 		&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs on the GPU (the solver's enable_tf32_compute)"},
 		&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs on the GPU (the solver's use_mixed_precision)"},
 	}
+	if !train {
+		return fs
+	}
+	return append(fs,
+		&cli.IntFlag{Name: "max-iter", Usage: "iterations (non-epoch mode)"},
+		&cli.IntFlag{Name: "num-epochs", Usage: "epochs (epoch mode)"},
+		&cli.IntFlag{Name: "display", Usage: "print a line every N iterations"},
+		&cli.IntFlag{Name: "eval-interval", Usage: "evaluate every N iterations"},
+		&cli.IntFlag{Name: "snapshot", Usage: "save model files every N iterations"},
+		&cli.StringFlag{Name: "snapshot-prefix", Usage: "model file `PREFIX` (also the final save)"},
+		&cli.IntFlag{Name: "keep-snapshots", Usage: "keep the newest `K` snapshots, deleting older ones", DefaultText: "all"},
+		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
+		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
+	)
 }
 
 func optimizerFlags() []cli.Flag {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/dataset"
+
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
@@ -21,7 +23,9 @@ func withSchemaFlags(fs []cli.Flag) []cli.Flag {
 		}
 	}
 	for _, f := range schemaFlags(false) {
-		if !have[f.Names()[0]] {
+		// Training takes slot offsets from slot_size_array and reads no
+		// Criteo text: --slot-offsets and --vocab-file are not its flags.
+		if n := f.Names()[0]; !have[n] && n != "slot-offsets" && n != "vocab-file" {
 			fs = append(fs, f)
 		}
 	}
@@ -60,13 +64,10 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 		}
 		apply(func(s *model.Source) { s.Format = format })
 	}
-	for _, name := range []string{"check", "check-type"} {
-		if !c.IsSet(name) {
-			continue
-		}
-		mode, err := norm.ParseCheckMode(c.String(name))
+	if c.IsSet("check-type") {
+		mode, err := norm.ParseCheckMode(c.String("check-type"))
 		if err != nil {
-			return fmt.Errorf("--%s: %w", name, err)
+			return fmt.Errorf("--check-type: %w", err)
 		}
 		check := "Sum"
 		if mode == norm.CheckNone {
@@ -77,6 +78,9 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	if c.IsSet("data-slot-size-array") {
 		sizes, err := parseInts[int64]("data-slot-size-array", c.String("data-slot-size-array"))
 		if err != nil {
+			return err
+		}
+		if sizes, err = dataset.PerSlot("--data-slot-size-array", sizes, modelSlots(cfg)); err != nil {
 			return err
 		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
@@ -124,6 +128,15 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	return nil
 }
 
+// modelSlots is the number of slots of the model's sparse inputs.
+func modelSlots(cfg *graph.Config) int {
+	n := 0
+	for _, s := range cfg.Graph.Input.Sparse {
+		n += s.SlotNum
+	}
+	return n
+}
+
 // schemaOntoSources applies the shared schema flags: value types and Raw
 // layout, Norm framing, and the shape flags checked against the model.
 func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
@@ -132,10 +145,9 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 		return err
 	}
 	in := cfg.Graph.Input
-	slots := 0
+	slots := modelSlots(cfg)
 	var nnz []int
 	for _, s := range in.Sparse {
-		slots += s.SlotNum
 		nnz = append(nnz, s.NNZPerSlot...)
 	}
 	label := 0
@@ -147,23 +159,15 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 		return fmt.Errorf("the model has label_dim %d, dense_dim %d, %d slots; the flags say otherwise (the model's shape decides)", label, in.DenseDim, slots)
 	}
 	if c.IsSet("nnz-array") {
-		want := sp.NNZ
-		if len(want) == 1 {
-			for len(want) < len(nnz) {
-				want = append(want, want[0])
-			}
+		want, err := dataset.PerSlot("--nnz-array", sp.NNZ, len(nnz))
+		if err != nil {
+			return err
 		}
 		for i := range nnz {
-			if len(want) != len(nnz) || want[i] != nnz[i] {
+			if want[i] != nnz[i] {
 				return fmt.Errorf("--nnz-array %v differs from the model's nnz_per_slot %v", sp.NNZ, nnz)
 			}
 		}
-	}
-	if sp.Offsets {
-		return fmt.Errorf("--slot-offsets: training takes its slot offsets from slot_size_array (the config's, or --data-slot-size-array)")
-	}
-	if sp.Vocab != nil {
-		return fmt.Errorf("--vocab-file: training reads Norm, Raw and Parquet data, not Criteo text (convert it first)")
 	}
 	apply := func(f func(*model.Source)) { f(&j.Train); f(&j.Eval) }
 	if c.IsSet("float-label-dense") {
