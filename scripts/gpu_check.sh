@@ -39,7 +39,7 @@ quickstart)
 	;;
 dlrm)
 	S=$(python3 -c "print(','.join(['1000000']*26))")
-	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --source "$W/dlrm.bin" --eval-source "$W/dlrm_eval.bin" \
+	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
 	for m in ${DLRM_MODES:-tf32 fp32 bf16}; do
 		flag=""; [ $m = tf32 ] && flag=--tf32; [ $m = bf16 ] && flag=--mixed-precision
@@ -54,7 +54,7 @@ dlrm)
 	;;
 planted)
 	S=$(python3 -c "print(','.join(['1000']*26))")
-	[ -f "$W/planted.bin" ] || "$G/ctrkit" gen --format raw --source "$W/planted.bin" --eval-source "$W/planted_eval.bin" \
+	[ -f "$W/planted.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/planted.bin" --out-eval-source "$W/planted_eval.bin" \
 		--num-samples 10000000 --eval-num-samples 1000000 --slot-size-array "$S" --seed 7 >"$OUT/planted_gen.log" 2>&1
 	row "planted dataset" "$(grep -o 'planted AUC [0-9.]*' "$OUT/planted_gen.log")"
 	for opt in ${PLANTED_OPTS:-adam,0.001,3 sgd,0.5,3}; do
