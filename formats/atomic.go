@@ -147,7 +147,7 @@ func (f *File) Commit() error {
 	}
 	f.tmp = f.final
 	if f.sync {
-		if err := syncDir(filepath.Dir(f.final)); err != nil {
+		if err := SyncDir(filepath.Dir(f.final)); err != nil {
 			return fmt.Errorf("syncing the directory of %s: %w", f.final, unwrapPath(err))
 		}
 	}
@@ -182,9 +182,9 @@ func writeAll(f *File, data []byte) error {
 	return f.Commit()
 }
 
-// syncDir fsyncs a directory, so that the names created, renamed or removed
+// SyncDir fsyncs a directory, so that the names created, renamed or removed
 // in it survive a crash.
-func syncDir(dir string) error {
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -316,7 +316,7 @@ func (s *Stage) commitDir() error {
 			return nil
 		})
 		for i := len(dirs) - 1; i >= 0; i-- { // children first
-			if err := syncDir(dirs[i]); err != nil {
+			if err := SyncDir(dirs[i]); err != nil {
 				return fmt.Errorf("syncing %s: %w", s.root, unwrapPath(err))
 			}
 		}
@@ -342,7 +342,7 @@ func (s *Stage) commitDir() error {
 	prev := s.tmp
 	s.tmp = ""
 	if sync {
-		if err := syncDir(filepath.Dir(s.root)); err != nil {
+		if err := SyncDir(filepath.Dir(s.root)); err != nil {
 			return fmt.Errorf("syncing the directory of %s: %w", s.root, unwrapPath(err))
 		}
 	}
@@ -375,7 +375,7 @@ func (s *Stage) commitFiles() error {
 	}
 	if !s.o.NoSync {
 		for d := range dirs {
-			if err := syncDir(d); err != nil {
+			if err := SyncDir(d); err != nil {
 				return fmt.Errorf("syncing the directory of the output %s: %w", d, unwrapPath(err))
 			}
 		}

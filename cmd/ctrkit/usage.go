@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/ctrkit/ctrkit/internal/suggest"
 	"github.com/urfave/cli/v2"
 )
 
@@ -102,7 +103,7 @@ func didYouMean(s string, candidates []string, prefix string) string {
 	bare := strings.TrimPrefix(s, prefix)
 	for _, c := range candidates {
 		cb := strings.TrimPrefix(c, prefix)
-		d := editDistance(bare, cb)
+		d := suggest.Distance(bare, cb)
 		if strings.HasPrefix(cb, bare) && len(bare) >= 3 {
 			d = min(d, 1)
 		}
@@ -114,27 +115,6 @@ func didYouMean(s string, candidates []string, prefix string) string {
 		return ""
 	}
 	return "; did you mean " + best + "?"
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func init() {

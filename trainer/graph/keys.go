@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/ctrkit/ctrkit/internal/suggest"
 )
 
 // checkUnknown fails on the first key of v (the file's top-level value, at
@@ -49,7 +51,7 @@ func (r *rd) suggest(path, k string) string {
 	known := r.asked[path]
 	best, bestD := "", len(k)
 	for _, c := range known {
-		if d := editDistance(strings.ToLower(k), strings.ToLower(c)); d < bestD {
+		if d := suggest.Distance(strings.ToLower(k), strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}
@@ -62,27 +64,6 @@ func (r *rd) suggest(path, k string) string {
 	s := append([]string(nil), known...)
 	sort.Strings(s)
 	return fmt.Sprintf(" (keys known here: %s)", strings.Join(s, ", "))
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // lineCol returns the 1-based line and column (in bytes) of byte offset off

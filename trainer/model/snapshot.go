@@ -113,7 +113,7 @@ func (r *recorder) writeDir(dir string, files map[string][]byte) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(tmp); err != nil {
+	if err := formats.SyncDir(tmp); err != nil {
 		return fail(err)
 	}
 	if _, err := os.Lstat(dir); err == nil {
@@ -126,7 +126,7 @@ func (r *recorder) writeDir(dir string, files map[string][]byte) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := formats.SyncDir(parent); err != nil {
 		return err
 	}
 	for _, name := range names {
@@ -156,19 +156,6 @@ func writeSynced(path string, data []byte) error {
 // the file before the rename and the directory after it.
 func writeDurable(path string, data []byte) error {
 	return formats.WriteFileAtomic(path, data)
-}
-
-// syncDir makes the renames in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 func (m *Model) writeManifest(path string, mf manifest) error {
@@ -461,7 +448,7 @@ func (m *Model) removeSnapshot(prefix string, iter int64) error {
 		}
 		removeTemps(p)
 	}
-	if err := syncDir(filepath.Dir(mpath)); err != nil {
+	if err := formats.SyncDir(filepath.Dir(mpath)); err != nil {
 		return err
 	}
 	if err := os.Remove(mpath); err != nil {
