@@ -458,6 +458,11 @@ func TestConformance(t *testing.T) {
 	if os.Getenv(conformanceChildEnv) != "" {
 		t.Skip("child process")
 	}
+	if testing.Short() {
+		// CI's race run is -short: 48 configs trained under the race
+		// detector take ~10 minutes; the plain run covers them.
+		t.Skip("every HugeCTR config: run without -short")
+	}
 	dir := os.Getenv("CTRKIT_HUGECTR_JSON")
 	if dir == "" {
 		dir = "../../../shared/data/hugectr-json"
