@@ -85,13 +85,20 @@ func (v *run) readAll(file string, rd formats.Reader) {
 	}
 	defer b.Free()
 	v.rep.Checked++
+	// One value of an array flag means every slot (dataset.PerSlot).
 	var sizes []int64
-	if len(v.spec.SlotSizeArray) > 0 {
-		sizes = v.spec.SlotSizeArray
-	}
 	var maxNNZ []int
+	if len(v.spec.SlotSizeArray) > 0 {
+		if sizes, err = dataset.PerSlot("--slot-size-array", v.spec.SlotSizeArray, s.NumSlots()); err != nil {
+			v.rep.add(KindIO, file, -1, -1, "%v", err)
+			return
+		}
+	}
 	if len(v.spec.NNZ) > 0 {
-		maxNNZ = v.spec.NNZ
+		if maxNNZ, err = dataset.PerSlot("--nnz-array", v.spec.NNZ, s.NumSlots()); err != nil {
+			v.rep.add(KindIO, file, -1, -1, "%v", err)
+			return
+		}
 	}
 	rec := int64(0)
 	for {

@@ -119,9 +119,15 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 		v.rep.Files = 1
 		if f == dataset.Auto {
 			d, err := dataset.Resolve(path, spec)
+			detected, _, _ := dataset.DetectFormat(path, dataset.Auto)
 			switch {
 			case err == nil:
 				f = d.Format
+			case detected == dataset.CriteoTSV || detected == dataset.CriteoCSV:
+				// Criteo text that cannot be read as given (no hash
+				// buckets or vocabulary): its error names the flag; it
+				// is never taken for Raw.
+				return nil, err
 			case bytes.HasPrefix(head, []byte("PAR1")):
 				f = dataset.Parquet
 			case errors.Is(err, dataset.ErrNotDataset) && sniffBinary(head) != dataset.Norm:

@@ -40,6 +40,12 @@ func (v *run) checkValues(file string, b *formats.Batch, rec0 int64, l *layout, 
 	s := b.Schema
 	ld, dd, S := s.LabelDim, s.DenseDim, len(s.Slots)
 	r := v.rep
+	if (sizes != nil && len(sizes) != S) || (maxNNZ != nil && len(maxNNZ) != S) {
+		// The callers expand one value to every slot; a list of another
+		// length is a caller's bug, never an index panic.
+		r.add(KindIO, file, -1, -1, "internal: %d slot sizes and %d nnz limits for %d slots", len(sizes), len(maxNNZ), S)
+		return
+	}
 	for i := 0; i < b.N; i++ {
 		rec := rec0 + int64(i)
 		for j := 0; j < ld; j++ {
