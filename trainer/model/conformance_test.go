@@ -390,16 +390,7 @@ func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(p
 		return fail("predicting", err)
 	}
 	width := m.pred.Value.Cols()
-	var want strings.Builder
-	for i := 0; i < len(scores); i += width {
-		for k := range width {
-			if k > 0 {
-				want.WriteByte(' ')
-			}
-			fmt.Fprintf(&want, "%.9g", scores[i+k])
-		}
-		want.WriteByte('\n')
-	}
+	want := predictionText(scores, width)
 	if beforeReload != nil {
 		if err := beforeReload(j.Solver.SnapshotPrefix); err != nil {
 			return fail("before reload", err)

@@ -308,16 +308,7 @@ func RunPredict(j Job, path string) (int, error) {
 		return 0, err
 	}
 	t := m.pred.Value.Cols()
-	var b strings.Builder
-	for i := 0; i < len(scores); i += t {
-		for k := range t {
-			if k > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprintf(&b, "%.9g", scores[i+k])
-		}
-		b.WriteByte('\n')
-	}
+	b := predictionText(scores, t)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, err
 	}
@@ -348,4 +339,20 @@ func trainSummary(res FitResult, d time.Duration) string {
 		s += " (the AUC threshold was reached)"
 	}
 	return s
+}
+
+// predictionText is the predictions file of scores, width per sample: one
+// line a sample, its values %.9g separated by spaces.
+func predictionText(scores []float32, width int) *strings.Builder {
+	var b strings.Builder
+	for i := 0; i < len(scores); i += width {
+		for k := range width {
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "%.9g", scores[i+k])
+		}
+		b.WriteByte('\n')
+	}
+	return &b
 }
