@@ -30,9 +30,9 @@ type Launch struct {
 var launchers = []struct{ rank, size, local string }{
 	{"CTRKIT_RANK", "CTRKIT_WORLD_SIZE", "CTRKIT_LOCAL_RANK"},
 	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}, // Open MPI's mpirun
-	{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},                                     // MPICH, Intel MPI
-	{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},                               // srun
-	{"RANK", "WORLD_SIZE", "LOCAL_RANK"},                                            // torchrun
+	{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},                                    // MPICH, Intel MPI
+	{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},                              // srun
+	{"RANK", "WORLD_SIZE", "LOCAL_RANK"},                                           // torchrun
 }
 
 // FromEnv reads the launcher's variables (getenv, usually os.Getenv). A
