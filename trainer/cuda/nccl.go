@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 	"sync"
 	"unsafe"
 
@@ -31,6 +32,11 @@ var (
 
 func loadNCCL() error {
 	ncclOnce.Do(func() {
+		// NVLink multicast (NVLS) stays off: ctrkit never asks for it, and
+		// NCCL would otherwise pick it on NVSwitch systems by itself.
+		if os.Getenv("NCCL_NVLS_ENABLE") == "" {
+			os.Setenv("NCCL_NVLS_ENABLE", "0")
+		}
 		l, err := load("CTRKIT_LIBNCCL", "libnccl.so.2", "libnccl.so")
 		if err != nil {
 			ncclErr = fmt.Errorf("NCCL: libnccl: %v (install NCCL ≥ 2.23 or set CTRKIT_LIBNCCL)", err)
