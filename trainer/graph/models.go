@@ -13,6 +13,9 @@ type RefOptions struct {
 	SlotSizes []int64
 	// NNZ is the most keys per slot (default 1; WDL's wide slot: WideNNZ).
 	NNZ, WideNNZ int
+	// NNZPerSlot, when it has one entry per slot, gives each slot's most
+	// keys instead of NNZ (multi-hot data such as MLPerf DCNv2's).
+	NNZPerSlot []int
 	// VecSize overrides the embedding width (DLRM 128, WDL/DCN 16, DeepFM
 	// 11 = 10 + 1); it also sets DLRM's last bottom-MLP width.
 	VecSize int
@@ -30,7 +33,7 @@ type RefOptions struct {
 }
 
 // ReferenceModels lists the names Reference accepts.
-var ReferenceModels = []string{"dlrm", "wdl", "dcn", "deepfm"}
+var ReferenceModels = []string{"dlrm", "wdl", "dcn", "dcnv2", "deepfm"}
 
 // Reference builds one of HugeCTR's sample models (SPEC §9) for a dataset
 // shaped by o, with its reference optimizer and solver (batch size
@@ -41,6 +44,9 @@ func Reference(name string, o RefOptions) (*Config, error) {
 	}
 	if o.NNZ <= 0 {
 		o.NNZ = 1
+	}
+	if len(o.NNZPerSlot) > 0 && len(o.NNZPerSlot) != len(o.SlotSizes) {
+		return nil, fmt.Errorf("reference model %s: %d nnz values for %d slots", name, len(o.NNZPerSlot), len(o.SlotSizes))
 	}
 	if o.WideNNZ <= 0 {
 		o.WideNNZ = o.NNZ
@@ -98,6 +104,23 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		b.add(DenseLayer{Type: Concat, Bottom: []string{x, "multicross1"}, Top: []string{"concat2"}, Axis: 1})
 		b.fc("concat2", "fc3", 1)
 		b.loss("fc3")
+	case "dcnv2":
+		// MLPerf Training v3+ DLRM-DCNv2: 128-wide sum-pooled multi-hot
+		// embeddings, bottom MLP 512-256-128, three low-rank (512) cross
+		// layers over the concatenation, top MLP 1024-1024-512-256-1,
+		// Adagrad lr 0.004 (HugeCTR's MLPerf configuration).
+		vec := pick(o.VecSize, 128)
+		b.cfg.Optimizer = &Optimizer{Type: "AdaGrad", UpdateType: "Global", LearningRate: 0.004, Epsilon: 1e-8}
+		b.cfg.Solver.BatchSize = 65536
+		b.sparse("data1", slots, o.NNZ, false)
+		b.emb("data1", "sparse_embedding1", vec, o.SlotSizes, 0)
+		x := b.mlp(o.DenseTop(), 1, []int{w(512), w(256), vec}, true)
+		b.add(DenseLayer{Type: Reshape, Bottom: []string{"sparse_embedding1"}, Top: []string{"reshape1"}, LeadingDim: slots * vec})
+		b.add(DenseLayer{Type: Concat, Bottom: []string{x, "reshape1"}, Top: []string{"concat1"}, Axis: 1})
+		b.add(DenseLayer{Type: MultiCross, Bottom: []string{"concat1"}, Top: []string{"multicross1"}, NumLayers: 3, ProjectionDim: w(512)})
+		x = b.mlp("multicross1", 4, []int{w(1024), w(1024), w(512), w(256)}, true)
+		b.fc(x, "fc8", 1)
+		b.loss("fc8")
 	case "deepfm":
 		vec := pick(o.VecSize, 11)
 		if vec < 2 {
@@ -161,6 +184,9 @@ func (b *builder) sparse(top string, slots, nnz int, fixed bool) {
 	s := SparseParam{Top: top, SlotNum: slots, NNZPerSlot: make([]int, slots), IsFixedLength: fixed}
 	for i := range s.NNZPerSlot {
 		s.NNZPerSlot[i] = nnz
+	}
+	if len(b.o.NNZPerSlot) == len(b.o.SlotSizes) && slots == len(b.o.SlotSizes) {
+		copy(s.NNZPerSlot, b.o.NNZPerSlot)
 	}
 	b.cfg.Graph.Input.Sparse = append(b.cfg.Graph.Input.Sparse, s)
 }

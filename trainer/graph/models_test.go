@@ -54,6 +54,10 @@ func TestReferenceModels(t *testing.T) {
 		"wdl": 413*1024 + 1024 + 1024*1024 + 1024 + 1024 + 1,
 		// 26·16 + 13 = 429; cross 6·(429+429); deep as WDL; 1453 → 1
 		"dcn": 6*2*429 + 429*1024 + 1024 + 1024*1024 + 1024 + (1024 + 429) + 1,
+		// d = 128 + 26·128 = 3456; three low-rank cross layers U, V [d, 512]
+		// and a bias [d]; the top MLP from d.
+		"dcnv2": 13*512 + 512 + 512*256 + 256 + 256*128 + 128 + 3*(2*3456*512+3456) +
+			3456*1024 + 1024 + 1024*1024 + 1024 + 1024*512 + 512 + 512*256 + 256 + 256 + 1,
 	}
 	for _, m := range ReferenceModels {
 		cfg, err := Reference(m, o)
