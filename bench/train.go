@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
@@ -21,7 +22,12 @@ type TrainOptions struct {
 	Warmup, Steps int
 	// VecSize overrides the embedding width (0: the model's).
 	VecSize int
-	// LearningRate of plain SGD (default 0.01, like the PyTorch anchor).
+	// Optimizer is "" for the reference model's own (DLRM SGD, WDL/DCN/
+	// DeepFM Adam, DCNv2 AdaGrad) or "sgd" for plain SGD (the PyTorch
+	// anchors' optimizer).
+	Optimizer string
+	// LearningRate overrides the optimizer's learning rate (0: the
+	// reference model's; plain SGD: 0.01, like the PyTorch anchor).
 	LearningRate float64
 	// Resident also times the model on one batch loaded once (no input
 	// pipeline), the ceiling the pipeline is compared with.
@@ -30,11 +36,13 @@ type TrainOptions struct {
 
 // TrainResult is what a training-throughput run measured.
 type TrainResult struct {
-	Backend  string            `json:"backend"`
-	Model    string            `json:"model"`
-	Batch    int               `json:"batch"`
-	Pipeline model.Throughput  `json:"pipeline"`
-	Resident *model.Throughput `json:"resident,omitempty"`
+	Backend string `json:"backend"`
+	Model   string `json:"model"`
+	Batch   int    `json:"batch"`
+	// Optimizer is the optimizer trained with ("SGD lr 0.01").
+	Optimizer string            `json:"optimizer"`
+	Pipeline  model.Throughput  `json:"pipeline"`
+	Resident  *model.Throughput `json:"resident,omitempty"`
 	// PipelineLoss is 1 − pipeline/resident samples/s.
 	PipelineLoss float64 `json:"pipeline_loss"`
 }
@@ -57,9 +65,6 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if o.Steps <= 0 {
 		o.Steps = 50
 	}
-	if o.LearningRate == 0 {
-		o.LearningRate = 0.01
-	}
 	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize}
 	sizes := d.Spec.SlotSizeArray
 	if len(sizes) != d.Schema.NumSlots() {
@@ -68,20 +73,38 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if d.Spec.Offsets {
 		return res, fmt.Errorf("bench train: read keys without slot offsets (the one-hot embedding adds them)")
 	}
-	opt := graph.DefaultOptimizer()
-	opt.Type, opt.LearningRate, opt.WarmupSteps = "SGD", float32(o.LearningRate), 0
-	cfg, err := graph.Reference(o.Model, graph.RefOptions{DenseDim: d.Schema.DenseDim, SlotSizes: sizes,
+	var opt *graph.Optimizer
+	switch o.Optimizer {
+	case "":
+	case "sgd":
+		opt = graph.DefaultOptimizer()
+		opt.Type, opt.LearningRate, opt.WarmupSteps = "SGD", 0.01, 0
+	default:
+		return res, fmt.Errorf("bench train: optimizer %q (want sgd, or none for the model's own)", o.Optimizer)
+	}
+	nnz := make([]int, d.Schema.NumSlots())
+	for i, sl := range d.Schema.Slots {
+		nnz[i] = max(sl.MaxNNZ, sl.Hotness, 1)
+	}
+	cfg, err := graph.Reference(o.Model, graph.RefOptions{DenseDim: d.Schema.DenseDim, SlotSizes: sizes, NNZPerSlot: nnz,
 		VecSize: o.VecSize, EmbeddingType: graph.LocalizedOneHot, Optimizer: opt})
 	if err != nil {
 		return res, err
 	}
-	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: opt})
+	if o.LearningRate > 0 {
+		cfg.Optimizer.LearningRate = float32(o.LearningRate)
+	}
+	res.Optimizer = fmt.Sprintf("%s lr %g", cfg.Optimizer.Type, cfg.Optimizer.LearningRate)
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer})
 	if err != nil {
 		return res, err
 	}
 	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
-	fmt.Fprintf(log, "%s on %s: batch %d, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, o.Warmup, o.Steps, d.Path)
+	fmt.Fprintf(log, "%s on %s: batch %d, %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, o.Warmup, o.Steps, d.Path)
 	if res.Pipeline, err = m.TrainThroughput(open, o.Warmup, o.Steps); err != nil {
+		return res, err
+	}
+	if err := finiteLoss("pipeline", res.Pipeline); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(log, "pipeline: %.3f M samples/s (%.2f ms/step), loss %.4f → %.4f\n",
@@ -108,9 +131,24 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if err != nil {
 		return res, err
 	}
+	if err := finiteLoss("resident", rt); err != nil {
+		return res, err
+	}
 	res.Resident = &rt
 	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
 	fmt.Fprintf(log, "resident: %.3f M samples/s (%.2f ms/step); the pipeline costs %.1f%%\n",
 		rt.SamplesPerSec/1e6, rt.StepMillis, 100*res.PipelineLoss)
 	return res, nil
+}
+
+// finiteLoss refuses a run whose loss became NaN or Inf: its samples/s
+// measure a diverged model (a learning rate too high for the data, a
+// broken kernel), not training.
+func finiteLoss(what string, t model.Throughput) error {
+	for _, v := range []float64{t.LossFirst, t.LossLast} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("bench train: the %s run's loss is %v (first %v, last %v): the model diverged; try a smaller --lr", what, v, t.LossFirst, t.LossLast)
+		}
+	}
+	return nil
 }

@@ -22,7 +22,7 @@ func init() {
 			ArgsUsage: "PATH",
 			Description: `Builds a reference model (default DLRM: 128-wide one-hot embeddings over
 --slot-size-array, bottom MLP 512-256-128, dot interaction, top MLP 1024-1024-512-256-1,
-SGD) and trains it on PATH's shape: --warmup untimed steps, then --steps timed steps
+its own optimizer, --optimizer sgd for plain SGD) and trains it on PATH's shape: --warmup untimed steps, then --steps timed steps
 fed by the input pipeline (pinned batches, uploads on a copy stream), then with
 --resident the same steps on one batch already on the device. The difference is
 what the pipeline costs.
@@ -31,12 +31,13 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
    ctrkit gen --format raw --out-source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
    ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
 			Flags: append(schemaFlags(false),
-				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | deepfm"},
+				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm"},
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per step"},
 				&cli.IntFlag{Name: "warmup", Value: 10, Usage: "untimed steps"},
 				&cli.IntFlag{Name: "steps", Value: 50, Usage: "timed steps"},
 				&cli.IntFlag{Name: "vec-size", Usage: "embedding width (default: the model's)"},
-				&cli.Float64Flag{Name: "lr", Value: 0.01, Usage: "SGD learning rate"},
+				&cli.StringFlag{Name: "optimizer", Usage: "sgd: plain SGD lr 0.01 (the PyTorch anchors'); default: the reference model's own"},
+				&cli.Float64Flag{Name: "lr", Usage: "learning rate (default: the optimizer's)"},
 				&cli.BoolFlag{Name: "resident", Usage: "also time steps on one batch already on the device"},
 				&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "auto | gpu | gpu:N | cpu"},
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
@@ -65,7 +66,7 @@ func runBenchTrain(c *cli.Context) error {
 	}
 	res, err := bench.Train(d, be, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
-		VecSize: c.Int("vec-size"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"),
+		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"),
 	}, log)
 	if err != nil {
 		return err

@@ -29,7 +29,7 @@ func init() {
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
-		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (SPEC §9)"},
+		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm"},
 		vflag("dense-dim", withDefaultText("--model: 13")),
 		vflag("slot-size-array", withDefaultText("--model: 26 slots of 10000")),
 		vflag("num-slot", withDefaultText("--model: --slot-size-array's count, else 26")),
@@ -99,7 +99,7 @@ func loadModel(c *cli.Context) (*graph.Config, error) {
 		}
 		return graph.Reference(model, o)
 	}
-	return nil, fmt.Errorf("give a model: --config FILE or --model dlrm|wdl|dcn|deepfm")
+	return nil, fmt.Errorf("give a model: --config FILE or --model dlrm|wdl|dcn|dcnv2|deepfm")
 }
 
 func runSummary(c *cli.Context) error {

@@ -17,7 +17,7 @@ func init() {
 			Name:  "train",
 			Usage: "train a model (HugeCTR JSON config or a reference model) on Norm, Raw or Parquet data",
 			Description: "The model comes from --config FILE (HugeCTR graph JSON or JSON config; its solver,\n" +
-				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|deepfm.\n" +
+				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|dcnv2|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
 				"lr, samples/s) and one per evaluation (AUC); --metrics-out writes them as JSON lines.",
 			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...)),
