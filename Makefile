@@ -38,9 +38,10 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/gpu.test ./trainer/tensor/gpu
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/model.test ./trainer/model
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/cuda.test ./trainer/cuda
-	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test  # the device tool carries 64 MiB
+	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/collective.test ./trainer/collective
+	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test .gpu/collective.test  # the device tool carries 64 MiB
 	cp scripts/gpu_check.sh bench/readers_16core.sh bench/convert_compare.sh .gpu/
-	-cp ../shared/anchors/pytorch_dlrm.py .gpu/
+	-cp ../shared/anchors/pytorch_dlrm.py ../shared/anchors/pytorch_dcnv2.py ../shared/anchors/dcnv2_mlperf_1gpu.json .gpu/
 	-mkdir -p .gpu/hugectr-json && cp -r ../shared/data/hugectr-json/* .gpu/hugectr-json/
 
 kernels-check: ## syntax-check the CUDA kernels with the host C++ compiler (no CUDA needed)

@@ -3,7 +3,7 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests|parity|model] [quickstart] [dlrm] [planted] [readers] [convert]
+#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
@@ -33,6 +33,13 @@ tests|parity|model)
 	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
 	grep -h "worst relative\|relative error\|configs trained" "$OUT"/*_test.log | head -20 | tee -a "$summary"
 	;;
+collectives)
+	"$G/collective.test" -test.v -test.count=1 >"$OUT/collective_test.log" 2>&1
+	row "collective tests (NCCL world 1)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/collective_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/collective_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/collective_test.log")"
+	"$G/ctrkit" bench collectives --gpus "${GPUS:-0}" >"$OUT/bench_collectives.log" 2>&1
+	row "bench collectives --gpus ${GPUS:-0}" "rc=$?"
+	tail -7 "$OUT/bench_collectives.log" | tee -a "$summary"
+	;;
 quickstart)
 	( cd "$W" && /usr/bin/time -f "%e s" "$G/ctrkit" quickstart --device gpu ) >"$OUT/quickstart.log" 2>&1
 	row "quickstart --device gpu" "rc=$? $(grep -h 'eval\|train:' "$OUT/quickstart.log" | tail -2 | tr '\n' ' ')"
@@ -43,7 +50,7 @@ dlrm)
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
 	for m in ${DLRM_MODES:-tf32 fp32 bf16}; do
 		flag=""; [ $m = tf32 ] && flag=--tf32; [ $m = bf16 ] && flag=--mixed-precision
-		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident \
+		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident --optimizer sgd \
 			--warmup 10 --steps 50 >"$OUT/dlrm_$m.log" 2>&1
 		row "ctrkit DLRM $m B=65536" "rc=$? $(grep -h 'pipeline:\|resident:' "$OUT/dlrm_$m.log" | tr '\n' ' ')"
 	done
