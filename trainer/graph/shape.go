@@ -243,15 +243,11 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			outs = []int{l.NumOutput}
 		}
 		prev := x.Last()
-		for i, o := range outs {
-			li.ParamShapes = append(li.ParamShapes, []int{prev, o})
-			bias := l.UseBias == nil || *l.UseBias
-			if i < len(l.Biases) {
-				bias = l.Biases[i]
-			}
-			if bias {
-				li.ParamShapes = append(li.ParamShapes, []int{o})
-			}
+		for _, o := range outs {
+			// HugeCTR's MLPLayer owns a bias per layer, used or not
+			// (use_bias / biases only switch it off in the kernels), and
+			// the dense file holds it.
+			li.ParamShapes = append(li.ParamShapes, []int{prev, o}, []int{o})
 			prev = o
 		}
 		li.Out = []Shape{withLast(x, prev)}
@@ -396,7 +392,8 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			w += s.Dims[1]
 		}
 		if l.Type == FusedReshapeConcatGeneral {
-			li.Out = []Shape{{Rows: x.Rows, Dims: []int{x.Dims[0], w}}}
+			// HugeCTR's output is 2-D [B·S, W].
+			li.Out = []Shape{{Rows: x.Rows * x.Dims[0], Dims: []int{w}}}
 			break
 		}
 		if x.Dims[0] < 2 {
