@@ -209,3 +209,93 @@ func TestFusedFormErrors(t *testing.T) {
 		t.Errorf("MLP activation Tanh: %v", err)
 	}
 }
+
+// TestFusedFixtures: HugeCTR's own MLP DLRM (test/group_fc_test/dlrm_mlp.py)
+// and MLPerf DLRM (samples/dlrm/dgx_a100.py: FusedInnerProduct
+// Head/Body/Tail, Interaction with its gradient top), as graph_to_json
+// writes them (testdata/README.md), read, build with shrunk tables, train a
+// few steps on the CPU and reload from their files bit for bit.
+func TestFusedFixtures(t *testing.T) {
+	slots := make([]int64, 26)
+	for i := range slots {
+		slots[i] = int64(3 + i%5)
+	}
+	train := newPlanted(3, 512, 13, slots)
+	eval := newPlanted(4, 200, 13, slots)
+	for _, name := range []string{"dlrm_mlp_group_fc.json", "dlrm_dgx_a100_fused.json"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := graph.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cfg.Graph.Embeddings {
+				e := &cfg.Graph.Embeddings[i]
+				e.VecSize = 16 // shrunk; the bottom MLP's last width follows it
+				if e.SlotSizeArray != nil {
+					e.SlotSizeArray = slots
+				} else {
+					e.WorkspaceMB, e.MaxVocabGlobal = 1, 0
+				}
+			}
+			for i := range cfg.Graph.Layers {
+				l := &cfg.Graph.Layers[i]
+				if n := len(l.NumOutputs); n > 0 && l.Bottom[0] == "dense" {
+					l.NumOutputs[n-1] = 16
+				}
+				if l.Top[0] == "fc3" {
+					l.NumOutput = 16
+				}
+			}
+			o := Options{BatchSize: 32, Seed: 2, MixedPrecision: true, LossScale: 1024}
+			m, err := Build(cfg, cpuBackend(t), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := 0.0, 0.0
+			for it := 0; it < 12; it++ {
+				_, err := m.Fit(context.Background(), FitOptions{OpenTrain: func() (formats.Reader, error) { return train.reader(32), nil }, MaxIter: it + 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, err := m.Loss()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if it == 0 {
+					first = l
+				}
+				last = l
+			}
+			// The same first batch each step: its loss must fall.
+			if !(last < first) {
+				t.Fatalf("loss %v → %v over 12 steps on one batch", first, last)
+			}
+			t.Logf("%s: loss %.4f → %.4f", name, first, last)
+			want, err := m.Predict(nil, eval.reader(32), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prefix := filepath.Join(t.TempDir(), "m")
+			if err := m.Save(prefix, 12); err != nil {
+				t.Fatal(err)
+			}
+			o.Seed = 7
+			m2, err := Build(cfg, cpuBackend(t), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m2.Load(prefix, 12); err != nil {
+				t.Fatal(err)
+			}
+			got, err := m2.Predict(nil, eval.reader(32), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("prediction %d: %v after load, %v before", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
