@@ -415,7 +415,16 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			return errorf("", "", ErrValue, "%d target weights for %d targets", len(l.TargetWeight), x.Elems())
 		}
 		li.Out = []Shape{{Rows: 1, Dims: []int{1}}}
-	default: // Gather, GRU, MultiHeadAttention, SequenceMask
+	case Gather:
+		// HugeCTR v23.09 and later build Gather as SelectLayer on dim 0,
+		// which refuses it ("Dim 0 is not allowed to do select because
+		// it's batch dim"); the older GatherLayer picked rows of the batch
+		// (top [len(indices), D]), which no per-sample network can train
+		// on (docs/LAYERS.md).
+		return errorf("", "", ErrUnsupported, "shape inference for Gather: its indices pick batch rows "+
+			"(HugeCTR's top is [len(indices), D], and v23.09 and later refuse the layer: dim 0 is the batch dim); "+
+			"use Slice for columns or Reshape with selected for slots")
+	default: // GRU, MultiHeadAttention, SequenceMask
 		return errorf("", "", ErrUnsupported, "shape inference for %s", l.Type)
 	}
 	return nil

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -297,5 +298,15 @@ func TestFusedFixtures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGatherRefused: Gather is refused by name with HugeCTR's reason.
+func TestGatherRefused(t *testing.T) {
+	cfg := mlperfModel()
+	cfg.Graph.Layers[0] = graph.DenseLayer{Type: graph.Gather, Bottom: []string{"dense"}, Top: []string{"dense16"}, Indices: []int{0, 2}}
+	_, err := Build(cfg, cpuBackend(t), Options{BatchSize: 8})
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Gather: its indices pick batch rows") {
+		t.Errorf("Gather: %v", err)
 	}
 }
