@@ -161,6 +161,10 @@ func TestMLPDenseFileLayout(t *testing.T) {
 	if got := fmt.Sprint(shapes); got != want {
 		t.Fatalf("param shapes %s, want %s", got, want)
 	}
+	// FusedReshapeConcatGeneral's top is HugeCTR's 2-D [B·S, W].
+	if s := m.Info.Tensors["gen"]; s.Rows != 3 || fmt.Sprint(s.Dims) != "[5]" {
+		t.Errorf("FusedReshapeConcatGeneral top %v, want [B·3, 5]", s)
+	}
 	for i, p := range m.params {
 		if p.Value.Len() != prod1(shapes[i]) {
 			t.Errorf("param %d: %v, graph %v", i, p.Value, shapes[i])
