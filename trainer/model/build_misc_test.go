@@ -314,3 +314,32 @@ func TestGatherRefused(t *testing.T) {
 		t.Errorf("Gather: %v", err)
 	}
 }
+
+// TestFusedChainGradientFlows: through the two-top Interaction and the
+// Head/Tail plumbing the bottom MLP's weights train (its first weight
+// changes), and the top MLP's Tail bias gets a gradient.
+func TestFusedChainGradientFlows(t *testing.T) {
+	train := newPlanted(1, 256, 4, smallSlots)
+	m, err := Build(mlperfModel(), cpuBackend(t), Options{BatchSize: 64, Seed: 5, MixedPrecision: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(i int) []float32 {
+		v := make([]float32, m.params[i].Value.Len())
+		if err := m.be.Download(v, m.params[i].Value); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	w0 := get(0) // the bottom Head's W
+	if _, err := m.Fit(context.Background(), FitOptions{OpenTrain: func() (formats.Reader, error) { return train.reader(64), nil }, MaxIter: 3}); err != nil {
+		t.Fatal(err)
+	}
+	same := true
+	for i, v := range get(0) {
+		same = same && v == w0[i]
+	}
+	if same {
+		t.Error("the bottom FusedInnerProduct Head's weight did not change: no gradient through Interaction's gradient top")
+	}
+}
