@@ -243,15 +243,11 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			outs = []int{l.NumOutput}
 		}
 		prev := x.Last()
-		for i, o := range outs {
-			li.ParamShapes = append(li.ParamShapes, []int{prev, o})
-			bias := l.UseBias == nil || *l.UseBias
-			if i < len(l.Biases) {
-				bias = l.Biases[i]
-			}
-			if bias {
-				li.ParamShapes = append(li.ParamShapes, []int{o})
-			}
+		for _, o := range outs {
+			// HugeCTR's MLPLayer owns a bias per layer, used or not
+			// (use_bias / biases only switch it off in the kernels), and
+			// the dense file holds it.
+			li.ParamShapes = append(li.ParamShapes, []int{prev, o}, []int{o})
 			prev = o
 		}
 		li.Out = []Shape{withLast(x, prev)}
@@ -396,7 +392,8 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			w += s.Dims[1]
 		}
 		if l.Type == FusedReshapeConcatGeneral {
-			li.Out = []Shape{{Rows: x.Rows, Dims: []int{x.Dims[0], w}}}
+			// HugeCTR's output is 2-D [B·S, W].
+			li.Out = []Shape{{Rows: x.Rows * x.Dims[0], Dims: []int{w}}}
 			break
 		}
 		if x.Dims[0] < 2 {
@@ -418,7 +415,16 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			return errorf("", "", ErrValue, "%d target weights for %d targets", len(l.TargetWeight), x.Elems())
 		}
 		li.Out = []Shape{{Rows: 1, Dims: []int{1}}}
-	default: // Gather, GRU, MultiHeadAttention, SequenceMask
+	case Gather:
+		// HugeCTR v23.09 and later build Gather as SelectLayer on dim 0,
+		// which refuses it ("Dim 0 is not allowed to do select because
+		// it's batch dim"); the older GatherLayer picked rows of the batch
+		// (top [len(indices), D]), which no per-sample network can train
+		// on (docs/LAYERS.md).
+		return errorf("", "", ErrUnsupported, "shape inference for Gather: its indices pick batch rows "+
+			"(HugeCTR's top is [len(indices), D], and v23.09 and later refuse the layer: dim 0 is the batch dim); "+
+			"use Slice for columns or Reshape with selected for slots")
+	default: // GRU, MultiHeadAttention, SequenceMask
 		return errorf("", "", ErrUnsupported, "shape inference for %s", l.Type)
 	}
 	return nil

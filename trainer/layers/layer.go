@@ -17,6 +17,11 @@
 //	Concat, Slice, Reshape            NewConcat, NewSlice, NewReshape (selected slots)
 //	Interaction                       NewInteraction (SPEC §8 layout and pad)
 //	MultiCross                        NewMultiCross (projection_dim 0 = DCN v1)
+//	MLP                               NewMLP (a bias per layer in the file)
+//	PReLU_Dice, Cast                  NewDice, NewCast (tensor.MiscOps)
+//	FusedReshapeConcat(General)       NewFusedReshapeConcat(General)
+//	FusedInnerProduct Head/Body/Tail,
+//	Interaction's gradient top        NewInnerProduct, NewInteraction + WithAux
 //	Dropout, BatchNorm                NewDropout, NewBatchNorm
 //	Add, Sub, ElementwiseMultiply     NewElementwise
 //	WeightMultiply, FmOrder2          NewWeightMultiply, NewFmOrder2

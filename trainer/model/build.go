@@ -35,6 +35,9 @@ type Options struct {
 	// divide it out. A power of two (HugeCTR allows 128, 256, 512, 1024)
 	// cancels exactly in float32: training equals training without it.
 	LossScale float64
+	// MixedPrecision is HugeCTR's use_mixed_precision: Cast layers round
+	// to binary16 values (CastLayer<float, __half>); else they are exact.
+	MixedPrecision bool
 }
 
 // Validate reports invalid options.
@@ -81,6 +84,8 @@ type Model struct {
 	frozen bool
 	iter   uint64 // training iterations run (dropout counter)
 	optCfg *graph.Optimizer
+	half   bool              // Options.MixedPrecision
+	aux    map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
 }
 
 // Build constructs the network of cfg on be.
@@ -109,7 +114,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if len(g.Input.LabelTops) != 1 {
 		return nil, fmt.Errorf("%w: %d label tensors (multi-label input)", ErrUnsupported, len(g.Input.LabelTops))
 	}
-	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt,
+	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt, half: o.MixedPrecision,
 		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
 	m.sched = schedule(gopt)
 	dcfg, err := optConfig(gopt, o.LossScale)
@@ -279,6 +284,9 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		ins = append(ins, x)
 	}
+	if err := m.checkAux(gl); err != nil {
+		return nil, err
+	}
 	c := m.ctx
 	x := ins[0]
 	one := func() error {
@@ -290,19 +298,16 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	var l layers.Layer
 	var err error
 	switch gl.Type {
-	case graph.InnerProduct, graph.FusedInnerProduct:
-		if gl.Type == graph.FusedInnerProduct && (len(gl.Top) != 1 || len(ins) != 1) {
-			return nil, fmt.Errorf("%w: FusedInnerProduct with %d bottoms and %d tops (position %s)", ErrUnsupported, len(ins), len(gl.Top), gl.Position)
-		}
-		act := tensor.Identity
-		if gl.Type == graph.FusedInnerProduct && gl.Activation == "Relu" {
-			act = tensor.ReLU
-		}
+	case graph.InnerProduct:
 		in, ierr := initializers("weight_init", gl.WeightInit, "bias_init", gl.BiasInit)
 		if ierr != nil {
 			return nil, ierr
 		}
-		l, err = layers.NewInnerProduct(c, x, gl.NumOutput, act, in...)
+		l, err = layers.NewInnerProduct(c, x, gl.NumOutput, tensor.Identity, in...)
+	case graph.FusedInnerProduct:
+		l, err = m.buildFusedFC(gl, ins)
+	case graph.Cast, graph.PReLUDice, graph.FusedReshapeConcat, graph.FusedReshapeConcatGeneral, graph.MLP:
+		l, err = m.buildMisc(gl, li, ins, m.half)
 	case graph.ReLU:
 		l, err = layers.NewActivation(c, x, tensor.ReLU, 0)
 	case graph.Sigmoid:
@@ -335,8 +340,12 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	case graph.Slice:
 		l, err = layers.NewSlice(c, x, gl.Ranges)
 	case graph.Interaction:
-		if len(ins) != 2 || len(gl.Top) != 1 {
-			return nil, fmt.Errorf("%w: Interaction with %d bottoms, %d tops", ErrUnsupported, len(ins), len(gl.Top))
+		if len(ins) != 2 || len(gl.Top) > 2 {
+			return nil, fmt.Errorf("Interaction with %d bottoms, %d tops (want 2 bottoms, 1 top or 2: the output and its gradient)", len(ins), len(gl.Top))
+		}
+		if len(gl.Top) == 2 {
+			l, err = m.buildInteraction2(gl, ins)
+			break
 		}
 		l, err = layers.NewInteraction(c, ins[0], ins[1])
 	case graph.MultiCross:

@@ -76,7 +76,8 @@ func (j *Job) build(train bool) (*Model, error) {
 		return nil, err
 	}
 	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale})
+		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale,
+		MixedPrecision: j.Solver.UseMixedPrecision})
 	if err != nil {
 		return nil, err
 	}
