@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // ErrClosed is returned by Next and Get once Close has been called, also to
@@ -163,9 +164,9 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 }
 
 // alignedAlloc returns a read buffer: batch buffers are tens of MB and sit
-// on huge pages (formats.AlignedAlloc), which makes pinning them for
+// on huge pages (hostmem.AlignedAlloc), which makes pinning them for
 // O_DIRECT far cheaper.
-func alignedAlloc(n, align int) []byte { return formats.AlignedAlloc(n, align) }
+func alignedAlloc(n, align int) []byte { return hostmem.AlignedAlloc(n, align) }
 
 // Alignment returns the alignment in use: max(IOAlignment, the device's
 // logical block size when reading with O_DIRECT).

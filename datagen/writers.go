@@ -13,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // create opens the format writer of one data file.
@@ -52,16 +53,16 @@ func (g *generator) create(path string) (formats.Writer, error) {
 // EvalSource (one when they share it).
 func (g *generator) stage(o Output) error {
 	p := g.p
-	g.files = &stages{by: map[string]*formats.Stage{}}
-	so := formats.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open,
-		Lists: []string{filepath.Base(p.Source), filepath.Base(p.EvalSource)}}
+	g.files = &stages{by: map[string]*atomicfile.Stage{}}
+	so := atomicfile.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open,
+		Listed: formats.ListedFiles(filepath.Base(p.Source), filepath.Base(p.EvalSource))}
 	so.Owned = func(rel string) bool { return g.owned(rel) }
 	for _, src := range []string{p.Source, p.EvalSource} {
 		root := filepath.Clean(filepath.Dir(src))
 		if g.files.by[root] != nil {
 			continue
 		}
-		st, err := formats.NewStage(root, so)
+		st, err := atomicfile.NewStage(root, so)
 		if err != nil {
 			g.abort()
 			return err
@@ -111,20 +112,20 @@ func (g *generator) abort() {
 // stages creates each file in the Stage of its directory and remembers it
 // (for its size).
 type stages struct {
-	by    map[string]*formats.Stage // by root directory
+	by    map[string]*atomicfile.Stage // by root directory
 	order []string
 	mu    sync.Mutex // guards made
-	made  map[string]*formats.File
+	made  map[string]*atomicfile.File
 }
 
-func (s *stages) CreateFile(final string) (*formats.File, error) {
+func (s *stages) CreateFile(final string) (*atomicfile.File, error) {
 	for d := filepath.Dir(final); ; d = filepath.Dir(d) {
 		if st := s.by[filepath.Clean(d)]; st != nil {
 			f, err := st.CreateFile(final)
 			if err == nil {
 				s.mu.Lock()
 				if s.made == nil {
-					s.made = map[string]*formats.File{}
+					s.made = map[string]*atomicfile.File{}
 				}
 				s.made[final] = f
 				s.mu.Unlock()
@@ -223,5 +224,5 @@ func (g *generator) writeIndex(res *Result) error {
 	if err != nil {
 		return err
 	}
-	return formats.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
+	return atomicfile.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
 }

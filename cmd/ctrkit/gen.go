@@ -11,7 +11,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 func init() {
@@ -155,7 +155,7 @@ func runGen(c *cli.Context) error {
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(genOutputs(p))
 	}
-	if errors.Is(err, formats.ErrExists) {
+	if errors.Is(err, atomicfile.ErrExists) {
 		return &exitError{2, err}
 	}
 	var pe *datagen.ParamError
