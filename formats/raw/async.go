@@ -329,13 +329,13 @@ func (r *AsyncReader) decode(dec *Decoder, buf *asyncio.Buffer, b *formats.Batch
 // io.EOF before the last batch (which the engine never gives) reads as a
 // truncated file.
 func (r *AsyncReader) ioError(err error) error {
-	var fe *formats.Error
-	if errors.As(err, &fe) && fe.Format == "asyncio" {
+	var ae *asyncio.Error
+	if errors.As(err, &ae) {
 		rec := int64(-1)
-		if fe.Offset >= 0 {
-			rec = fe.Offset / r.ssize
+		if ae.Offset >= 0 {
+			rec = ae.Offset / r.ssize
 		}
-		return &formats.Error{Format: "raw", Path: fe.Path, Offset: fe.Offset, Record: rec, Op: "reading batch", Err: fe.Err}
+		return &formats.Error{Format: "raw", Path: ae.Path, Offset: ae.Offset, Record: rec, Op: "reading batch", Err: ae.Err}
 	}
 	if err == io.EOF {
 		return formats.Truncated("raw", r.path, -1, -1, "batch")
