@@ -36,11 +36,11 @@ var ErrCanceled = errors.New("ordered ring canceled")
 // concurrent use; each sequence number must be acquired by one producer and
 // taken by one consumer.
 type Ring[T any] struct {
-	slots []slot[T]
-	end   atomic.Int64 // numbers published at most, -1 before End
-	mu       sync.Mutex  // serializes Cancel
-	canceled atomic.Bool // set by Cancel after cause
-	cause    error       // written once, before canceled is set
+	slots    []slot[T]
+	end      atomic.Int64 // numbers published at most, -1 before End
+	mu       sync.Mutex   // serializes Cancel
+	canceled atomic.Bool  // set by Cancel after cause
+	cause    error        // written once, before canceled is set
 }
 
 type slot[T any] struct {
