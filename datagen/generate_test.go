@@ -184,11 +184,11 @@ func checkSamples(t *testing.T, p *Params, r formats.Reader, want int64) {
 }
 
 func TestReadBackNorm(t *testing.T) {
-	for _, check := range []CheckType{CheckSum, CheckNone} {
+	for _, check := range []norm.CheckMode{norm.CheckSum, norm.CheckNone} {
 		dir := t.TempDir()
 		p := smallParams(Norm, dir)
 		p.CheckType = check
-		p.I64InputKey = check == CheckNone
+		p.I64InputKey = check == norm.CheckNone
 		res, err := Generate(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -202,10 +202,7 @@ func TestReadBackNorm(t *testing.T) {
 			t.Errorf("file names %s, %s", res.Files[0].Path, res.Files[3].Path)
 		}
 		s := p.Schema()
-		mode := norm.CheckSum
-		if check == CheckNone {
-			mode = norm.CheckNone
-		}
+		mode := check
 		for _, list := range []string{p.Source, p.EvalSource} {
 			want := int64(p.NumFiles * p.NumSamplesPerFile)
 			if list == p.EvalSource {

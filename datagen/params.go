@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/ctrkit/ctrkit/formats/norm"
 )
 
 // Format is the output format of a generation run.
@@ -46,36 +48,6 @@ func ParseFormat(s string) (Format, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown format %q (want norm, parquet, raw or criteo)", s)
-}
-
-// CheckType is HugeCTR's Check_t for Norm files.
-type CheckType int
-
-const (
-	// CheckSum frames every Norm record with a length and a check byte
-	// (HugeCTR's default).
-	CheckSum CheckType = iota
-	// CheckNone writes Norm records without framing.
-	CheckNone
-)
-
-// String returns "sum" or "none".
-func (c CheckType) String() string {
-	if c == CheckNone {
-		return "none"
-	}
-	return "sum"
-}
-
-// ParseCheckType accepts "sum" and "none".
-func ParseCheckType(s string) (CheckType, error) {
-	switch strings.ToLower(s) {
-	case "sum":
-		return CheckSum, nil
-	case "none":
-		return CheckNone, nil
-	}
-	return 0, fmt.Errorf("unknown check type %q (want sum or none)", s)
 }
 
 // DistType is HugeCTR's Distribution_t: how keys are drawn.
@@ -223,10 +195,14 @@ type Params struct {
 	EvalSource    string  `json:"eval_source"`
 	SlotSizeArray []int64 `json:"slot_size_array"`
 	// NNZArray holds the max nnz per slot; empty means 1 for every slot.
-	NNZArray     []int        `json:"nnz_array"`
-	CheckType    CheckType    `json:"-"`
-	DistType     DistType     `json:"-"`
-	PowerLawType PowerLawType `json:"-"`
+	NNZArray []int `json:"nnz_array"`
+	// CheckType is the Norm files' record framing (HugeCTR's Check_t);
+	// DefaultParams sets norm.CheckSum, HugeCTR's default. One enum
+	// serves datagen, norm, dataset and cmd: norm.CheckMode, whose values
+	// are the Norm header's error_check.
+	CheckType    norm.CheckMode `json:"-"`
+	DistType     DistType       `json:"-"`
+	PowerLawType PowerLawType   `json:"-"`
 	// Alpha is the exponent when PowerLawType is Specific (> 0, ≠ 1).
 	Alpha float64 `json:"alpha"`
 	// NumFiles, EvalNumFiles and NumSamplesPerFile size the Norm, Parquet
@@ -279,7 +255,7 @@ func DefaultParams() Params {
 	return Params{
 		Format: Norm, LabelDim: 1, DenseDim: 13, NumSlot: 26,
 		Source: "data/file_list.txt", EvalSource: "data/file_list_test.txt",
-		SlotSizeArray: sizes, CheckType: CheckSum, DistType: DistPowerLaw,
+		SlotSizeArray: sizes, CheckType: norm.CheckSum, DistType: DistPowerLaw,
 		PowerLawType: Specific, Alpha: DefaultAlpha,
 		NumFiles: DefaultNumFiles, EvalNumFiles: DefaultEvalNumFiles,
 		NumSamplesPerFile: DefaultNumSamplesPerFile,
@@ -330,11 +306,11 @@ func (p *Params) EffectiveRawLayout() RawLayout {
 	return p.RawLayout
 }
 
-// EffectiveCheckType returns CheckType, except CheckNone for Raw (HugeCTR
-// forces it).
-func (p *Params) EffectiveCheckType() CheckType {
+// EffectiveCheckType returns CheckType, except norm.CheckNone for Raw
+// (HugeCTR forces it).
+func (p *Params) EffectiveCheckType() norm.CheckMode {
 	if p.Format == Raw {
-		return CheckNone
+		return norm.CheckNone
 	}
 	return p.CheckType
 }
@@ -403,7 +379,7 @@ func (p *Params) Validate() error {
 			return perr("nnz_array", "entry %d is %d; must be in [1, %d]", i, n, maxNNZ)
 		}
 	}
-	if p.CheckType != CheckSum && p.CheckType != CheckNone {
+	if p.CheckType != norm.CheckSum && p.CheckType != norm.CheckNone {
 		return perr("check_type", "invalid check type %d", int(p.CheckType))
 	}
 	if p.DistType != DistPowerLaw && p.DistType != DistUniform {

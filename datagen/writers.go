@@ -20,11 +20,7 @@ import (
 func (g *generator) create(path string) (formats.Writer, error) {
 	switch g.p.Format {
 	case Norm:
-		check := norm.CheckSum
-		if g.p.EffectiveCheckType() == CheckNone {
-			check = norm.CheckNone
-		}
-		w, err := norm.Create(path, &g.schema, norm.WriterOptions{Check: check, Files: g.files})
+		w, err := norm.Create(path, &g.schema, norm.WriterOptions{Check: g.p.EffectiveCheckType(), Files: g.files})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
@@ -103,7 +104,7 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 			return p, err
 		}
 	}
-	if p.CheckType, err = datagen.ParseCheckType(c.String("check-type")); err != nil {
+	if p.CheckType, err = norm.ParseCheckMode(c.String("check-type")); err != nil {
 		return p, fmt.Errorf("--check-type: %w", err)
 	}
 	if p.DistType, err = datagen.ParseDistType(c.String("dist-type")); err != nil {
