@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/raw"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
@@ -407,7 +408,7 @@ func (p *Params) Schema() formats.Schema {
 		s.LabelType, s.DenseType = formats.Int32, formats.Int32
 		if p.FloatLabelDense {
 			s.DenseType = formats.Float32
-			if p.EffectiveRawLayout() == RawOneHot {
+			if p.EffectiveRawLayout() == raw.OneHot {
 				s.LabelType = formats.Float32
 			}
 		}

@@ -35,7 +35,7 @@ func smallParams(f Format, dir string) Params {
 	if f == Raw {
 		p.Source = filepath.Join(dir, "train_data.bin")
 		p.EvalSource = filepath.Join(dir, "test_data.bin")
-		p.RawLayout = RawMultiHot
+		p.RawLayout, p.RawLayoutSet = raw.MultiHot, true
 	}
 	if f == Criteo {
 		p.NNZArray = nil
@@ -220,14 +220,14 @@ func TestReadBackNorm(t *testing.T) {
 
 func TestReadBackRaw(t *testing.T) {
 	for _, c := range []struct {
-		layout     RawLayout
+		layout     raw.Layout
 		float, i64 bool
 		labels     LabelMode
-	}{{RawMultiHot, false, false, Planted}, {RawMultiHot, true, true, UniformLabels}, {RawOneHot, true, false, UniformLabels}, {RawOneHot, false, true, Planted}} {
+	}{{raw.MultiHot, false, false, Planted}, {raw.MultiHot, true, true, UniformLabels}, {raw.OneHot, true, false, UniformLabels}, {raw.OneHot, false, true, Planted}} {
 		dir := t.TempDir()
 		p := smallParams(Raw, dir)
-		p.RawLayout, p.FloatLabelDense, p.I64InputKey, p.LabelMode = c.layout, c.float, c.i64, c.labels
-		if c.layout == RawOneHot {
+		p.RawLayout, p.RawLayoutSet, p.FloatLabelDense, p.I64InputKey, p.LabelMode = c.layout, true, c.float, c.i64, c.labels
+		if c.layout == raw.OneHot {
 			p.NNZArray = nil
 		}
 		if _, err := Generate(context.Background(), p, nil); err != nil {
@@ -235,7 +235,7 @@ func TestReadBackRaw(t *testing.T) {
 		}
 		s := p.Schema()
 		l := raw.OneHot
-		if c.layout == RawMultiHot {
+		if c.layout == raw.MultiHot {
 			l = raw.MultiHot
 		}
 		for _, f := range p.Plan() {
@@ -287,7 +287,7 @@ func TestValidate(t *testing.T) {
 		{"nnz_array", func(p *Params) { p.NNZArray[0] = 0 }},
 		{"alpha", func(p *Params) { p.Alpha = 1 }},
 		{"alpha", func(p *Params) { p.Alpha = -0.5 }},
-		{"nnz_array", func(p *Params) { p.Format = Raw; p.RawLayout = RawOneHot }},
+		{"nnz_array", func(p *Params) { p.Format = Raw; p.RawLayout, p.RawLayoutSet = raw.OneHot, true }},
 		{"nnz_array", func(p *Params) { p.Format = Criteo }},
 		{"num_files", func(p *Params) { p.NumFiles = 0 }},
 		{"num_samples", func(p *Params) { p.Format = Raw; p.NumSamples = 0 }},

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
 // Format is the output format of a generation run.
@@ -145,41 +146,17 @@ func ParseLabelMode(s string) (LabelMode, error) {
 	return 0, fmt.Errorf("unknown label mode %q (want planted or uniform)", s)
 }
 
-// RawLayout selects the Raw sample layout.
-type RawLayout int
-
-const (
-	// RawAuto picks RawMultiHot when some nnz_array entry is above 1,
-	// else RawOneHot.
-	RawAuto RawLayout = iota
-	// RawOneHot is HugeCTR's Raw layout (one 4-byte key per slot).
-	RawOneHot
-	// RawMultiHot is HugeCTR v25's multi-hot RawAsync layout.
-	RawMultiHot
-)
-
-// String returns "auto", "onehot" or "multihot".
-func (l RawLayout) String() string {
-	switch l {
-	case RawOneHot:
-		return "onehot"
-	case RawMultiHot:
-		return "multihot"
-	}
-	return "auto"
-}
-
-// ParseRawLayout accepts "auto", "onehot" and "multihot".
-func ParseRawLayout(s string) (RawLayout, error) {
+// ParseRawLayout parses a --raw-layout value: "auto" or "" (set is
+// false: the nnz_array decides), or a raw.ParseLayout name.
+func ParseRawLayout(s string) (l raw.Layout, set bool, err error) {
 	switch strings.ToLower(s) {
 	case "auto", "":
-		return RawAuto, nil
-	case "onehot", "one-hot":
-		return RawOneHot, nil
-	case "multihot", "multi-hot":
-		return RawMultiHot, nil
+		return raw.OneHot, false, nil
 	}
-	return 0, fmt.Errorf("unknown raw layout %q (want onehot or multihot)", s)
+	if l, err = raw.ParseLayout(strings.ToLower(s)); err != nil {
+		return 0, false, fmt.Errorf("unknown raw layout %q (want auto, onehot or multihot)", s)
+	}
+	return l, true, nil
 }
 
 // Params are HugeCTR's DataGeneratorParams (SPEC §5) plus ctrkit's
@@ -222,8 +199,13 @@ type Params struct {
 	LabelMode LabelMode `json:"-"`
 	// Threads bounds the goroutines generating and writing (0: GOMAXPROCS).
 	// It never changes the output.
-	Threads   int       `json:"-"`
-	RawLayout RawLayout `json:"-"`
+	Threads int `json:"-"`
+	// RawLayout is the Raw sample layout when RawLayoutSet; otherwise
+	// EffectiveRawLayout picks raw.MultiHot when some nnz_array entry is
+	// above 1, else raw.OneHot (the same enum and Set pattern as
+	// dataset.Spec).
+	RawLayout    raw.Layout `json:"-"`
+	RawLayoutSet bool       `json:"-"`
 	// MissingRate is the probability that a Criteo text field (dense or
 	// categorical) is empty.
 	MissingRate float64 `json:"missing_rate"`
@@ -295,13 +277,14 @@ func (p *Params) multiHot() bool {
 	return false
 }
 
-// EffectiveRawLayout resolves RawAuto.
-func (p *Params) EffectiveRawLayout() RawLayout {
-	if p.RawLayout == RawAuto {
+// EffectiveRawLayout returns RawLayout, or when it is not set the layout
+// the nnz_array needs.
+func (p *Params) EffectiveRawLayout() raw.Layout {
+	if !p.RawLayoutSet {
 		if p.multiHot() {
-			return RawMultiHot
+			return raw.MultiHot
 		}
-		return RawOneHot
+		return raw.OneHot
 	}
 	return p.RawLayout
 }
@@ -355,7 +338,7 @@ func (p *Params) Validate() error {
 	if p.I64InputKey {
 		keyMax = math.MaxInt64
 	}
-	if p.Format == Raw && p.EffectiveRawLayout() == RawOneHot || p.Format == Criteo {
+	if p.Format == Raw && p.EffectiveRawLayout() == raw.OneHot || p.Format == Criteo {
 		keyMax = math.MaxUint32 // 4-byte keys on disk, or 8 hex digits
 	}
 	var total uint64
@@ -396,10 +379,10 @@ func (p *Params) Validate() error {
 	if p.LabelMode != Planted && p.LabelMode != UniformLabels {
 		return perr("label_mode", "invalid label mode %d", int(p.LabelMode))
 	}
-	if p.RawLayout < RawAuto || p.RawLayout > RawMultiHot {
+	if p.RawLayoutSet && p.RawLayout != raw.OneHot && p.RawLayout != raw.MultiHot {
 		return perr("raw_layout", "invalid raw layout %d", int(p.RawLayout))
 	}
-	if p.Format == Raw && p.RawLayout == RawOneHot && p.multiHot() {
+	if p.Format == Raw && p.RawLayoutSet && p.RawLayout == raw.OneHot && p.multiHot() {
 		return perr("nnz_array", "Raw one-hot layout holds one key per slot; nnz_array has entries above 1 (use --raw-layout multihot)")
 	}
 	if p.Format == Criteo && p.multiHot() {

@@ -26,11 +26,7 @@ func (g *generator) create(path string) (formats.Writer, error) {
 		}
 		return w, nil
 	case Raw:
-		l := raw.OneHot
-		if g.p.EffectiveRawLayout() == RawMultiHot {
-			l = raw.MultiHot
-		}
-		w, err := raw.CreateWith(g.files, path, &g.schema, l)
+		w, err := raw.CreateWith(g.files, path, &g.schema, g.p.EffectiveRawLayout())
 		if err != nil {
 			return nil, err
 		}

@@ -118,7 +118,7 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	p.NumSamplesPerFile = c.Int("num-samples-per-file")
 	p.NumSamples, p.EvalNumSamples = c.Int64("num-samples"), c.Int64("eval-num-samples")
 	p.FloatLabelDense = c.Bool("float-label-dense")
-	if p.RawLayout, err = datagen.ParseRawLayout(c.String("raw-layout")); err != nil {
+	if p.RawLayout, p.RawLayoutSet, err = datagen.ParseRawLayout(c.String("raw-layout")); err != nil {
 		return p, fmt.Errorf("--raw-layout: %w", err)
 	}
 	p.Seed = c.Uint64("seed")
