@@ -238,13 +238,7 @@ func (r *AsyncReader) Read(b *formats.Batch) (int, error) {
 		return 0, err
 	}
 	if r.pipe != nil {
-		n, clamped, err := r.pipe.read(b)
-		r.clamped += clamped
-		if err != nil {
-			r.err = err
-			return 0, err
-		}
-		return n, nil
+		return r.pipe.readTo(b, &r.clamped, &r.err)
 	}
 	return r.readOne(b)
 }
@@ -260,13 +254,7 @@ func (r *AsyncReader) Next() (*formats.Batch, error) {
 		return nil, r.err
 	}
 	if r.pipe != nil {
-		b, clamped, err := r.pipe.lend()
-		r.clamped += clamped
-		if err != nil {
-			r.err = err
-			return nil, err
-		}
-		return b, nil
+		return r.pipe.lend(&r.clamped, &r.err)
 	}
 	if r.own == nil {
 		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)

@@ -105,33 +105,36 @@ func (p *decodePipe) take() (*decoded, error) {
 	return d, nil
 }
 
-// read copies the next batch into b and returns its size and clamp count.
-func (p *decodePipe) read(b *formats.Batch) (n int, clamped int64, err error) {
+// readTo is Read's parallel path (both readers): it copies the next batch
+// into b, adds its clamp count to *clamped and keeps an error in *sticky.
+func (p *decodePipe) readTo(b *formats.Batch, clamped *int64, sticky *error) (int, error) {
 	d, err := p.take()
+	if err == nil {
+		err = copyBatch(b, d.b)
+		*clamped += d.clamped
+		p.ring.Release(p.g - 1)
+	}
 	if err != nil {
 		if err == io.EOF {
 			b.SetLen(0)
 		}
-		return 0, 0, err
+		*sticky = err
+		return 0, err
 	}
-	err = copyBatch(b, d.b)
-	clamped = d.clamped
-	p.ring.Release(p.g - 1)
-	if err != nil {
-		return 0, clamped, err
-	}
-	return b.N, clamped, nil
+	return b.N, nil
 }
 
-// lend returns the next ring batch itself; it stays the caller's until the
-// next read, lend or stop.
-func (p *decodePipe) lend() (*formats.Batch, int64, error) {
+// lend is Next's parallel path: the next ring batch itself, the caller's
+// until the next readTo, lend or stop (clamped and sticky as readTo's).
+func (p *decodePipe) lend(clamped *int64, sticky *error) (*formats.Batch, error) {
 	d, err := p.take()
 	if err != nil {
-		return nil, 0, err
+		*sticky = err
+		return nil, err
 	}
 	p.lent = true
-	return d.b, d.clamped, nil
+	*clamped += d.clamped
+	return d.b, nil
 }
 
 // stop cancels the workers and wakes those waiting for a slot's turn; the

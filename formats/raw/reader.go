@@ -209,13 +209,7 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 		return 0, err
 	}
 	if r.pipe != nil {
-		n, clamped, err := r.pipe.read(b)
-		r.clamped += clamped
-		if err != nil {
-			r.err = err
-			return 0, err
-		}
-		return n, nil
+		return r.pipe.readTo(b, &r.clamped, &r.err)
 	}
 	_, k, ok := r.seq.claim()
 	if !ok {
