@@ -132,13 +132,9 @@ func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncRe
 	}
 	path, size := f.Name(), f.Size()
 	ss := int64(dec.SampleSize())
-	n := size / ss
-	if size < 0 || n*ss != size {
-		return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
-			"file size %d is not a multiple of the %d-byte %s sample", size, ss, o.Layout)
-	}
-	if n == 0 && o.Repeat {
-		return nil, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	n, err := countSamples(path, size, ss, o.Layout, o.Repeat)
+	if err != nil {
+		return nil, err
 	}
 	B := int64(o.BatchSize)
 	r := &AsyncReader{

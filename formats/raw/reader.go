@@ -127,13 +127,9 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 		return nil, err
 	}
 	ss := int64(dec.SampleSize())
-	n := size / ss
-	if size < 0 || n*ss != size {
-		return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
-			"file size %d is not a multiple of the %d-byte %s sample", size, ss, o.Layout)
-	}
-	if n == 0 && o.Repeat {
-		return nil, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	n, err := countSamples(path, size, ss, o.Layout, o.Repeat)
+	if err != nil {
+		return nil, err
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{
