@@ -29,9 +29,9 @@
 // pread (the default otherwise, and for files without a descriptor such as
 // MemFile).
 // NumThreads × NumBatchesPerThread buffers exist, which bounds the ranges
-// read ahead. The goroutine that reads a range's last block publishes the buffer in a
-// completion table indexed by that number (no allocation, no channel per
-// range). Consumers fetch buffers by number: Get(seq) may be called by many
+// read ahead. The goroutine that reads a range's last block publishes the
+// buffer in a completion table indexed by that number, an ordered.Ring (no
+// allocation, no channel per range). Consumers fetch buffers by number: Get(seq) may be called by many
 // goroutines at once, each waiting only for its own range, so completed
 // ranges can be decoded in parallel while later ones are still being read;
 // Next is Get(0), Get(1), … for a single consumer. Release gives a buffer
@@ -41,8 +41,9 @@
 // # Errors
 //
 // A pread error (EIO, …) or a file that ends before a range does is
-// returned by Next as a *formats.Error with Format "asyncio", the path and
-// the byte offset of the failing block; the error is sticky. A short read
+// returned by Next as an *Error (errors.As) naming the operation, the path,
+// the byte offset where the request failed and the bytes it still wanted,
+// and unwrapping to the cause; the error is sticky. A short read
 // that returns some bytes is legal (signals, network file systems) and the
 // rest is read again; a read that returns no byte before the range's end is
 // an io.ErrUnexpectedEOF.
@@ -53,4 +54,10 @@
 // tests) lets tests inject short reads and I/O errors. OpenFile uses
 // O_DIRECT where the file system allows it and falls back to buffered reads
 // with a Notice where it refuses (tmpfs, some overlay file systems).
+//
+// # Dependencies
+//
+// asyncio imports internal/hostmem (aligned buffers) and internal/ordered
+// (the completion table), nothing of the data model: formats/raw's
+// AsyncReader imports it.
 package asyncio

@@ -8,12 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
+	"github.com/ctrkit/ctrkit/internal/ordered"
 )
-
-// ErrClosed is returned by Next and Get once Close has been called, also to
-// callers that were waiting when it was.
-var ErrClosed = errors.New("ctrkit/asyncio: reader closed")
 
 // Range is a byte range of the file.
 type Range struct {
@@ -47,17 +44,6 @@ func (b *Buffer) fail(err error) {
 	b.mu.Unlock()
 }
 
-// slot is one entry of the completion table: sequence number seq is
-// reserved in slot seq mod len(slots) from its dispatch until Get takes it,
-// so the dispatcher never runs more than len(slots) ranges ahead of the
-// oldest range not yet taken.
-type slot struct {
-	mu   sync.Mutex
-	cond sync.Cond
-	seq  int64   // the reserved sequence number, -1 when the slot is empty
-	buf  *Buffer // non-nil once every block of seq's range is read
-}
-
 // Reader reads ranges of one file asynchronously; see the package doc.
 type Reader struct {
 	f      File
@@ -68,13 +54,15 @@ type Reader struct {
 
 	free    chan *Buffer // buffers ready for reuse
 	threads []ioThread
-	slots   []slot
+	// done is the completion table: range seq is reserved in it (Acquire)
+	// from its dispatch until Get takes it, so the dispatcher never runs
+	// more than its length ahead of the oldest range not yet taken.
+	done *ordered.Ring[*Buffer]
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	end    atomic.Int64 // ranges the Source gave once it ended or was cut short, -1 before
 	closed atomic.Bool
 
 	next     int64 // Next's sequence number; Next's goroutine only
@@ -124,12 +112,7 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 	for i := 0; i < nbuf; i++ {
 		r.free <- &Buffer{mem: alignedAlloc(bufLen, align)}
 	}
-	r.slots = make([]slot, nbuf)
-	for i := range r.slots {
-		r.slots[i].seq = -1
-		r.slots[i].cond.L = &r.slots[i].mu
-	}
-	r.end.Store(-1)
+	r.done = ordered.New[*Buffer](nbuf)
 	r.threads = make([]ioThread, p.NumThreads)
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	// The readers of each thread: IODepth goroutines blocking in pread, or
@@ -163,9 +146,9 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 }
 
 // alignedAlloc returns a read buffer: batch buffers are tens of MB and sit
-// on huge pages (formats.AlignedAlloc), which makes pinning them for
+// on huge pages (hostmem.AlignedAlloc), which makes pinning them for
 // O_DIRECT far cheaper.
-func alignedAlloc(n, align int) []byte { return formats.AlignedAlloc(n, align) }
+func alignedAlloc(n, align int) []byte { return hostmem.AlignedAlloc(n, align) }
 
 // Alignment returns the alignment in use: max(IOAlignment, the device's
 // logical block size when reading with O_DIRECT).
@@ -184,51 +167,15 @@ func (r *Reader) BytesRead() int64 { return r.bytes.Load() }
 // Requests returns the number of read requests issued so far.
 func (r *Reader) Requests() int64 { return r.requests.Load() }
 
-// wakeAll wakes every goroutine waiting on a slot, after end or closed
-// changed. Taking each slot's lock orders the change before any waiter's
-// next check.
-func (r *Reader) wakeAll() {
-	for i := range r.slots {
-		s := &r.slots[i]
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	}
-}
-
-// reserve waits until seq's slot is empty and reserves it; false on Close.
-func (r *Reader) reserve(seq int64) bool {
-	s := &r.slots[seq%int64(len(r.slots))]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.seq >= 0 {
-		if r.closed.Load() {
-			return false
-		}
-		s.cond.Wait()
-	}
-	s.seq, s.buf = seq, nil
-	return true
-}
-
 // complete publishes a buffer whose blocks are all read (or failed).
-func (r *Reader) complete(b *Buffer) {
-	s := &r.slots[b.Seq%int64(len(r.slots))]
-	s.mu.Lock()
-	s.buf = b
-	s.cond.Broadcast()
-	s.mu.Unlock()
-}
+func (r *Reader) complete(b *Buffer) { r.done.Publish(b.Seq, nil) }
 
 func (r *Reader) dispatch(src Source) {
 	defer r.wg.Done()
 	size := r.f.Size()
 	a := int64(r.align)
 	seq := int64(0)
-	defer func() {
-		r.end.Store(seq)
-		r.wakeAll()
-	}()
+	defer func() { r.done.End(seq) }()
 	for ; ; seq++ {
 		rg, ok := src()
 		if !ok {
@@ -240,12 +187,14 @@ func (r *Reader) dispatch(src Source) {
 		case <-r.ctx.Done():
 			return
 		}
-		if !r.reserve(seq) {
+		slot, ok := r.done.Acquire(seq)
+		if !ok {
 			return
 		}
+		*slot = buf
 		buf.Range, buf.Seq, buf.err = rg, seq, nil
 		if rg.Off < 0 || rg.Len < 0 || rg.Len > r.maxLen || rg.Off+rg.Len > size {
-			buf.err = r.errorf(rg.Off, io.ErrUnexpectedEOF,
+			buf.err = r.errorf(rg.Off, rg.Len, io.ErrUnexpectedEOF,
 				"range [%d, %d) outside the file (%d bytes) or longer than %d", rg.Off, rg.Off+rg.Len, size, r.maxLen)
 			buf.Data = nil
 			r.complete(buf)
@@ -323,7 +272,7 @@ func (r *Reader) read(j job) error {
 		r.requests.Add(1)
 		n, err := r.f.ReadAt(p[done:], j.off+int64(done))
 		if n < 0 || n > len(p)-done {
-			return r.errorf(j.off+int64(done), errors.New("read returned an invalid count"), "%d", n)
+			return r.errorf(j.off+int64(done), int64(j.want-done), errors.New("read returned an invalid count"), "%d", n)
 		}
 		done += n
 		r.bytes.Add(int64(n))
@@ -332,25 +281,27 @@ func (r *Reader) read(j job) error {
 		}
 		switch {
 		case err == io.EOF || (err == nil && n == 0):
-			return r.errorf(j.off+int64(done), io.ErrUnexpectedEOF, "file ended %d bytes early", j.want-done)
+			return r.errorf(j.off+int64(done), int64(j.want-done), io.ErrUnexpectedEOF, "file ended %d bytes early", j.want-done)
 		case err != nil:
-			return r.errorf(j.off+int64(done), err, "")
+			return r.errorf(j.off+int64(done), int64(j.want-done), err, "")
 		}
 	}
 	return nil
 }
 
-func (r *Reader) errorf(off int64, err error, format string, args ...any) error {
+// errorf returns the *Error of a read of n bytes at off that failed with
+// err (and a detail message when format is not empty).
+func (r *Reader) errorf(off, n int64, err error, format string, args ...any) error {
 	if format != "" {
 		err = fmt.Errorf("%w: "+format, append([]any{err}, args...)...)
 	}
-	return &formats.Error{Format: "asyncio", Path: r.f.Name(), Offset: off, Record: -1, Op: "read", Err: err}
+	return &Error{Op: "read", Path: r.f.Name(), Offset: off, Len: n, Err: err}
 }
 
 // Get waits for the range with sequence number seq to be read and returns
 // its buffer, or io.EOF when the Source ended before seq (or stopped after
 // a range outside the file), or ErrClosed. A range whose read failed gives
-// its error (a *formats.Error naming the file and the byte offset), and its
+// its error (an *Error naming the file and the byte offset), and its
 // buffer is released. Get and Release may be called from many goroutines at
 // once, Close included, which lets several consumers take and process
 // ranges in parallel; each sequence number must be asked for once, by one
@@ -364,25 +315,15 @@ func (r *Reader) Get(seq int64) (*Buffer, error) {
 	if r.closed.Load() {
 		return nil, ErrClosed
 	}
-	s := &r.slots[seq%int64(len(r.slots))]
-	s.mu.Lock()
-	for s.seq != seq || s.buf == nil {
-		if r.closed.Load() {
-			s.mu.Unlock()
-			return nil, ErrClosed
-		}
-		if e := r.end.Load(); e >= 0 && seq >= e {
-			s.mu.Unlock()
-			return nil, io.EOF
-		}
-		s.cond.Wait()
+	slot, err := r.done.Take(seq) // io.EOF past the end, ErrClosed on Close
+	if err != nil {
+		return nil, err
 	}
-	buf := s.buf
-	s.seq, s.buf = -1, nil
-	s.cond.Broadcast() // the dispatcher may wait for this slot
-	s.mu.Unlock()
+	buf := *slot
+	*slot = nil
+	r.done.Release(seq) // the dispatcher may wait for this slot
 	buf.mu.Lock()
-	err := buf.err
+	err = buf.err
 	buf.mu.Unlock()
 	if err != nil {
 		r.Release(buf)
@@ -432,7 +373,7 @@ func (r *Reader) Close() error {
 		return nil
 	}
 	r.cancel()
-	r.wakeAll()
+	r.done.Cancel(ErrClosed)
 	r.wg.Wait()
 	return r.f.Close()
 }

@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ctrkit/ctrkit/formats"
 )
 
 func randomBytes(n int, seed uint64) []byte {
@@ -137,8 +135,9 @@ func TestErrorsNameFileAndOffset(t *testing.T) {
 				b, got = r.Next()
 				r.Release(b)
 			}
-			var fe *formats.Error
-			if !errors.As(got, &fe) || !errors.Is(got, tc.sent) || fe.Path != "mem.raw" || fe.Offset != tc.offset {
+			var fe *Error
+			if !errors.As(got, &fe) || !errors.Is(got, tc.sent) || fe.Path != "mem.raw" || fe.Offset != tc.offset ||
+				fe.Op != "read" || fe.Len <= 0 || fe.Offset+fe.Len > 100000+4096 {
 				t.Fatalf("got %v (%#v); want %v at offset %d", got, fe, tc.sent, tc.offset)
 			}
 			if _, again := r.Next(); again != got {

@@ -223,7 +223,7 @@ func (r *Reader) uringWorker(t *ioThread, u *uring, fd int) {
 			// kernel let go of it is unknowable, so stop reading).
 			for k := range reqs {
 				if reqs[k].j.buf != nil {
-					finish(k, r.errorf(reqs[k].j.off, err, ""))
+					finish(k, r.errorf(reqs[k].j.off+int64(reqs[k].done), int64(reqs[k].j.want-reqs[k].done), err, ""))
 				}
 			}
 			return
@@ -233,10 +233,10 @@ func (r *Reader) uringWorker(t *ioThread, u *uring, fd int) {
 			q := &reqs[k]
 			switch {
 			case res < 0:
-				finish(k, r.errorf(q.j.off+int64(q.done), syscall.Errno(-res), ""))
+				finish(k, r.errorf(q.j.off+int64(q.done), int64(q.j.want-q.done), syscall.Errno(-res), ""))
 				return
 			case res == 0 && q.done < q.j.want:
-				finish(k, r.errorf(q.j.off+int64(q.done), io.ErrUnexpectedEOF, "file ended %d bytes early", q.j.want-q.done))
+				finish(k, r.errorf(q.j.off+int64(q.done), int64(q.j.want-q.done), io.ErrUnexpectedEOF, "file ended %d bytes early", q.j.want-q.done))
 				return
 			}
 			q.done += int(res)

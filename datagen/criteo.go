@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // CriteoWriter writes Criteo-style text: one line per sample,
@@ -21,7 +22,7 @@ import (
 // numbers. It implements formats.Writer for schemas with one key per slot,
 // writing under a temporary name renamed by Close.
 type CriteoWriter struct {
-	f   *formats.File
+	f   *atomicfile.File
 	w   *bufio.Writer
 	buf []byte
 	err error // sticky
@@ -30,8 +31,8 @@ type CriteoWriter struct {
 // CreateCriteo starts a Criteo text file at path.
 func CreateCriteo(path string) (*CriteoWriter, error) { return createCriteo(nil, path) }
 
-func createCriteo(files formats.Creator, path string) (*CriteoWriter, error) {
-	f, err := formats.CreatorOr(files).CreateFile(path)
+func createCriteo(files atomicfile.Creator, path string) (*CriteoWriter, error) {
+	f, err := atomicfile.CreatorOr(files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}

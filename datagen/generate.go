@@ -10,6 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // ChunkSamples is the number of samples generated from one derived random
@@ -82,19 +84,19 @@ func Generate(ctx context.Context, p Params, progress func(samples int64)) (*Res
 
 // Output says how a generation run commits its files.
 type Output struct {
-	// Force replaces an existing dataset (else it is a formats.ErrExists
+	// Force replaces an existing dataset (else it is a atomicfile.ErrExists
 	// error, before anything is generated).
 	Force bool
 	// NoSync skips the fsync before the final renames (scratch data).
 	NoSync bool
 	// Open, when set, opens the output files (tests inject faults).
-	Open formats.OpenFunc
+	Open atomicfile.OpenFunc
 }
 
 // GenerateTo is Generate with the output options o. The files of the train
 // set (its list, data files, metadata and gen_params.json, all under the
 // directory of Source) and those of the eval set are each committed as a
-// unit (formats.Stage): written in a temporary directory swapped in when
+// unit (atomicfile.Stage): written in a temporary directory swapped in when
 // the run completes. When ctx is cancelled or anything fails, nothing of
 // the new output remains and a dataset that was there stays whole.
 func GenerateTo(ctx context.Context, p Params, o Output, progress func(samples int64)) (*Result, error) {
@@ -406,7 +408,7 @@ func (p *Params) Schema() formats.Schema {
 		s.LabelType, s.DenseType = formats.Int32, formats.Int32
 		if p.FloatLabelDense {
 			s.DenseType = formats.Float32
-			if p.EffectiveRawLayout() == RawOneHot {
+			if p.EffectiveRawLayout() == raw.OneHot {
 				s.LabelType = formats.Float32
 			}
 		}

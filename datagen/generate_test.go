@@ -35,7 +35,7 @@ func smallParams(f Format, dir string) Params {
 	if f == Raw {
 		p.Source = filepath.Join(dir, "train_data.bin")
 		p.EvalSource = filepath.Join(dir, "test_data.bin")
-		p.RawLayout = RawMultiHot
+		p.RawLayout, p.RawLayoutSet = raw.MultiHot, true
 	}
 	if f == Criteo {
 		p.NNZArray = nil
@@ -184,11 +184,11 @@ func checkSamples(t *testing.T, p *Params, r formats.Reader, want int64) {
 }
 
 func TestReadBackNorm(t *testing.T) {
-	for _, check := range []CheckType{CheckSum, CheckNone} {
+	for _, check := range []norm.CheckMode{norm.CheckSum, norm.CheckNone} {
 		dir := t.TempDir()
 		p := smallParams(Norm, dir)
 		p.CheckType = check
-		p.I64InputKey = check == CheckNone
+		p.I64InputKey = check == norm.CheckNone
 		res, err := Generate(context.Background(), p, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -202,10 +202,7 @@ func TestReadBackNorm(t *testing.T) {
 			t.Errorf("file names %s, %s", res.Files[0].Path, res.Files[3].Path)
 		}
 		s := p.Schema()
-		mode := norm.CheckSum
-		if check == CheckNone {
-			mode = norm.CheckNone
-		}
+		mode := check
 		for _, list := range []string{p.Source, p.EvalSource} {
 			want := int64(p.NumFiles * p.NumSamplesPerFile)
 			if list == p.EvalSource {
@@ -223,14 +220,14 @@ func TestReadBackNorm(t *testing.T) {
 
 func TestReadBackRaw(t *testing.T) {
 	for _, c := range []struct {
-		layout     RawLayout
+		layout     raw.Layout
 		float, i64 bool
 		labels     LabelMode
-	}{{RawMultiHot, false, false, Planted}, {RawMultiHot, true, true, UniformLabels}, {RawOneHot, true, false, UniformLabels}, {RawOneHot, false, true, Planted}} {
+	}{{raw.MultiHot, false, false, Planted}, {raw.MultiHot, true, true, UniformLabels}, {raw.OneHot, true, false, UniformLabels}, {raw.OneHot, false, true, Planted}} {
 		dir := t.TempDir()
 		p := smallParams(Raw, dir)
-		p.RawLayout, p.FloatLabelDense, p.I64InputKey, p.LabelMode = c.layout, c.float, c.i64, c.labels
-		if c.layout == RawOneHot {
+		p.RawLayout, p.RawLayoutSet, p.FloatLabelDense, p.I64InputKey, p.LabelMode = c.layout, true, c.float, c.i64, c.labels
+		if c.layout == raw.OneHot {
 			p.NNZArray = nil
 		}
 		if _, err := Generate(context.Background(), p, nil); err != nil {
@@ -238,7 +235,7 @@ func TestReadBackRaw(t *testing.T) {
 		}
 		s := p.Schema()
 		l := raw.OneHot
-		if c.layout == RawMultiHot {
+		if c.layout == raw.MultiHot {
 			l = raw.MultiHot
 		}
 		for _, f := range p.Plan() {
@@ -290,7 +287,7 @@ func TestValidate(t *testing.T) {
 		{"nnz_array", func(p *Params) { p.NNZArray[0] = 0 }},
 		{"alpha", func(p *Params) { p.Alpha = 1 }},
 		{"alpha", func(p *Params) { p.Alpha = -0.5 }},
-		{"nnz_array", func(p *Params) { p.Format = Raw; p.RawLayout = RawOneHot }},
+		{"nnz_array", func(p *Params) { p.Format = Raw; p.RawLayout, p.RawLayoutSet = raw.OneHot, true }},
 		{"nnz_array", func(p *Params) { p.Format = Criteo }},
 		{"num_files", func(p *Params) { p.NumFiles = 0 }},
 		{"num_samples", func(p *Params) { p.Format = Raw; p.NumSamples = 0 }},

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // noSpace fails the first write to a file whose base name is name.
@@ -20,8 +20,8 @@ func (f noSpace) Write(p []byte) (int, error) {
 	return 0, &os.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 }
 
-func failOn(name string) formats.OpenFunc {
-	return func(p string) (formats.OutFile, error) {
+func failOn(name string) atomicfile.OpenFunc {
+	return func(p string) (atomicfile.OutFile, error) {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err == nil && (filepath.Base(p) == name || strings.HasPrefix(filepath.Base(p), "."+name+".tmp-")) {
 			return noSpace{f}, nil
@@ -57,7 +57,7 @@ func TestGenerateFailureKeepsOld(t *testing.T) {
 		}
 		before := tree(t, dir)
 		p.Seed++
-		if _, err := GenerateTo(context.Background(), p, Output{}, nil); !errors.Is(err, formats.ErrExists) {
+		if _, err := GenerateTo(context.Background(), p, Output{}, nil); !errors.Is(err, atomicfile.ErrExists) {
 			t.Errorf("%s: second run without Force: %v, want ErrExists", f, err)
 		}
 		victims := []string{"gen_1.data", "file_list.txt", "file_list_test.txt", ParamsFile}

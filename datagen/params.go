@@ -7,6 +7,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
 // Format is the output format of a generation run.
@@ -46,36 +49,6 @@ func ParseFormat(s string) (Format, error) {
 		}
 	}
 	return 0, fmt.Errorf("unknown format %q (want norm, parquet, raw or criteo)", s)
-}
-
-// CheckType is HugeCTR's Check_t for Norm files.
-type CheckType int
-
-const (
-	// CheckSum frames every Norm record with a length and a check byte
-	// (HugeCTR's default).
-	CheckSum CheckType = iota
-	// CheckNone writes Norm records without framing.
-	CheckNone
-)
-
-// String returns "sum" or "none".
-func (c CheckType) String() string {
-	if c == CheckNone {
-		return "none"
-	}
-	return "sum"
-}
-
-// ParseCheckType accepts "sum" and "none".
-func ParseCheckType(s string) (CheckType, error) {
-	switch strings.ToLower(s) {
-	case "sum":
-		return CheckSum, nil
-	case "none":
-		return CheckNone, nil
-	}
-	return 0, fmt.Errorf("unknown check type %q (want sum or none)", s)
 }
 
 // DistType is HugeCTR's Distribution_t: how keys are drawn.
@@ -173,41 +146,17 @@ func ParseLabelMode(s string) (LabelMode, error) {
 	return 0, fmt.Errorf("unknown label mode %q (want planted or uniform)", s)
 }
 
-// RawLayout selects the Raw sample layout.
-type RawLayout int
-
-const (
-	// RawAuto picks RawMultiHot when some nnz_array entry is above 1,
-	// else RawOneHot.
-	RawAuto RawLayout = iota
-	// RawOneHot is HugeCTR's Raw layout (one 4-byte key per slot).
-	RawOneHot
-	// RawMultiHot is HugeCTR v25's multi-hot RawAsync layout.
-	RawMultiHot
-)
-
-// String returns "auto", "onehot" or "multihot".
-func (l RawLayout) String() string {
-	switch l {
-	case RawOneHot:
-		return "onehot"
-	case RawMultiHot:
-		return "multihot"
-	}
-	return "auto"
-}
-
-// ParseRawLayout accepts "auto", "onehot" and "multihot".
-func ParseRawLayout(s string) (RawLayout, error) {
+// ParseRawLayout parses a --raw-layout value: "auto" or "" (set is
+// false: the nnz_array decides), or a raw.ParseLayout name.
+func ParseRawLayout(s string) (l raw.Layout, set bool, err error) {
 	switch strings.ToLower(s) {
 	case "auto", "":
-		return RawAuto, nil
-	case "onehot", "one-hot":
-		return RawOneHot, nil
-	case "multihot", "multi-hot":
-		return RawMultiHot, nil
+		return raw.OneHot, false, nil
 	}
-	return 0, fmt.Errorf("unknown raw layout %q (want onehot or multihot)", s)
+	if l, err = raw.ParseLayout(strings.ToLower(s)); err != nil {
+		return 0, false, fmt.Errorf("unknown raw layout %q (want auto, onehot or multihot)", s)
+	}
+	return l, true, nil
 }
 
 // Params are HugeCTR's DataGeneratorParams (SPEC §5) plus ctrkit's
@@ -223,10 +172,14 @@ type Params struct {
 	EvalSource    string  `json:"eval_source"`
 	SlotSizeArray []int64 `json:"slot_size_array"`
 	// NNZArray holds the max nnz per slot; empty means 1 for every slot.
-	NNZArray     []int        `json:"nnz_array"`
-	CheckType    CheckType    `json:"-"`
-	DistType     DistType     `json:"-"`
-	PowerLawType PowerLawType `json:"-"`
+	NNZArray []int `json:"nnz_array"`
+	// CheckType is the Norm files' record framing (HugeCTR's Check_t);
+	// DefaultParams sets norm.CheckSum, HugeCTR's default. One enum
+	// serves datagen, norm, dataset and cmd: norm.CheckMode, whose values
+	// are the Norm header's error_check.
+	CheckType    norm.CheckMode `json:"-"`
+	DistType     DistType       `json:"-"`
+	PowerLawType PowerLawType   `json:"-"`
 	// Alpha is the exponent when PowerLawType is Specific (> 0, ≠ 1).
 	Alpha float64 `json:"alpha"`
 	// NumFiles, EvalNumFiles and NumSamplesPerFile size the Norm, Parquet
@@ -246,8 +199,13 @@ type Params struct {
 	LabelMode LabelMode `json:"-"`
 	// Threads bounds the goroutines generating and writing (0: GOMAXPROCS).
 	// It never changes the output.
-	Threads   int       `json:"-"`
-	RawLayout RawLayout `json:"-"`
+	Threads int `json:"-"`
+	// RawLayout is the Raw sample layout when RawLayoutSet; otherwise
+	// EffectiveRawLayout picks raw.MultiHot when some nnz_array entry is
+	// above 1, else raw.OneHot (the same enum and Set pattern as
+	// dataset.Spec).
+	RawLayout    raw.Layout `json:"-"`
+	RawLayoutSet bool       `json:"-"`
 	// MissingRate is the probability that a Criteo text field (dense or
 	// categorical) is empty.
 	MissingRate float64 `json:"missing_rate"`
@@ -279,7 +237,7 @@ func DefaultParams() Params {
 	return Params{
 		Format: Norm, LabelDim: 1, DenseDim: 13, NumSlot: 26,
 		Source: "data/file_list.txt", EvalSource: "data/file_list_test.txt",
-		SlotSizeArray: sizes, CheckType: CheckSum, DistType: DistPowerLaw,
+		SlotSizeArray: sizes, CheckType: norm.CheckSum, DistType: DistPowerLaw,
 		PowerLawType: Specific, Alpha: DefaultAlpha,
 		NumFiles: DefaultNumFiles, EvalNumFiles: DefaultEvalNumFiles,
 		NumSamplesPerFile: DefaultNumSamplesPerFile,
@@ -319,22 +277,23 @@ func (p *Params) multiHot() bool {
 	return false
 }
 
-// EffectiveRawLayout resolves RawAuto.
-func (p *Params) EffectiveRawLayout() RawLayout {
-	if p.RawLayout == RawAuto {
+// EffectiveRawLayout returns RawLayout, or when it is not set the layout
+// the nnz_array needs.
+func (p *Params) EffectiveRawLayout() raw.Layout {
+	if !p.RawLayoutSet {
 		if p.multiHot() {
-			return RawMultiHot
+			return raw.MultiHot
 		}
-		return RawOneHot
+		return raw.OneHot
 	}
 	return p.RawLayout
 }
 
-// EffectiveCheckType returns CheckType, except CheckNone for Raw (HugeCTR
-// forces it).
-func (p *Params) EffectiveCheckType() CheckType {
+// EffectiveCheckType returns CheckType, except norm.CheckNone for Raw
+// (HugeCTR forces it).
+func (p *Params) EffectiveCheckType() norm.CheckMode {
 	if p.Format == Raw {
-		return CheckNone
+		return norm.CheckNone
 	}
 	return p.CheckType
 }
@@ -379,7 +338,7 @@ func (p *Params) Validate() error {
 	if p.I64InputKey {
 		keyMax = math.MaxInt64
 	}
-	if p.Format == Raw && p.EffectiveRawLayout() == RawOneHot || p.Format == Criteo {
+	if p.Format == Raw && p.EffectiveRawLayout() == raw.OneHot || p.Format == Criteo {
 		keyMax = math.MaxUint32 // 4-byte keys on disk, or 8 hex digits
 	}
 	var total uint64
@@ -403,7 +362,7 @@ func (p *Params) Validate() error {
 			return perr("nnz_array", "entry %d is %d; must be in [1, %d]", i, n, maxNNZ)
 		}
 	}
-	if p.CheckType != CheckSum && p.CheckType != CheckNone {
+	if p.CheckType != norm.CheckSum && p.CheckType != norm.CheckNone {
 		return perr("check_type", "invalid check type %d", int(p.CheckType))
 	}
 	if p.DistType != DistPowerLaw && p.DistType != DistUniform {
@@ -420,10 +379,10 @@ func (p *Params) Validate() error {
 	if p.LabelMode != Planted && p.LabelMode != UniformLabels {
 		return perr("label_mode", "invalid label mode %d", int(p.LabelMode))
 	}
-	if p.RawLayout < RawAuto || p.RawLayout > RawMultiHot {
+	if p.RawLayoutSet && p.RawLayout != raw.OneHot && p.RawLayout != raw.MultiHot {
 		return perr("raw_layout", "invalid raw layout %d", int(p.RawLayout))
 	}
-	if p.Format == Raw && p.RawLayout == RawOneHot && p.multiHot() {
+	if p.Format == Raw && p.RawLayoutSet && p.RawLayout == raw.OneHot && p.multiHot() {
 		return perr("nnz_array", "Raw one-hot layout holds one key per slot; nnz_array has entries above 1 (use --raw-layout multihot)")
 	}
 	if p.Format == Criteo && p.multiHot() {

@@ -13,27 +13,20 @@ import (
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // create opens the format writer of one data file.
 func (g *generator) create(path string) (formats.Writer, error) {
 	switch g.p.Format {
 	case Norm:
-		check := norm.CheckSum
-		if g.p.EffectiveCheckType() == CheckNone {
-			check = norm.CheckNone
-		}
-		w, err := norm.Create(path, &g.schema, norm.WriterOptions{Check: check, Files: g.files})
+		w, err := norm.Create(path, &g.schema, norm.WriterOptions{Check: g.p.EffectiveCheckType(), Files: g.files})
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
 		return w, nil
 	case Raw:
-		l := raw.OneHot
-		if g.p.EffectiveRawLayout() == RawMultiHot {
-			l = raw.MultiHot
-		}
-		w, err := raw.CreateWith(g.files, path, &g.schema, l)
+		w, err := raw.CreateWith(g.files, path, &g.schema, g.p.EffectiveRawLayout())
 		if err != nil {
 			return nil, err
 		}
@@ -52,16 +45,16 @@ func (g *generator) create(path string) (formats.Writer, error) {
 // EvalSource (one when they share it).
 func (g *generator) stage(o Output) error {
 	p := g.p
-	g.files = &stages{by: map[string]*formats.Stage{}}
-	so := formats.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open,
-		Lists: []string{filepath.Base(p.Source), filepath.Base(p.EvalSource)}}
+	g.files = &stages{by: map[string]*atomicfile.Stage{}}
+	so := atomicfile.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open,
+		Listed: formats.ListedFiles(filepath.Base(p.Source), filepath.Base(p.EvalSource))}
 	so.Owned = func(rel string) bool { return g.owned(rel) }
 	for _, src := range []string{p.Source, p.EvalSource} {
 		root := filepath.Clean(filepath.Dir(src))
 		if g.files.by[root] != nil {
 			continue
 		}
-		st, err := formats.NewStage(root, so)
+		st, err := atomicfile.NewStage(root, so)
 		if err != nil {
 			g.abort()
 			return err
@@ -111,20 +104,20 @@ func (g *generator) abort() {
 // stages creates each file in the Stage of its directory and remembers it
 // (for its size).
 type stages struct {
-	by    map[string]*formats.Stage // by root directory
+	by    map[string]*atomicfile.Stage // by root directory
 	order []string
 	mu    sync.Mutex // guards made
-	made  map[string]*formats.File
+	made  map[string]*atomicfile.File
 }
 
-func (s *stages) CreateFile(final string) (*formats.File, error) {
+func (s *stages) CreateFile(final string) (*atomicfile.File, error) {
 	for d := filepath.Dir(final); ; d = filepath.Dir(d) {
 		if st := s.by[filepath.Clean(d)]; st != nil {
 			f, err := st.CreateFile(final)
 			if err == nil {
 				s.mu.Lock()
 				if s.made == nil {
-					s.made = map[string]*formats.File{}
+					s.made = map[string]*atomicfile.File{}
 				}
 				s.made[final] = f
 				s.mu.Unlock()
@@ -223,5 +216,5 @@ func (g *generator) writeIndex(res *Result) error {
 	if err != nil {
 		return err
 	}
-	return formats.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
+	return atomicfile.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
 }

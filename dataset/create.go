@@ -10,6 +10,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // Output says how to write a dataset.
@@ -32,9 +33,9 @@ type Output struct {
 	CatType      string
 	// SamplesPerFile rolls Norm and Parquet output over to a new file.
 	SamplesPerFile int64
-	// Force replaces an existing output (else it is a formats.ErrExists
+	// Force replaces an existing output (else it is a atomicfile.ErrExists
 	// error); NoSync skips the fsync before the final rename (scratch
-	// data). See formats.Stage.
+	// data). See atomicfile.Stage.
 	Force, NoSync bool
 	// Sidecars are files written with the output and committed with it,
 	// by name (see SidecarPath).
@@ -43,7 +44,7 @@ type Output struct {
 	// a directory holding one of them is refused.
 	Inputs []string
 	// Open, when set, opens the output files (tests inject faults).
-	Open formats.OpenFunc
+	Open atomicfile.OpenFunc
 }
 
 // Sidecar is a file that describes an output (slot_size_array.json).
@@ -137,7 +138,7 @@ func OutputSchema(in formats.Schema, o Output) (formats.Schema, error) {
 //	         _file_list.txt and _metadata.json
 //	Raw      dst is the one output file
 //
-// The output is committed as a unit by the writer's Close (formats.Stage):
+// The output is committed as a unit by the writer's Close (atomicfile.Stage):
 // nothing of it is visible before, a previous dataset at dst (replaced only
 // with o.Force) stays whole until then, and Abort or a failed Close leaves
 // it as it was. Norm and Parquet outputs are written in a temporary
@@ -146,10 +147,10 @@ func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 	if o.Format != Norm && o.Format != Parquet && o.Format != Raw {
 		return nil, fmt.Errorf("cannot write format %s", o.Format)
 	}
-	so := formats.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open}
-	var st *formats.Stage
+	so := atomicfile.StageOptions{Force: o.Force, NoSync: o.NoSync, Open: o.Open}
+	var st *atomicfile.Stage
 	if o.Format == Raw {
-		st = formats.NewFileStage(so)
+		st = atomicfile.NewFileStage(so)
 	} else {
 		root := OutputDir(dst, o.Format)
 		list := "file_list.txt"
@@ -158,10 +159,10 @@ func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 		} else if strings.HasSuffix(dst, ".txt") {
 			list = filepath.Base(dst)
 		}
-		so.Lists = []string{list, "file_list.txt", parquet.FileListName}
+		so.Listed = formats.ListedFiles(list, "file_list.txt", parquet.FileListName)
 		so.Owned = func(rel string) bool { return ownedName(rel, list) }
 		var err error
-		if st, err = formats.NewStage(root, so); err != nil {
+		if st, err = atomicfile.NewStage(root, so); err != nil {
 			return nil, err
 		}
 		if st.Replaces() {
@@ -188,7 +189,7 @@ func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 }
 
 // createIn opens the format writer of the output, its files made by st.
-func createIn(st *formats.Stage, dst string, s *formats.Schema, o Output) (formats.Writer, error) {
+func createIn(st *atomicfile.Stage, dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 	switch o.Format {
 	case Norm:
 		list := dst
@@ -248,7 +249,7 @@ func inside(dir string, files []string) string {
 // stagedWriter commits its Stage when the format writer closes.
 type stagedWriter struct {
 	formats.Writer
-	st *formats.Stage
+	st *atomicfile.Stage
 }
 
 func (w *stagedWriter) Close() error {

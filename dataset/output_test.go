@@ -12,6 +12,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // fullFile fails with ENOSPC once limit bytes were written through it.
@@ -40,8 +41,8 @@ func (f *fullFile) WriteAt(p []byte, off int64) (int, error) {
 
 // diskFull returns an Open that gives the file whose base name is name
 // room for limit bytes.
-func diskFull(name string, limit int64) formats.OpenFunc {
-	return func(p string) (formats.OutFile, error) {
+func diskFull(name string, limit int64) atomicfile.OpenFunc {
+	return func(p string) (atomicfile.OutFile, error) {
 		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil || filepath.Base(p) != name && !strings.HasPrefix(filepath.Base(p), "."+name+".tmp-") {
 			return f, err

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // Allocator provides a Batch's buffers. The trainer supplies one backed by
@@ -24,31 +26,7 @@ func (HeapAllocator) Alloc(n int) ([]byte, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("ctrkit/formats: negative allocation %d", n)
 	}
-	return AlignedAlloc(n, 64), nil
-}
-
-// HugePage is the size of a transparent huge page (x86-64, and arm64 with
-// 4 KiB pages).
-const HugePage = 2 << 20
-
-// AlignedAlloc returns n bytes of Go heap memory aligned to align (a power
-// of two ≤ HugePage). A buffer of HugePage bytes or more starts on a huge
-// page boundary and is advised to be backed by huge pages (Linux
-// madvise(MADV_HUGEPAGE); a no-op elsewhere or where the kernel has none):
-// first touching large buffers, and pinning them for O_DIRECT, is then an
-// order of magnitude cheaper. The page of slack it is allocated with is
-// never touched.
-func AlignedAlloc(n, align int) []byte {
-	if n < HugePage {
-		buf := make([]byte, n+align)
-		off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(align-1))
-		return buf[off : off+n : off+n]
-	}
-	m := (n + HugePage - 1) &^ (HugePage - 1)
-	buf := make([]byte, m+HugePage)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & (HugePage - 1))
-	adviseHuge(buf[off : off+m])
-	return buf[off : off+n : off+n]
+	return hostmem.AlignedAlloc(n, 64), nil
 }
 
 // Free implements Allocator; the garbage collector reclaims the buffer.
@@ -126,8 +104,8 @@ func BatchBytes(s *Schema, capacity int) int64 {
 	c := int64(capacity)
 	var total int64
 	for _, n := range []int64{
-		MulSize(4, c, int64(s.LabelDim)), MulSize(4, c, int64(s.DenseDim)),
-		MulSize(4, MulSize(c, int64(len(s.Slots)))+1), MulSize(int64(s.KeyType.Size()), c, int64(keys)),
+		hostmem.MulSize(4, c, int64(s.LabelDim)), hostmem.MulSize(4, c, int64(s.DenseDim)),
+		hostmem.MulSize(4, hostmem.MulSize(c, int64(len(s.Slots)))+1), hostmem.MulSize(int64(s.KeyType.Size()), c, int64(keys)),
 	} {
 		if n < 0 || total > math.MaxInt64-n {
 			return -1
@@ -138,25 +116,25 @@ func BatchBytes(s *Schema, capacity int) int64 {
 }
 
 // CheckBatchMemory returns an ErrMemory error when a batch of capacity
-// samples of s needs more than half of AvailableMemory, naming its size and
+// samples of s needs more than half of hostmem.Available, naming its size and
 // the batch size that would fit. Readers call it when they open, so a
 // schema read from a file (a Norm header's dense_dim) that makes batches
 // too large fails before anything is allocated.
 func CheckBatchMemory(s *Schema, capacity int) error {
 	n := BatchBytes(s, capacity)
-	if n >= 0 && n <= AvailableMemory()/2 {
+	if n >= 0 && n <= hostmem.Available()/2 {
 		return nil
 	}
 	what := fmt.Sprintf("a batch of %d samples (label_dim %d, dense_dim %d, %d slots)", capacity, s.LabelDim, s.DenseDim, len(s.Slots))
 	hint := "the batch size (--batchsize)"
-	if one := BatchBytes(s, 1); one > 0 && AvailableMemory() < math.MaxInt64 {
-		if fit := AvailableMemory() / 2 / one; fit >= 1 {
+	if one := BatchBytes(s, 1); one > 0 && hostmem.Available() < math.MaxInt64 {
+		if fit := hostmem.Available() / 2 / one; fit >= 1 {
 			hint = fmt.Sprintf("the batch size (--batchsize %d fits)", fit)
 		} else {
-			hint = fmt.Sprintf("the sample size: one sample takes %s", FormatBytes(one))
+			hint = fmt.Sprintf("the sample size: one sample takes %s", hostmem.FormatBytes(one))
 		}
 	}
-	return CheckAlloc(what, n, hint)
+	return hostmem.CheckAlloc(what, n, hint)
 }
 
 func f32s(b []byte) []float32 {

@@ -119,22 +119,3 @@ func TestInt32FromDense(t *testing.T) {
 		}
 	}
 }
-
-func TestAlignedAlloc(t *testing.T) {
-	for _, c := range []struct{ n, align int }{{0, 64}, {100, 64}, {4096, 4096}, {HugePage - 1, 512}, {HugePage, 512}, {5*HugePage + 3, 4096}} {
-		b := AlignedAlloc(c.n, c.align)
-		if len(b) != c.n || cap(b) != c.n {
-			t.Fatalf("%+v: len %d cap %d", c, len(b), cap(b))
-		}
-		want := c.align
-		if c.n >= HugePage {
-			want = HugePage
-		}
-		if c.n > 0 && uintptr(unsafe.Pointer(&b[0]))%uintptr(want) != 0 {
-			t.Fatalf("%+v: not %d-aligned", c, want)
-		}
-		for i := range b { // writable end to end
-			b[i] = byte(i)
-		}
-	}
-}

@@ -26,4 +26,18 @@
 // io.ErrUnexpectedEOF wrapped in an *Error naming path, byte offset and
 // record. The first error is sticky: every later Read returns it. A Reader is
 // not safe for concurrent use; its internal workers are stopped by Close.
+//
+// # Dependencies
+//
+// formats is the data model; the helpers it is built on live below it:
+//
+//	cmd/ctrkit, trainer, dataset, datagen, validate, inspect, keysets
+//	  → formats/{norm,raw,parquet,criteo} → formats → internal/{hostmem,atomicfile}
+//	formats/raw → asyncio → internal/hostmem
+//	formats/raw → internal/ordered
+//
+// Aligned, huge-page-backed memory and the memory budget are
+// internal/hostmem; outputs written under temporary names and committed as
+// a unit are internal/atomicfile. A package that needs only those imports
+// them, not formats.
 package formats

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // Sentinel errors. Every corruption sentinel also matches ErrCorrupt under
@@ -30,6 +32,11 @@ var (
 	// ErrValue: a label or dense value is NaN, Inf or outside its range.
 	ErrValue = corrupt("bad value")
 )
+
+// ErrMemory is the error of a batch (or another size read from a file or a
+// flag) that the machine cannot hold; it is not a corruption. It is
+// hostmem.ErrMemory, which the readers' allocation checks return.
+var ErrMemory = hostmem.ErrMemory
 
 type corruptError struct{ msg string }
 

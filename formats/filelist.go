@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // A file list (SPEC §1) is a text file whose first line is the count N > 0,
@@ -149,8 +151,9 @@ func clip(s string) string {
 // list's directory where possible.
 func WriteFileList(path string, files []string) error { return WriteFileListTo(nil, path, files) }
 
-// WriteFileListTo writes a file list as a file of c (nil: Direct).
-func WriteFileListTo(c Creator, path string, files []string) error {
+// WriteFileListTo writes a file list as a file of c (nil:
+// atomicfile.Direct).
+func WriteFileListTo(c atomicfile.Creator, path string, files []string) error {
 	if len(files) == 0 {
 		return fmt.Errorf("ctrkit/formats: writing %s: empty file list", path)
 	}
@@ -164,5 +167,22 @@ func WriteFileListTo(c Creator, path string, files []string) error {
 		buf.WriteString(f)
 		buf.WriteByte('\n')
 	}
-	return WriteFileTo(c, path, buf.Bytes())
+	return atomicfile.WriteFileTo(c, path, buf.Bytes())
+}
+
+// ListedFiles returns the function atomicfile.StageOptions.Listed wants: the
+// paths that the given file lists (relative to the output root) of an
+// existing dataset name. A list that is missing or not one is skipped: its files are
+// then judged by name.
+func ListedFiles(lists ...string) func(root string) []string {
+	return func(root string) []string {
+		var out []string
+		for _, l := range lists {
+			files, err := ReadFileList(filepath.Join(root, l))
+			if err == nil {
+				out = append(out, files...)
+			}
+		}
+		return out
+	}
 }

@@ -13,7 +13,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // A Figure is a grid of panels under a caption, drawn to a PNG by WritePNG.
@@ -238,7 +238,7 @@ func (f *Figure) WritePNG(path string) error {
 			}
 		}
 	}
-	out, err := formats.CreateFile(path)
+	out, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"slices"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // Set collects unique keys.
@@ -122,7 +123,7 @@ func (s *Set) WriteTo(w io.Writer) (int64, error) {
 
 // WriteFile writes the keyset to path atomically.
 func (s *Set) WriteFile(path string) error {
-	f, err := formats.CreateFile(path)
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}

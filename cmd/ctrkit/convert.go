@@ -15,6 +15,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats/criteo"
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/formats/raw"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
 )
 
@@ -129,7 +130,7 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(dst) // (a conversion that committed before the signal succeeded)
 	}
-	if errors.Is(err, formats.ErrExists) {
+	if errors.Is(err, atomicfile.ErrExists) {
 		return &exitError{2, err}
 	}
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/validate"
 )
 
@@ -84,7 +84,7 @@ func samplesOf(t *testing.T, p string, what string) int64 {
 func temps(dir string) []string {
 	var out []string
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && formats.IsTemp(d.Name()) {
+		if err == nil && atomicfile.IsTemp(d.Name()) {
 			out = append(out, p)
 		}
 		return nil

@@ -11,7 +11,8 @@ import (
 
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 func init() {
@@ -103,7 +104,7 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 			return p, err
 		}
 	}
-	if p.CheckType, err = datagen.ParseCheckType(c.String("check-type")); err != nil {
+	if p.CheckType, err = norm.ParseCheckMode(c.String("check-type")); err != nil {
 		return p, fmt.Errorf("--check-type: %w", err)
 	}
 	if p.DistType, err = datagen.ParseDistType(c.String("dist-type")); err != nil {
@@ -117,7 +118,7 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	p.NumSamplesPerFile = c.Int("num-samples-per-file")
 	p.NumSamples, p.EvalNumSamples = c.Int64("num-samples"), c.Int64("eval-num-samples")
 	p.FloatLabelDense = c.Bool("float-label-dense")
-	if p.RawLayout, err = datagen.ParseRawLayout(c.String("raw-layout")); err != nil {
+	if p.RawLayout, p.RawLayoutSet, err = datagen.ParseRawLayout(c.String("raw-layout")); err != nil {
 		return p, fmt.Errorf("--raw-layout: %w", err)
 	}
 	p.Seed = c.Uint64("seed")
@@ -155,7 +156,7 @@ func runGen(c *cli.Context) error {
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(genOutputs(p))
 	}
-	if errors.Is(err, formats.ErrExists) {
+	if errors.Is(err, atomicfile.ErrExists) {
 		return &exitError{2, err}
 	}
 	var pe *datagen.ParamError

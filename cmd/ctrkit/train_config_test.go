@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
 // rawConfig is a JSON config over two slots of 2 keys each and 2 dense
@@ -64,7 +65,7 @@ func genRaw(t *testing.T, nnz int) rawCase {
 	p.FloatLabelDense = true
 	if nnz > 1 {
 		p.NNZArray = []int{nnz, nnz}
-		p.RawLayout = datagen.RawMultiHot
+		p.RawLayout, p.RawLayoutSet = raw.MultiHot, true
 	}
 	if _, err := datagen.Generate(context.Background(), p, nil); err != nil {
 		t.Fatal(err)

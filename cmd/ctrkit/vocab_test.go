@@ -129,6 +129,9 @@ func parsedFlags(t *testing.T, name string, c *cli.Context) map[string]string {
 		out["i64-input-key"], out["check-type"] = fmt.Sprint(p.I64InputKey), strings.ToLower(p.CheckType.String())
 		out["slot-size-array"], out["nnz-array"] = fmt.Sprint(p.SlotSizeArray), fmt.Sprint(p.NNZArray)
 		out["float-label-dense"], out["raw-layout"] = fmt.Sprint(p.FloatLabelDense), strings.ToLower(fmt.Sprint(p.RawLayout))
+		if !p.RawLayoutSet {
+			out["raw-layout"] = "auto"
+		}
 		out["num-workers"], out["out-source"], out["out-eval-source"] = fmt.Sprint(p.Threads), p.Source, p.EvalSource
 		return out
 	}

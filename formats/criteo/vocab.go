@@ -14,6 +14,7 @@ import (
 	"slices"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // Vocabulary ids of every slot.
@@ -616,7 +617,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Save writes v to path atomically (see the file layout in the package doc).
 func (v *Vocab) Save(path string) error {
-	f, err := formats.CreateFile(path)
+	f, err := atomicfile.Create(path)
 	if err != nil {
 		return err
 	}
@@ -721,7 +722,7 @@ func WriteSlotSizeJSON(path string, sizes []int64) error {
 	if err != nil {
 		return err
 	}
-	return formats.WriteFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data)
 }
 
 // SlotSizeJSON is the text WriteSlotSizeJSON writes.

@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // WriterOptions configure a Writer.
@@ -15,9 +16,9 @@ type WriterOptions struct {
 	// Check is the framing to write (HugeCTR's generator default is
 	// CheckSum; the zero value is CheckNone).
 	Check CheckMode
-	// Files creates the output files (nil: formats.Direct, each renamed
-	// by its Close; a *formats.Stage commits a dataset as a unit).
-	Files formats.Creator
+	// Files creates the output files (nil: atomicfile.Direct, each renamed
+	// by its Close; a *atomicfile.Stage commits a dataset as a unit).
+	Files atomicfile.Creator
 }
 
 // Validate reports invalid options.
@@ -32,7 +33,7 @@ func (o *WriterOptions) Validate() error {
 // written as given: whether they are slot-local or carry slot offsets is
 // the caller's choice. A Writer is not safe for concurrent use.
 type Writer struct {
-	f      *formats.File
+	f      *atomicfile.File
 	bw     *bufio.Writer
 	schema formats.Schema
 	check  CheckMode
@@ -42,7 +43,7 @@ type Writer struct {
 }
 
 // Create starts writing the Norm file path for samples of schema s. The
-// data goes to a temporary file (formats.CreateFile) that Close renames.
+// data goes to a temporary file (atomicfile.Create) that Close renames.
 func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
@@ -50,7 +51,7 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	f, err := formats.CreatorOr(o.Files).CreateFile(path)
+	f, err := atomicfile.CreatorOr(o.Files).CreateFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("creating norm file: %w", err)
 	}

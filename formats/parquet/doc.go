@@ -141,6 +141,6 @@
 // groups in the background; with Dictionary arrow-go's writer encodes.
 // DatasetWriter splits the rows into files of RowsPerFile
 // and writes _file_list.txt and _metadata.json on Close. Every file goes
-// through formats.CreateFile: nothing appears under its final name until
+// through atomicfile.Create: nothing appears under its final name until
 // Close succeeds.
 package parquet

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // MetadataName is the name of the metadata file beside the data files.
@@ -137,8 +138,8 @@ func (m *Metadata) Marshal() ([]byte, error) {
 func WriteMetadata(path string, m *Metadata) error { return WriteMetadataTo(nil, path, m) }
 
 // WriteMetadataTo checks m and writes it to path as a file of c (nil:
-// formats.Direct).
-func WriteMetadataTo(files formats.Creator, path string, m *Metadata) error {
+// atomicfile.Direct).
+func WriteMetadataTo(files atomicfile.Creator, path string, m *Metadata) error {
 	c := *m
 	c.Labels = append([]Column(nil), m.Labels...)
 	c.Conts = append([]Column(nil), m.Conts...)
@@ -151,7 +152,7 @@ func WriteMetadataTo(files formats.Creator, path string, m *Metadata) error {
 	if err != nil {
 		return fmt.Errorf("ctrkit/parquet: encoding %s: %w", path, err)
 	}
-	return formats.WriteFileTo(files, path, data)
+	return atomicfile.WriteFileTo(files, path, data)
 }
 
 // MetadataFor returns the metadata of files written by Writer for schema s:

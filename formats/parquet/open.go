@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/schema"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // Options are the Parquet reader options.
@@ -243,7 +244,7 @@ func (pl *planner) plan(fp *filePlan) error {
 	for g := 0; g+1 < len(fp.rgStart); g++ {
 		rows := fp.rgStart[g+1] - fp.rgStart[g]
 		what := fmt.Sprintf("row group %d of %s (%d rows, decoded)", g, fp.path, rows)
-		if err := formats.CheckAlloc(what, formats.MulSize(rows, perRow), "the row group size of the file (rewrite it with smaller row groups)"); err != nil {
+		if err := hostmem.CheckAlloc(what, hostmem.MulSize(rows, perRow), "the row group size of the file (rewrite it with smaller row groups)"); err != nil {
 			return &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: fp.rgStart[g], Op: fmt.Sprintf("row group %d", g), Err: err}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // streamBufferSize is the read buffer of one column chunk reader.
@@ -371,17 +372,17 @@ func growF(s []float32, n int) []float32 {
 	return s[:n]
 }
 
-const hugePage = formats.HugePage
+const hugePage = hostmem.HugePage
 
 // makeBuf makes a row group buffer of n values; a large one lies on huge
-// pages (formats.AlignedAlloc).
+// pages (hostmem.AlignedAlloc).
 func makeBuf[T byte | float32 | int32 | uint32 | int64](n int) []T {
 	var z T
 	size := int(unsafe.Sizeof(z))
 	if n > (math.MaxInt-2*hugePage)/size || n*size < hugePage {
 		return make([]T, n)
 	}
-	b := formats.AlignedAlloc(n*size, size)
+	b := hostmem.AlignedAlloc(n*size, size)
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 

@@ -21,6 +21,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // DefaultRowGroupSize is the default of WriterOptions.RowGroupSize: 128Ki
@@ -49,9 +51,9 @@ type WriterOptions struct {
 	// small pages) for about twice the compression CPU and somewhat slower
 	// decoding. Ignored for other compressions.
 	SmallerSnappy bool
-	// Files creates the output files (nil: formats.Direct, each renamed by
-	// its Close; a *formats.Stage commits a dataset as a unit).
-	Files formats.Creator
+	// Files creates the output files (nil: atomicfile.Direct, each renamed by
+	// its Close; a *atomicfile.Stage commits a dataset as a unit).
+	Files atomicfile.Creator
 }
 
 // Validate checks the options.
@@ -101,7 +103,7 @@ type Writer struct {
 	path  string
 	s     formats.Schema
 	o     WriterOptions
-	f     *formats.File
+	f     *atomicfile.File
 	bw    *bufio.Writer
 	pw    *file.Writer // dictionary encoding: arrow-go writes the file
 	own   *ownFile     // otherwise ctrkit does (chunks.go)
@@ -142,7 +144,7 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := formats.CreatorOr(o.Files).CreateFile(path)
+	f, err := atomicfile.CreatorOr(o.Files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +200,7 @@ func (g *rowGroup) reserve(rows, bits int) {
 		return
 	}
 	per := 4*(len(g.labels)+len(g.dense)) + bits/8*len(g.k64)
-	g.slab = formats.AlignedAlloc(rows*per, 8)
+	g.slab = hostmem.AlignedAlloc(rows*per, 8)
 	rest := g.slab
 	cut := func(size int) unsafe.Pointer {
 		p := unsafe.Pointer(unsafe.SliceData(rest))

@@ -1,14 +1,10 @@
 package raw
 
 import (
-	"context"
 	"errors"
 	"io"
 	"runtime"
-	"sync"
 	"sync/atomic"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/formats"
@@ -61,7 +57,8 @@ var (
 // caller's batch. With W > 1 workers (capped by the number of I/O buffers)
 // I/O completion and decoding run in parallel with no lock held across a
 // wait: each worker claims the next sequence number g (an atomic counter),
-// waits for its turn at slot g mod R of a ring of R = W+2 batches, takes
+// waits for its turn at slot g mod R of a ring of R = W+2 batches (an
+// ordered.Ring, as Reader's), takes
 // raw batch g from the engine as soon as its own reads are done (whatever
 // the state of the others), and decodes it into the slot; Read waits for
 // slot g, copies it into the caller's batch (which may be pinned memory)
@@ -87,7 +84,7 @@ type AsyncReader struct {
 
 	err     error // sticky
 	clamped int64
-	pipe    *asyncPipe
+	pipe    *decodePipe
 	alloc   formats.Allocator
 	own     *formats.Batch // Next's batch with one worker, made on first use
 }
@@ -135,13 +132,9 @@ func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncRe
 	}
 	path, size := f.Name(), f.Size()
 	ss := int64(dec.SampleSize())
-	n := size / ss
-	if size < 0 || n*ss != size {
-		return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
-			"file size %d is not a multiple of the %d-byte %s sample", size, ss, o.Layout)
-	}
-	if n == 0 && o.Repeat {
-		return nil, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	n, err := countSamples(path, size, ss, o.Layout, o.Repeat)
+	if err != nil {
+		return nil, err
 	}
 	B := int64(o.BatchSize)
 	r := &AsyncReader{
@@ -241,7 +234,7 @@ func (r *AsyncReader) Read(b *formats.Batch) (int, error) {
 		return 0, err
 	}
 	if r.pipe != nil {
-		return r.pipe.next(r, b)
+		return r.pipe.readTo(b, &r.clamped, &r.err)
 	}
 	return r.readOne(b)
 }
@@ -257,7 +250,7 @@ func (r *AsyncReader) Next() (*formats.Batch, error) {
 		return nil, r.err
 	}
 	if r.pipe != nil {
-		return r.pipe.lend(r)
+		return r.pipe.lend(&r.clamped, &r.err)
 	}
 	if r.own == nil {
 		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
@@ -329,13 +322,13 @@ func (r *AsyncReader) decode(dec *Decoder, buf *asyncio.Buffer, b *formats.Batch
 // io.EOF before the last batch (which the engine never gives) reads as a
 // truncated file.
 func (r *AsyncReader) ioError(err error) error {
-	var fe *formats.Error
-	if errors.As(err, &fe) && fe.Format == "asyncio" {
+	var ae *asyncio.Error
+	if errors.As(err, &ae) {
 		rec := int64(-1)
-		if fe.Offset >= 0 {
-			rec = fe.Offset / r.ssize
+		if ae.Offset >= 0 {
+			rec = ae.Offset / r.ssize
 		}
-		return &formats.Error{Format: "raw", Path: fe.Path, Offset: fe.Offset, Record: rec, Op: "reading batch", Err: fe.Err}
+		return &formats.Error{Format: "raw", Path: ae.Path, Offset: ae.Offset, Record: rec, Op: "reading batch", Err: ae.Err}
 	}
 	if err == io.EOF {
 		return formats.Truncated("raw", r.path, -1, -1, "batch")
@@ -369,190 +362,32 @@ func (r *AsyncReader) Close() error {
 	return err
 }
 
-// asyncPipe is the ordered parallel decoder of AsyncReader. No lock is held
-// across a wait: a worker claims the next sequence number g with an atomic
-// add, waits for its turn at ring slot g mod R (the slot's condition
-// variable), waits for raw batch g alone in the engine (Get), decodes it
-// straight into the slot and hands the slot to the consumer (ready). The
-// consumer takes slots in sequence order and gives slot g mod R the turn
-// g+R when done with it.
-type asyncPipe struct {
-	cancel  context.CancelFunc
-	eg      *errgroup.Group
-	claimed atomic.Int64 // next sequence number a worker claims
-	stopped atomic.Bool  // set by stop; waiters on a slot's turn give up
-
-	ring []asyncSlot
-	g    int64      // next sequence number Read returns; Read's goroutine only
-	lent *asyncSlot // the slot Next handed out, freed by the next Next or Read
-}
-
-// asyncSlot is one decoded batch of the ring. The worker whose sequence
-// number equals turn owns it from then until it sends on ready; the
-// consumer owns it between receiving from ready and advancing turn.
-type asyncSlot struct {
-	b       *formats.Batch
-	err     error
-	clamped int64
-	ready   chan struct{} // capacity 1
-
-	mu   sync.Mutex
-	cond sync.Cond
-	turn int64 // the sequence number allowed to fill the slot next
-}
-
-func (r *AsyncReader) startPipe(workers int, alloc formats.Allocator) (*asyncPipe, error) {
-	R := workers + 2
-	p := &asyncPipe{ring: make([]asyncSlot, R)}
-	for i := range p.ring {
-		b, err := formats.NewBatch(r.schema, r.bsize, alloc)
-		if err != nil {
-			for j := range p.ring[:i] {
-				p.ring[j].b.Free()
-			}
-			return nil, err
-		}
-		s := &p.ring[i]
-		s.b, s.ready, s.turn = b, make(chan struct{}, 1), int64(i)
-		s.cond.L = &s.mu
+// startPipe starts the ordered parallel decoder of AsyncReader: worker g
+// takes raw batch g from the engine (Get: waiting only for its own reads)
+// and decodes it into its ring slot.
+func (r *AsyncReader) startPipe(workers int, alloc formats.Allocator) (*decodePipe, error) {
+	var claimed atomic.Int64 // next sequence number a worker claims
+	claim := func() (g, k int64, ok bool) {
+		g = claimed.Add(1) - 1
+		return g, g, r.total < 0 || g < r.total
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.eg, ctx = errgroup.WithContext(ctx)
-	for w := 0; w < workers; w++ {
+	newFill := func() fillFunc {
 		dec := r.dec.Clone()
-		p.eg.Go(func() error { return p.work(ctx, r, dec) })
-	}
-	return p, nil
-}
-
-// acquire waits until slot s's turn is g; false when the pipe stops.
-func (p *asyncPipe) acquire(s *asyncSlot, g int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.turn != g {
-		if p.stopped.Load() {
-			return false
-		}
-		s.cond.Wait()
-	}
-	return true
-}
-
-// release gives slot s, which held sequence number g, to g+R.
-func (p *asyncPipe) release(s *asyncSlot, g int64) {
-	s.mu.Lock()
-	s.turn = g + int64(len(p.ring))
-	s.cond.Broadcast()
-	s.mu.Unlock()
-}
-
-// work decodes raw batches until the end of data, an error or Close.
-//
-// Progress: let m be the lowest sequence number not yet decoded. Its turn
-// at slot m mod R comes once the consumer is done with m−R, which is
-// decoded; the engine has dispatched m, since every range before it has
-// been taken and its buffer released; so m is read and decoded.
-func (p *asyncPipe) work(ctx context.Context, r *AsyncReader, dec *Decoder) error {
-	for ctx.Err() == nil {
-		g := p.claimed.Add(1) - 1
-		if r.total >= 0 && g >= r.total {
-			return nil
-		}
-		s := &p.ring[g%int64(len(p.ring))]
-		if !p.acquire(s, g) {
-			return nil
-		}
-		buf, err := r.eng.Get(g)
-		if err != nil {
-			// io.EOF: the engine stopped after a range outside the file,
-			// whose error the consumer meets first; ErrClosed: Close.
-			s.err, s.clamped = r.ioError(err), 0
-			s.ready <- struct{}{}
-			return nil
-		}
-		c0 := dec.Clamped()
-		err = r.decode(dec, buf, s.b)
-		r.eng.Release(buf)
-		s.err, s.clamped = err, dec.Clamped()-c0
-		s.ready <- struct{}{} // s belongs to the consumer from here on
-		if err != nil {
-			return nil // the consumer stops at this batch
+		return func(g, _ int64, d *decoded) error {
+			d.clamped = 0
+			buf, err := r.eng.Get(g)
+			if err != nil {
+				// io.EOF: the engine stopped after a range outside the
+				// file, whose error the consumer meets first; ErrClosed:
+				// Close.
+				return r.ioError(err)
+			}
+			c0 := dec.Clamped()
+			err = r.decode(dec, buf, d.b)
+			r.eng.Release(buf)
+			d.clamped = dec.Clamped() - c0
+			return err
 		}
 	}
-	return nil
-}
-
-// take waits for the next decoded slot, first freeing the slot Next lent.
-// On an error or at the end of data it frees the slot and returns nil.
-func (p *asyncPipe) take(r *AsyncReader) (*asyncSlot, error) {
-	if p.lent != nil {
-		p.release(p.lent, p.g-1)
-		p.lent = nil
-	}
-	if r.total >= 0 && p.g >= r.total {
-		r.err = io.EOF
-		return nil, io.EOF
-	}
-	s := &p.ring[p.g%int64(len(p.ring))]
-	<-s.ready
-	p.g++
-	if err := s.err; err != nil {
-		r.err = err
-		p.release(s, p.g-1)
-		return nil, err
-	}
-	return s, nil
-}
-
-// lend hands the next ring batch to Next.
-func (p *asyncPipe) lend(r *AsyncReader) (*formats.Batch, error) {
-	s, err := p.take(r)
-	if err != nil {
-		return nil, err
-	}
-	r.clamped += s.clamped
-	p.lent = s
-	return s.b, nil
-}
-
-// next copies the next batch into Read's.
-func (p *asyncPipe) next(r *AsyncReader, b *formats.Batch) (int, error) {
-	s, err := p.take(r)
-	if err != nil {
-		if err == io.EOF {
-			b.SetLen(0)
-		}
-		return 0, err
-	}
-	err = copyBatch(b, s.b)
-	r.clamped += s.clamped
-	p.release(s, p.g-1)
-	if err != nil {
-		r.err = err
-		return 0, err
-	}
-	return b.N, nil
-}
-
-// stop cancels the workers, wakes those waiting for a slot's turn, and
-// (after the caller closed the engine, which wakes those waiting in Get)
-// waits for them and frees the ring.
-func (p *asyncPipe) stop() {
-	p.cancel()
-	p.stopped.Store(true)
-	for i := range p.ring {
-		s := &p.ring[i]
-		s.mu.Lock()
-		s.cond.Broadcast()
-		s.mu.Unlock()
-	}
-}
-
-// wait waits for the stopped workers and frees the ring.
-func (p *asyncPipe) wait() {
-	p.eg.Wait()
-	for i := range p.ring {
-		p.ring[i].b.Free()
-	}
+	return startPipe(r.schema, r.bsize, alloc, workers, r.total, claim, newFill)
 }

@@ -70,8 +70,10 @@
 // The Reader reads batches of whole samples with pread (io.ReaderAt). With
 // one worker it decodes straight into the caller's batch; with more, workers
 // decode whole batches into a ring of Workers+2 batches and Read hands them
-// out strictly in order (see Reader). A Reader or Writer is not safe for
-// concurrent use.
+// out strictly in order (see Reader). Both readers' rings are one decode
+// pipe (pipe.go) over internal/ordered.Ring, the primitive asyncio's
+// completion table uses too. A Reader or Writer is not safe for concurrent
+// use.
 //
 // The AsyncReader is HugeCTR's RawAsync reader: the asyncio engine reads
 // each batch as one byte range (O_DIRECT, rounded out to the alignment, the

@@ -93,3 +93,18 @@ func keysPerSample(s *formats.Schema, l Layout) int {
 	}
 	return k
 }
+
+// countSamples returns the samples of ss bytes in a file of size bytes (both
+// readers): a size that is not a multiple of ss is an ErrSize error, and so
+// is an empty file in repeat mode.
+func countSamples(path string, size, ss int64, l Layout, repeat bool) (int64, error) {
+	n := size / ss
+	if size < 0 || n*ss != size {
+		return 0, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
+			"file size %d is not a multiple of the %d-byte %s sample", size, ss, l)
+	}
+	if n == 0 && repeat {
+		return 0, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	}
+	return n, nil
+}

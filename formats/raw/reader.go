@@ -1,14 +1,11 @@
 package raw
 
 import (
-	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
 	"sync"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -53,8 +50,8 @@ var ErrClosed = errors.New("ctrkit/formats/raw: reader closed")
 //
 // With Workers > 1, worker goroutines take the next batch number in turn,
 // read the batch's bytes with one ReadAt into their own buffer and decode it
-// into slot g mod R of a ring of R = Workers+2 batches; Read waits for slot g,
-// copies it into the caller's batch and frees it. Batches therefore come out
+// into slot g mod R of a ring of R = Workers+2 batches (an ordered.Ring);
+// Read waits for slot g, copies it into the caller's batch and frees it. Batches therefore come out
 // strictly in order and are identical for any worker count; memory is bounded
 // by Workers read buffers and R batches. With one worker there are no
 // goroutines: Read reads and decodes straight into the caller's batch.
@@ -81,7 +78,7 @@ type Reader struct {
 	buf []byte
 
 	// More workers.
-	pipe    *pipeline
+	pipe    *decodePipe
 	workers int
 	bufLen  int
 	alloc   formats.Allocator
@@ -130,13 +127,9 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 		return nil, err
 	}
 	ss := int64(dec.SampleSize())
-	n := size / ss
-	if size < 0 || n*ss != size {
-		return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize,
-			"file size %d is not a multiple of the %d-byte %s sample", size, ss, o.Layout)
-	}
-	if n == 0 && o.Repeat {
-		return nil, formats.Errorf("raw", path, 0, -1, formats.ErrSize, "empty file cannot be repeated")
+	n, err := countSamples(path, size, ss, o.Layout, o.Repeat)
+	if err != nil {
+		return nil, err
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{
@@ -176,6 +169,7 @@ func (r *Reader) Reset() error {
 	r.err, r.clamped = nil, 0
 	if r.pipe != nil {
 		r.pipe.stop()
+		r.pipe.wait()
 		r.pipe = nil
 		p, err := r.startPipeline(r.workers, r.bufLen, r.alloc)
 		if err != nil {
@@ -211,7 +205,7 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 		return 0, err
 	}
 	if r.pipe != nil {
-		return r.pipe.next(r, b)
+		return r.pipe.readTo(b, &r.clamped, &r.err)
 	}
 	_, k, ok := r.seq.claim()
 	if !ok {
@@ -257,6 +251,7 @@ func (r *Reader) Close() error {
 	r.err = ErrClosed
 	if r.pipe != nil {
 		r.pipe.stop()
+		r.pipe.wait()
 		r.pipe = nil
 	}
 	if r.closer != nil {
@@ -304,138 +299,29 @@ func (q *sequencer) claim() (g, k int64, ok bool) {
 	return g, q.perm[k], true
 }
 
-// pipeline is the ordered parallel decoder (see Reader).
-type pipeline struct {
-	cancel context.CancelFunc
-	eg     *errgroup.Group
-
-	mu  sync.Mutex // guards seq; held while waiting for a claimed slot
-	seq sequencer
-
-	ring  []ringSlot
-	total int64 // batches in epoch mode, -1 in repeat mode
-	g     int64 // next sequence number Read returns; Read's goroutine only
-}
-
-// ringSlot is one decoded batch. A worker owns it between receiving from
-// free and sending on ready; Read owns it between receiving from ready and
-// sending on free.
-type ringSlot struct {
-	b       *formats.Batch
-	err     error
-	clamped int64
-	ready   chan struct{}
-	free    chan struct{}
-}
-
-func (r *Reader) startPipeline(workers, bufLen int, alloc formats.Allocator) (*pipeline, error) {
-	p := &pipeline{seq: r.seq, total: r.nb, ring: make([]ringSlot, workers+2)}
-	if r.seq.repeat {
-		p.total = -1
+// startPipeline starts the ordered parallel decoder (see Reader) from the
+// reader's sequencer position.
+func (r *Reader) startPipeline(workers, bufLen int, alloc formats.Allocator) (*decodePipe, error) {
+	var mu sync.Mutex // guards seq
+	seq := r.seq
+	total := r.nb
+	if seq.repeat {
+		total = -1
 	}
-	for i := range p.ring {
-		b, err := formats.NewBatch(r.schema, r.bsize, alloc)
-		if err != nil {
-			for _, s := range p.ring[:i] {
-				s.b.Free()
-			}
-			return nil, err
-		}
-		p.ring[i] = ringSlot{b: b, ready: make(chan struct{}, 1), free: make(chan struct{}, 1)}
-		p.ring[i].free <- struct{}{}
+	claim := func() (g, k int64, ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return seq.claim()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	p.eg, ctx = errgroup.WithContext(ctx)
-	for w := 0; w < workers; w++ {
+	newFill := func() fillFunc {
 		dec := r.dec.Clone()
 		buf := make([]byte, bufLen)
-		p.eg.Go(func() error { return p.work(ctx, r, dec, buf) })
-	}
-	return p, nil
-}
-
-func (p *pipeline) work(ctx context.Context, r *Reader, dec *Decoder, buf []byte) error {
-	for {
-		// Claim the next batch and wait for its ring slot under mu, so the
-		// slots are taken in sequence order: a worker holding g+R must not
-		// take slot g mod R before the worker holding g.
-		p.mu.Lock()
-		g, k, ok := p.seq.claim()
-		if !ok {
-			p.mu.Unlock()
-			return nil
-		}
-		s := &p.ring[g%int64(len(p.ring))]
-		select {
-		case <-s.free:
-			p.mu.Unlock()
-		case <-ctx.Done():
-			p.mu.Unlock()
-			return nil
-		}
-		c0 := dec.Clamped()
-		err := r.readBatch(k, buf, s.b, dec)
-		s.err, s.clamped = err, dec.Clamped()-c0
-		s.ready <- struct{}{} // s belongs to Read from here on
-		if err != nil {
-			// Read returns the error in sequence; the batches after it
-			// are never read, so this worker stops.
-			return nil
+		return func(_, k int64, d *decoded) error {
+			c0 := dec.Clamped()
+			err := r.readBatch(k, buf, d.b, dec)
+			d.clamped = dec.Clamped() - c0
+			return err
 		}
 	}
-}
-
-// next hands the next batch to Read.
-func (p *pipeline) next(r *Reader, b *formats.Batch) (int, error) {
-	if p.total >= 0 && p.g >= p.total {
-		b.SetLen(0)
-		r.err = io.EOF
-		return 0, io.EOF
-	}
-	s := &p.ring[p.g%int64(len(p.ring))]
-	<-s.ready
-	p.g++
-	if s.err != nil {
-		r.err = s.err
-		s.free <- struct{}{}
-		return 0, s.err
-	}
-	err := copyBatch(b, s.b)
-	r.clamped += s.clamped
-	s.free <- struct{}{}
-	if err != nil {
-		r.err = err
-		return 0, err
-	}
-	return b.N, nil
-}
-
-// stop cancels the workers, waits for them and frees the ring.
-func (p *pipeline) stop() {
-	p.cancel()
-	p.eg.Wait()
-	for _, s := range p.ring {
-		s.b.Free()
-	}
-}
-
-// copyBatch replaces dst's samples by src's.
-func copyBatch(dst, src *formats.Batch) error {
-	dst.SetLen(0)
-	nk := src.NumKeys()
-	if err := dst.ReserveKeys(nk); err != nil {
-		return err
-	}
-	labels, dense, offsets, k32, k64 := dst.Full()
-	copy(labels, src.Labels)
-	copy(dense, src.Dense)
-	copy(offsets, src.Offsets)
-	if src.Keys64 != nil {
-		copy(k64, src.Keys64)
-	} else {
-		copy(k32, src.Keys32)
-	}
-	dst.SetLen(src.N)
-	return nil
+	return startPipe(r.schema, r.bsize, alloc, workers, total, claim, newFill)
 }

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // MaxExactDense is the largest int32 dense value x the Writer recovers
@@ -25,7 +27,7 @@ var _ formats.Writer = (*Writer)(nil)
 // Writer writes a Raw file. It implements formats.Writer: the file is written
 // under a temporary name and renamed to its final name by Close.
 type Writer struct {
-	f   *formats.File
+	f   *atomicfile.File
 	w   *bufio.Writer
 	enc encoder
 	rec []byte // one encoded sample
@@ -92,15 +94,15 @@ func Create(path string, s *formats.Schema, l Layout) (*Writer, error) {
 	return CreateWith(nil, path, s, l)
 }
 
-// CreateWith is Create with the file made by files (nil: formats.Direct;
-// a *formats.Stage commits it with the rest of an output).
-func CreateWith(files formats.Creator, path string, s *formats.Schema, l Layout) (*Writer, error) {
+// CreateWith is Create with the file made by files (nil: atomicfile.Direct;
+// a *atomicfile.Stage commits it with the rest of an output).
+func CreateWith(files atomicfile.Creator, path string, s *formats.Schema, l Layout) (*Writer, error) {
 	sc := s.Clone()
 	enc, err := newEncoder(&sc, l)
 	if err != nil {
 		return nil, err
 	}
-	f, err := formats.CreatorOr(files).CreateFile(path)
+	f, err := atomicfile.CreatorOr(files).CreateFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +224,7 @@ func (bg *bgWrite) buffer(n int) []byte {
 		}
 	}
 	if cap(b) < n {
-		b = formats.AlignedAlloc(n, 64)
+		b = hostmem.AlignedAlloc(n, 64)
 	}
 	return b[:n]
 }

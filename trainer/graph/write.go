@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // WriteOptions tune WriteJSON.
@@ -59,7 +59,7 @@ func (g *Graph) WriteFile(path string, o WriteOptions) error {
 	if err := g.WriteJSON(&buf, o); err != nil {
 		return err
 	}
-	return formats.WriteFileAtomic(path, buf.Bytes())
+	return atomicfile.WriteFile(path, buf.Bytes())
 }
 
 func names(s []string) any {

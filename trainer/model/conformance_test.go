@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -269,7 +270,7 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 	gp.NumFiles, gp.EvalNumFiles, gp.NumSamplesPerFile = 1, 1, confSteps*batch
 	gp.NumSamples, gp.EvalNumSamples = int64(confSteps*batch), int64(confEvalBatches*batch)
 	if rp.Check == "None" {
-		gp.CheckType = datagen.CheckNone
+		gp.CheckType = norm.CheckNone
 	}
 	switch rp.Format {
 	case "Raw", "RawAsync":

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -313,7 +314,7 @@ func RunPredict(j Job, path string) (int, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, err
 	}
-	return len(scores) / t, formats.WriteFileAtomic(path, []byte(b.String()))
+	return len(scores) / t, atomicfile.WriteFile(path, []byte(b.String()))
 }
 
 // newBar is the samples bar of RunEvaluate and RunPredict on j.Progress:

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 )
 
 // A snapshot is one committed unit: HugeCTR's files under HugeCTR's names
@@ -113,7 +113,7 @@ func (r *recorder) writeDir(dir string, files map[string][]byte) error {
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return fail(err)
 	}
-	if err := formats.SyncDir(tmp); err != nil {
+	if err := atomicfile.SyncDir(tmp); err != nil {
 		return fail(err)
 	}
 	if _, err := os.Lstat(dir); err == nil {
@@ -126,7 +126,7 @@ func (r *recorder) writeDir(dir string, files map[string][]byte) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return fail(err)
 	}
-	if err := formats.SyncDir(parent); err != nil {
+	if err := atomicfile.SyncDir(parent); err != nil {
 		return err
 	}
 	for _, name := range names {
@@ -155,7 +155,7 @@ func writeSynced(path string, data []byte) error {
 // writeDurable writes path through a temporary file; formats' Commit syncs
 // the file before the rename and the directory after it.
 func writeDurable(path string, data []byte) error {
-	return formats.WriteFileAtomic(path, data)
+	return atomicfile.WriteFile(path, data)
 }
 
 func (m *Model) writeManifest(path string, mf manifest) error {
@@ -448,7 +448,7 @@ func (m *Model) removeSnapshot(prefix string, iter int64) error {
 		}
 		removeTemps(p)
 	}
-	if err := formats.SyncDir(filepath.Dir(mpath)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(mpath)); err != nil {
 		return err
 	}
 	if err := os.Remove(mpath); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
@@ -657,10 +658,10 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		if export != nil {
 			p := fmt.Sprintf("%s_pred_%d", o.ExportPredictionsPrefix, res.Iters)
 			l := fmt.Sprintf("%s_label_%d", o.ExportPredictionsPrefix, res.Iters)
-			if err := formats.WriteFileAtomic(p, pred); err != nil {
+			if err := atomicfile.WriteFile(p, pred); err != nil {
 				return false, err
 			}
-			if err := formats.WriteFileAtomic(l, lab); err != nil {
+			if err := atomicfile.WriteFile(l, lab); err != nil {
 				return false, err
 			}
 		}

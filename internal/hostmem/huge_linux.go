@@ -1,6 +1,6 @@
 //go:build linux
 
-package formats
+package hostmem
 
 import "golang.org/x/sys/unix"
 

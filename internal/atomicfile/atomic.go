@@ -1,4 +1,4 @@
-package formats
+package atomicfile
 
 import (
 	"errors"
@@ -10,7 +10,7 @@ import (
 
 // ErrExists is returned when an output already exists and was not to be
 // replaced (the command line's --force replaces it).
-var ErrExists = errors.New("ctrkit/formats: output exists")
+var ErrExists = errors.New("output exists")
 
 // existsError is an error about an existing output that matches ErrExists
 // without its package prefix in the message users read.
@@ -42,7 +42,7 @@ func osOpen(name string) (OutFile, error) {
 
 // File is an output file written under a temporary name and given its final
 // name only when complete, so an interrupted run leaves no half file under
-// the final name. A File from CreateFile is renamed by Commit; one from a
+// the final name. A File from Create is renamed by Commit; one from a
 // Stage is renamed (or its directory is) when the whole Stage commits.
 type File struct {
 	// File is the open temporary file.
@@ -69,10 +69,10 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 	return n, unwrapPath(err)
 }
 
-// CreateFile creates the temporary file for final (".<base>.tmp-<random>"
+// Create creates the temporary file for final (".<base>.tmp-<random>"
 // in the same directory), creating the directory if needed. Commit syncs it
 // to disk, renames it to final and syncs the directory.
-func CreateFile(final string) (*File, error) {
+func Create(final string) (*File, error) {
 	return createTemp(final, osOpen, true)
 }
 
@@ -120,7 +120,7 @@ func (f *File) Final() string { return f.final }
 // the error names the final path.
 func (f *File) Commit() error {
 	if f.done {
-		return fmt.Errorf("ctrkit/formats: %s already committed or aborted", f.final)
+		return fmt.Errorf("%s already committed or aborted", f.final)
 	}
 	f.done = true
 	fail := func(step string, err error) error {
@@ -164,10 +164,10 @@ func (f *File) Abort() error {
 	return os.Remove(f.tmp)
 }
 
-// WriteFileAtomic writes data to path through a temporary file, synced
-// before the rename.
-func WriteFileAtomic(path string, data []byte) error {
-	f, err := CreateFile(path)
+// WriteFile writes data to path through a temporary file, synced before
+// the rename.
+func WriteFile(path string, data []byte) error {
+	f, err := Create(path)
 	if err != nil {
 		return err
 	}
@@ -198,16 +198,17 @@ func SyncDir(dir string) error {
 
 // Creator creates the files of an output: a *Stage (committed as a unit),
 // or Direct (each file renamed to its final name by its own Commit).
+// CreateFile creates the file whose final name is final.
 type Creator interface {
 	CreateFile(final string) (*File, error)
 }
 
-// Direct is the Creator of files committed one by one (CreateFile).
+// Direct is the Creator of files committed one by one (Create).
 var Direct Creator = direct{}
 
 type direct struct{}
 
-func (direct) CreateFile(final string) (*File, error) { return CreateFile(final) }
+func (direct) CreateFile(final string) (*File, error) { return Create(final) }
 
 // CreatorOr returns c, or Direct when c is nil.
 func CreatorOr(c Creator) Creator {

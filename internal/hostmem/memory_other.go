@@ -1,5 +1,5 @@
 //go:build !unix
 
-package formats
+package hostmem
 
 func addressSpaceLeft() (int64, bool) { return 0, false }

@@ -1,5 +1,5 @@
 //go:build !linux
 
-package formats
+package hostmem
 
 func adviseHuge([]byte) {}

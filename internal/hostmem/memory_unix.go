@@ -1,6 +1,6 @@
 //go:build unix
 
-package formats
+package hostmem
 
 import (
 	"bytes"

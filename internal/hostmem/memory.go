@@ -1,4 +1,4 @@
-package formats
+package hostmem
 
 import (
 	"bufio"
@@ -14,16 +14,17 @@ import (
 // ErrMemory is the error of a size read from a file or a flag that the
 // machine cannot hold: a batch, a decoded row group. It is not a
 // corruption (the file may be valid); the message says what to lower.
-var ErrMemory = errors.New("ctrkit/formats: larger than the memory available")
+// formats.ErrMemory is the same value.
+var ErrMemory = errors.New("larger than the memory available")
 
-// AvailableMemory returns the bytes this process can still expect to
+// Available returns the bytes this process can still expect to
 // allocate: the least of the memory the kernel reports available
 // (/proc/meminfo MemAvailable), the cgroup's memory.max less its usage, and
 // the address-space limit (RLIMIT_AS, ulimit -v) less what the Go runtime
 // has mapped. It is math.MaxInt64 where none of them is known. The value
 // is read once per process (limits do not change under a running command);
 // callers compare sizes read from files with it before allocating.
-func AvailableMemory() int64 {
+func Available() int64 {
 	memOnce.Do(func() { memAvail = readAvailableMemory() })
 	return memAvail
 }
@@ -85,11 +86,11 @@ func readInt(path string) (int64, bool) {
 }
 
 // CheckAlloc returns an ErrMemory error when n bytes (what, for the
-// message) are more than half of AvailableMemory: the other half is left to
+// message) are more than half of Available: the other half is left to
 // the buffers around them. hint says what to lower, e.g. "the batch size
 // (--batchsize)".
 func CheckAlloc(what string, n int64, hint string) error {
-	avail := AvailableMemory()
+	avail := Available()
 	if n >= 0 && n <= avail/2 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package formats
+package atomicfile
 
 import (
 	"crypto/rand"
@@ -24,12 +24,13 @@ type StageOptions struct {
 	NoSync bool
 	// Owned reports whether the entry rel (slash-separated, relative to the
 	// root) of an existing output directory belongs to the dataset it holds
-	// (its index, data files and sidecars). Files named by the file lists
-	// in Lists are owned as well.
+	// (its index, data files and sidecars). Files Listed names are owned
+	// as well.
 	Owned func(rel string) bool
-	// Lists are file lists (relative to the root) of the dataset an existing
-	// root holds.
-	Lists []string
+	// Listed, when set, returns the paths of the files the dataset an
+	// existing root holds names in its file lists (formats.ListedFiles
+	// reads them).
+	Listed func(root string) []string
 	// Open opens new files (default os.OpenFile with O_CREATE|O_EXCL):
 	// tests inject faults through it.
 	Open OpenFunc
@@ -152,12 +153,8 @@ func IsTemp(name string) bool {
 // foreign files (temporary files are neither), both sorted.
 func classify(root string, o StageOptions) (owned, foreign []string, err error) {
 	listed := map[string]bool{}
-	for _, l := range o.Lists {
-		files, err := ReadFileList(filepath.Join(root, l))
-		if err != nil {
-			continue // not a list of a dataset: its files are judged by name
-		}
-		for _, f := range files {
+	if o.Listed != nil {
+		for _, f := range o.Listed(root) {
 			if rel, err := filepath.Rel(root, f); err == nil && filepath.IsLocal(rel) {
 				listed[filepath.ToSlash(rel)] = true
 			}
@@ -283,7 +280,7 @@ func (s *Stage) Commit() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
-		return fmt.Errorf("ctrkit/formats: output already committed or aborted")
+		return fmt.Errorf("output already committed or aborted")
 	}
 	for _, f := range s.files {
 		if !f.done {

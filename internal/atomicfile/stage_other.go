@@ -1,6 +1,6 @@
 //go:build !linux
 
-package formats
+package atomicfile
 
 import "errors"
 
