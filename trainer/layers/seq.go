@@ -339,8 +339,7 @@ func NewGRU(c *Ctx, in *Blob, t, e, h, hxRows int, inits ...Init) (*GRU, error) 
 	if err := needBatch("GRU", in); err != nil {
 		return nil, err
 	}
-	b := in.Value.Rows()
-	if t <= 0 || e <= 0 || h <= 0 || hxRows <= 0 || in.Value.Len() != b*t*e {
+	if t <= 0 || e <= 0 || h <= 0 || hxRows <= 0 || in.Value.Len()%(t*e) != 0 {
 		return nil, shapeErr("GRU", "input %v as [B, %d, %d], hidden %d, batchsize %d", in.Value, t, e, h, hxRows)
 	}
 	for i := range 2 {
@@ -348,6 +347,7 @@ func NewGRU(c *Ctx, in *Blob, t, e, h, hxRows int, inits ...Init) (*GRU, error) 
 			return nil, badInit("GRU", v, i)
 		}
 	}
+	b := in.Value.Len() / (t * e) // one sequence a sample
 	l := &GRU{c: c, in: in, out: c.Blob(b, t*h), T: t, E: e, H: h,
 		W:    Param{Name: "weight", Value: c.alloc(3*h, e), Grad: c.alloc(3*h, e)},
 		R:    Param{Name: "recurrent_weight", Value: c.alloc(3*h, h), Grad: c.alloc(3*h, h)},
@@ -368,7 +368,7 @@ func NewGRU(c *Ctx, in *Blob, t, e, h, hxRows int, inits ...Init) (*GRU, error) 
 // Forward runs the recurrence.
 func (l *GRU) Forward(Pass) {
 	be := l.c.BE
-	b, h := l.in.Value.Rows(), l.H
+	b, h := l.out.Value.Rows(), l.H
 	be.Gemm(false, true, 1, l.x2, l.W.Value, 0, l.xw)
 	be.AddBias(l.xw, l.Bias.Value)
 	xwv := l.xw.Reshape(b, l.T*3*h)
@@ -389,7 +389,7 @@ func (l *GRU) Forward(Pass) {
 // Backward runs backpropagation through time.
 func (l *GRU) Backward(Pass) {
 	be := l.c.BE
-	b, h := l.in.Value.Rows(), l.H
+	b, h := l.out.Value.Rows(), l.H
 	dxwv := l.dXW.Reshape(b, l.T*3*h)
 	be.Fill(l.R.Grad, 0)
 	be.Fill(l.Hx.Grad, 0)
