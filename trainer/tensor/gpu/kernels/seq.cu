@@ -8,11 +8,6 @@ static __device__ __forceinline__ double seq_warp_all_d(double v) {
     return v;
 }
 
-static __device__ __forceinline__ float seq_warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 // seq_permute0213: dst[a,c,b,d] = src[a,b,c,d] for src [d0,d1,d2,d3].
 extern "C" __global__ void seq_permute0213(float* __restrict__ dst, const float* __restrict__ src,
                                            int d1, int d2, int d3, i64 total) {
@@ -39,15 +34,19 @@ extern "C" __global__ void seq_masked_softmax(float* __restrict__ y, const float
         const float* xr = x + r * n;
         const float* mr = mask + (s * m + i) * n;
         float* yr = y + r * n;
-        float mx = -3.402823466e38f;
-        for (int c = lane; c < n; c += 32) mx = fmaxf(mx, scale * xr[c] - 10000.f * (1.f - mr[c]));
-        mx = seq_warp_max(mx);
+        // v in double: scale·x − 10000 in float would keep only ~1e-3 of a
+        // fully masked row's scores (the CPU reference computes in double).
+        double mx = -1e300;
+        for (int c = lane; c < n; c += 32)
+            mx = fmax(mx, (double)scale * xr[c] - 10000.0 * (1.0 - (double)mr[c]));
+        for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         double sum = 0;
-        for (int c = lane; c < n; c += 32) sum += (double)expf(scale * xr[c] - 10000.f * (1.f - mr[c]) - mx);
+        for (int c = lane; c < n; c += 32)
+            sum += (double)expf((float)((double)scale * xr[c] - 10000.0 * (1.0 - (double)mr[c]) - mx));
         sum = seq_warp_all_d(sum);
         const double inv = 1.0 / (sum + 1e-6);
         for (int c = lane; c < n; c += 32)
-            yr[c] = (float)((double)expf(scale * xr[c] - 10000.f * (1.f - mr[c]) - mx) * inv);
+            yr[c] = (float)((double)expf((float)((double)scale * xr[c] - 10000.0 * (1.0 - (double)mr[c]) - mx)) * inv);
     }
 }
 
