@@ -9,6 +9,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // TestSeqLayersTrain: testdata/seq_layers.json uses every sequence and
@@ -90,4 +91,26 @@ func TestSeqLayersTrain(t *testing.T) {
 	if string(a) != string(b) {
 		t.Errorf("dense file differs after a save/load round trip")
 	}
+}
+
+// TestGPUSeqLayersMatchCPU trains testdata/seq_layers.json for 30 SGD steps
+// on the GPU (FP32) and on the CPU (float32): every step's loss agrees
+// within 1e-3 relative (as TestGPUMatchesCPU).
+func TestGPUSeqLayersMatchCPU(t *testing.T) {
+	g := gpuOrSkip(t, gpu.Options{})
+	cfg, err := graph.ReadFile("testdata/seq_layers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Optimizer = &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
+	const batch, steps = 64, 30
+	data := newPlanted(3, batch*steps, 20, []int64{20, 30, 20, 30, 20, 30, 20, 30})
+	lc := trainLosses(t, cfg, cpuBackend(t), data, batch, steps)
+	lg := trainLosses(t, cfg, g, data, batch, steps)
+	for i := range lc {
+		if d := math.Abs(lg[i]-lc[i]) / math.Abs(lc[i]); !(d <= 1e-3) {
+			t.Errorf("step %d: GPU loss %.7f, CPU %.7f (relative %.2e)", i+1, lg[i], lc[i], d)
+		}
+	}
+	t.Logf("loss %.5f → %.5f", lc[0], lc[steps-1])
 }
