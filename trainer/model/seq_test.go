@@ -1,10 +1,13 @@
 package model
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -113,4 +116,56 @@ func TestGPUSeqLayersMatchCPU(t *testing.T) {
 		}
 	}
 	t.Logf("loss %.5f → %.5f", lc[0], lc[steps-1])
+}
+
+// TestSeqLayersRefused: shapes the sequence layers cannot take are refused
+// when the model is read or built, naming the layer and what is wrong.
+func TestSeqLayersRefused(t *testing.T) {
+	raw, err := os.ReadFile("testdata/seq_layers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := func(cfg map[string]any, name string) map[string]any {
+		for _, l := range cfg["layers"].([]any) {
+			if m := l.(map[string]any); m["name"] == name {
+				return m
+			}
+		}
+		t.Fatalf("no layer %s", name)
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]any)
+		want string
+	}{
+		{"heads", func(c map[string]any) { layer(c, "attention")["num_attention_heads"] = 3 }, "num_attention_heads 3 does not divide the hidden size 8"},
+		{"concat axis", func(c map[string]any) { layer(c, "concat3d")["axis"] = 0 }, "axis 0: a 3-D Concat joins on axis 1 (slots) or 2 (widths)"},
+		{"gru size", func(c map[string]any) { layer(c, "gru")["gru_param"].(map[string]any)["vector_size"] = 7 }, "is not SeqLength·vector_size = 2·7"},
+		{"mask shape", func(c map[string]any) { layer(c, "mask_c")["max_sequence_len_to"] = 3 }, "Softmax with a mask: want scores [B, h, m, n] and mask [B, 1, m, n]"},
+		{"attention mask", func(c map[string]any) { layer(c, "mask_qk")["max_sequence_len_from"] = 3 }, "MultiHeadAttention: want mask [B, 1, 2, 2]"},
+		{"matmul 2-D batch", func(c map[string]any) {
+			layer(c, "concat")["bottom"] = []any{"mm2d", "reshape_sm"}
+			ls := c["layers"].([]any)
+			mm := map[string]any{"name": "mm2d", "type": "MatrixMultiply", "bottom": []any{"dense2", "reshape_mm"}, "top": "mm2d"}
+			c["layers"] = append(ls[:len(ls)-3:len(ls)-3], append([]any{mm}, ls[len(ls)-3:]...)...)
+		}, "the first tensor's width 2 must equal the batch size 64"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cfg map[string]any
+			if err := json.Unmarshal(raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(cfg)
+			b, _ := json.Marshal(cfg)
+			g, err := graph.Read(bytes.NewReader(b), "seq.json")
+			if err == nil {
+				_, err = Build(g, cpuBackend(t), Options{BatchSize: 64, Seed: 1})
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			t.Log(err)
+		})
+	}
 }
