@@ -102,7 +102,8 @@ func (be *Backend) LayerNormGrad(dx, dgamma, dbeta, dy, x, gamma, mean, rstd ten
 	}
 	n := gamma.Len()
 	be.do(op, func(c *cuda.Ctx) error {
-		if err := be.launch1(c, "seq_layer_norm_dparam", n, p(dgamma), p(dbeta), p(dy), p(x), p(mean), p(rstd), int64(rows), n); err != nil {
+		if err := be.launch(c, "seq_layer_norm_dparam", cuda.D1(min(n, be.sms*16)), cuda.D1(256), 0,
+			p(dgamma), p(dbeta), p(dy), p(x), p(mean), p(rstd), int64(rows), n); err != nil {
 			return err
 		}
 		if dx.IsZero() || rows == 0 {

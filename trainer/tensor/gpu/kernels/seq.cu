@@ -101,21 +101,26 @@ extern "C" __global__ void seq_layer_norm_dx(float* __restrict__ dx, const float
     }
 }
 
-// seq_layer_norm_dparam: one thread per column j: dgamma[j] = Σ_r dy·x̂,
-// dbeta[j] = Σ_r dy, in row order (deterministic).
+// seq_layer_norm_dparam: one block per column j (grid-stride): dgamma[j] =
+// Σ_r dy·x̂, dbeta[j] = Σ_r dy, the block's threads striding over rows and
+// reduced in double in a fixed order (deterministic). blockDim.x is a
+// multiple of 32.
 extern "C" __global__ void seq_layer_norm_dparam(float* __restrict__ dgamma, float* __restrict__ dbeta,
                                                  const float* __restrict__ dy, const float* __restrict__ x,
                                                  const float* __restrict__ mean, const float* __restrict__ rstd,
                                                  i64 rows, int n) {
-    FOR(j, n) {
+    __shared__ double sh[32];
+    for (int j = blockIdx.x; j < n; j += gridDim.x) {
         double sg = 0, sb = 0;
-        for (i64 r = 0; r < rows; r++) {
+        for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
             double d = dy[r * n + j];
             sg += d * ((double)x[r * n + j] - (double)mean[r]) * (double)rstd[r];
             sb += d;
         }
-        dgamma[j] = (float)sg;
-        dbeta[j] = (float)sb;
+        sg = block_sum_d(sg, sh);
+        if (threadIdx.x == 0) dgamma[j] = (float)sg;
+        sb = block_sum_d(sb, sh);
+        if (threadIdx.x == 0) dbeta[j] = (float)sb;
     }
 }
 
