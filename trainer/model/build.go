@@ -287,6 +287,9 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		return nil
 	}
+	if l, ok, err := m.buildRowwise(gl, li, ins); ok { // 3-D InnerProduct, Slice
+		return l, err
+	}
 	var l layers.Layer
 	var err error
 	switch gl.Type {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
 // buildSeq builds the sequence and attention layers (docs/LAYERS.md):
@@ -58,3 +59,51 @@ func (m *Model) buildSeq(gl graph.DenseLayer, li graph.LayerInfo, ins []*layers.
 	}
 	return nil, fmt.Errorf("%w: layer type %s", ErrUnsupported, gl.Type)
 }
+
+// buildRowwise builds InnerProduct and Slice on a 3-D input [B, S, V] (ok
+// false for any other layer or shape). Both act on the last dimension, so
+// they run on the input seen as B·S rows of V, and their outputs are seen
+// again as [B, S·V'] (graph.Infer's [B, S, V'], and the InnerProduct weight
+// [V, out] of HugeCTR's dense file).
+func (m *Model) buildRowwise(gl graph.DenseLayer, li graph.LayerInfo, ins []*layers.Blob) (l layers.Layer, ok bool, err error) {
+	if (gl.Type != graph.InnerProduct && gl.Type != graph.Slice) || len(ins) != 1 || len(li.In[0].Dims) != 2 {
+		return nil, false, nil
+	}
+	x, v := ins[0], li.In[0].Last()
+	if x.Value.Len()%v != 0 {
+		return nil, true, fmt.Errorf("%s: input %v does not split into rows of %d", gl.Type, x.Value, v)
+	}
+	rows := x.Value.Len() / v
+	view := &layers.Blob{Value: x.Value.Reshape(rows, v)}
+	if !x.Grad.IsZero() {
+		view.Grad = x.Grad.Reshape(rows, v)
+	}
+	var inner layers.Layer
+	if gl.Type == graph.Slice {
+		inner, err = layers.NewSlice(m.ctx, view, gl.Ranges)
+	} else {
+		in, ierr := initializers("weight_init", gl.WeightInit, "bias_init", gl.BiasInit)
+		if ierr != nil {
+			return nil, true, ierr
+		}
+		inner, err = layers.NewInnerProduct(m.ctx, view, gl.NumOutput, tensor.Identity, in...)
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	r := &rowwise{Layer: inner}
+	for _, o := range inner.Outputs() {
+		b := x.Value.Rows()
+		w := o.Value.Len() / b
+		r.outs = append(r.outs, &layers.Blob{Value: o.Value.Reshape(b, w), Grad: o.Grad.Reshape(b, w)})
+	}
+	return r, true, nil
+}
+
+// rowwise is a layer run on B·S rows whose outputs are seen per sample.
+type rowwise struct {
+	layers.Layer
+	outs []*layers.Blob
+}
+
+func (r *rowwise) Outputs() []*layers.Blob { return r.outs }

@@ -17,26 +17,50 @@ import (
 
 // TestSeqLayersTrain: testdata/seq_layers.json uses every sequence and
 // attention layer (SequenceMask, MultiHeadAttention with a mask, LayerNorm,
-// GRU, Concat on axis 2, MatrixMultiply 3-D and 4-D, Softmax with a mask).
-// It builds, its loss falls over a few steps on the CPU, and a saved model
-// reloads to bit-identical predictions; the dense file holds HugeCTR's
-// weights (LayerNorm γ β, GRU weight space + hx, InnerProduct W b).
+// GRU, Concat on axis 2, MatrixMultiply 3-D and 4-D, Softmax with a mask);
+// testdata/bst_like.json is HugeCTR's samples/bst/bst_concat.py shrunk (3-D
+// InnerProducts on a Concat of axis 2, fanned out by automatic Slices,
+// SequenceMask reading one tensor twice, attention, residual Adds,
+// LayerNorms). Each builds, its loss falls over a few steps on the CPU, and
+// a saved model reloads to bit-identical predictions and dense bytes; the
+// dense file holds HugeCTR's weights (LayerNorm γ β, GRU weight space + hx,
+// InnerProduct W [in, out] b — a 3-D InnerProduct's in is the last
+// dimension).
 func TestSeqLayersTrain(t *testing.T) {
-	cfg, err := graph.ReadFile("testdata/seq_layers.json")
+	for _, fx := range []struct {
+		file     string
+		denseDim int
+		sizes    []int64
+		params   int64
+	}{
+		// LayerNorm 2·8, GRU 3·4·8 + 3·4·4 + 3·4 + 64·4, InnerProduct 8 + 1.
+		{"seq_layers.json", 20, []int64{20, 30, 20, 30, 20, 30, 20, 30}, 16 + 96 + 48 + 12 + 256 + 9},
+		// q, k, v 3·(16·16+16), 2 LayerNorms 2·2·16, FFN 16·32+32 + 32·16+16,
+		// DNN 72·16+16 + 16+1.
+		{"bst_like.json", 1, []int64{50, 20, 20, 20, 20, 10, 10, 10, 10}, 3*(16*16+16) + 64 + 544 + 528 + 1168 + 17},
+	} {
+		t.Run(fx.file, func(t *testing.T) { trainFixture(t, "testdata/"+fx.file, fx.denseDim, fx.sizes, fx.params) })
+	}
+}
+
+func trainFixture(t *testing.T, path string, denseDim int, sizes []int64, params int64) {
+	cfg, err := graph.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sizes := []int64{20, 30, 20, 30, 20, 30, 20, 30}
-	train := newPlanted(1, 4096, 20, sizes)
-	eval := newPlanted(2, 640, 20, sizes)
+	train := newPlanted(1, 4096, denseDim, sizes)
+	eval := newPlanted(2, 640, denseDim, sizes)
 	const batch = 64
 	m, err := Build(cfg, cpuBackend(t), Options{BatchSize: batch, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// LayerNorm 2·8, GRU 3·4·8 + 3·4·4 + 3·4 + 64·4, InnerProduct 8 + 1.
-	if want := int64(16 + 96 + 48 + 12 + 256 + 9); m.Info.DenseParams != want {
-		t.Errorf("%d dense parameters, want %d", m.Info.DenseParams, want)
+	var n int64
+	for _, p := range m.params {
+		n += int64(p.Value.Len())
+	}
+	if m.Info.DenseParams != params || n != params {
+		t.Errorf("%d dense parameters (layers hold %d), want %d", m.Info.DenseParams, n, params)
 	}
 	before, err := m.Evaluate(eval.reader(batch), 0)
 	if err != nil {
@@ -50,8 +74,8 @@ func TestSeqLayersTrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("eval loss %.4f → %.4f, AUC %.4f → %.4f (planted %.4f)", before.Loss, after.Loss, before.AUC, after.AUC, eval.auc)
-	if !(after.Loss < before.Loss-0.01) || math.IsNaN(after.Loss) {
-		t.Errorf("eval loss %.4f → %.4f: did not fall", before.Loss, after.Loss)
+	if !(after.Loss < before.Loss-0.005) || !(after.AUC > before.AUC+0.05) {
+		t.Errorf("eval loss %.4f → %.4f, AUC %.4f → %.4f: did not learn", before.Loss, after.Loss, before.AUC, after.AUC)
 	}
 	want, err := m.Predict(nil, eval.reader(batch), 0)
 	if err != nil {
@@ -96,26 +120,37 @@ func TestSeqLayersTrain(t *testing.T) {
 	}
 }
 
-// TestGPUSeqLayersMatchCPU trains testdata/seq_layers.json for 30 SGD steps
-// on the GPU (FP32) and on the CPU (float32): every step's loss agrees
-// within 1e-3 relative (as TestGPUMatchesCPU).
+// TestGPUSeqLayersMatchCPU trains the two fixtures of TestSeqLayersTrain
+// for 30 SGD steps on the GPU (FP32) and on the CPU (float32): every step's
+// loss agrees within 1e-3 relative (as TestGPUMatchesCPU).
 func TestGPUSeqLayersMatchCPU(t *testing.T) {
 	g := gpuOrSkip(t, gpu.Options{})
-	cfg, err := graph.ReadFile("testdata/seq_layers.json")
-	if err != nil {
-		t.Fatal(err)
+	for _, fx := range []struct {
+		file     string
+		denseDim int
+		sizes    []int64
+	}{
+		{"seq_layers.json", 20, []int64{20, 30, 20, 30, 20, 30, 20, 30}},
+		{"bst_like.json", 1, []int64{50, 20, 20, 20, 20, 10, 10, 10, 10}},
+	} {
+		t.Run(fx.file, func(t *testing.T) {
+			cfg, err := graph.ReadFile("testdata/" + fx.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Optimizer = &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
+			const batch, steps = 64, 30
+			data := newPlanted(3, batch*steps, fx.denseDim, fx.sizes)
+			lc := trainLosses(t, cfg, cpuBackend(t), data, batch, steps)
+			lg := trainLosses(t, cfg, g, data, batch, steps)
+			for i := range lc {
+				if d := math.Abs(lg[i]-lc[i]) / math.Abs(lc[i]); !(d <= 1e-3) {
+					t.Errorf("step %d: GPU loss %.7f, CPU %.7f (relative %.2e)", i+1, lg[i], lc[i], d)
+				}
+			}
+			t.Logf("loss %.5f → %.5f", lc[0], lc[steps-1])
+		})
 	}
-	cfg.Optimizer = &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
-	const batch, steps = 64, 30
-	data := newPlanted(3, batch*steps, 20, []int64{20, 30, 20, 30, 20, 30, 20, 30})
-	lc := trainLosses(t, cfg, cpuBackend(t), data, batch, steps)
-	lg := trainLosses(t, cfg, g, data, batch, steps)
-	for i := range lc {
-		if d := math.Abs(lg[i]-lc[i]) / math.Abs(lc[i]); !(d <= 1e-3) {
-			t.Errorf("step %d: GPU loss %.7f, CPU %.7f (relative %.2e)", i+1, lg[i], lc[i], d)
-		}
-	}
-	t.Logf("loss %.5f → %.5f", lc[0], lc[steps-1])
 }
 
 // TestSeqLayersRefused: shapes the sequence layers cannot take are refused
