@@ -9,6 +9,7 @@ import (
 type cublasAPI struct {
 	cublasCreate, cublasDestroy, cublasSetStream, cublasSetMathMode uintptr
 	cublasSgemm, cublasGemmEx, cublasSetWorkspace                   uintptr
+	cublasSgemmStridedBatched                                       uintptr
 }
 
 func (b *cublasAPI) bind(l *library) error {
@@ -20,6 +21,8 @@ func (b *cublasAPI) bind(l *library) error {
 		&b.cublasSgemm:        {"cublasSgemm_v2"},
 		&b.cublasGemmEx:       {"cublasGemmEx"},
 		&b.cublasSetWorkspace: {"cublasSetWorkspace_v2"},
+		// Strided batched GEMM (attention, MatrixMultiply).
+		&b.cublasSgemmStridedBatched: {"cublasSgemmStridedBatched"},
 	})
 }
 
@@ -151,6 +154,22 @@ func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32
 	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR16BF, uintptr(lda), uintptr(b), cudaR16BF, uintptr(ldb),
 		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), compute32F, algoDefault))
+}
+
+// GemmStridedBatched is column-major C_i = alpha·op(A_i)·op(B_i) + beta·C_i
+// for i < batch, A_i at a + i·strideA elements (likewise B, C), FP32
+// (cublasSgemmStridedBatched; the handle's math mode applies).
+func (c *Ctx) GemmStridedBatched(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, strideA int64,
+	b Ptr, ldb int, strideB int64, beta float32, cc Ptr, ldc int, strideC int64, batch int) error {
+	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
+		return err
+	}
+	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
+	sc[0], sc[1] = alpha, beta
+	return blasCheck("cublasSgemmStridedBatched", call(blas.cublasSgemmStridedBatched, c.blasH, op(transA), op(transB),
+		uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&sc[0])), uintptr(a), uintptr(lda), uintptr(strideA),
+		uintptr(b), uintptr(ldb), uintptr(strideB), uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), uintptr(ldc), uintptr(strideC),
+		uintptr(batch)))
 }
 
 func op(t bool) uintptr {

@@ -7,7 +7,8 @@ import (
 
 // Shape is a tensor's shape per sample: Rows rows of Dims each (Rows is 1
 // except after HugeCTR reshapes that fold slots into the batch, as DIN's
-// [B·10, 36]). Dims has one entry ([B, D]) or two ([B, S, V]).
+// [B·10, 36]). Dims has one entry ([B, D]), two ([B, S, V]) or three ([B, h,
+// m, n]: SequenceMask and attention scores).
 type Shape struct {
 	Rows int
 	Dims []int
@@ -251,12 +252,15 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			prev = o
 		}
 		li.Out = []Shape{withLast(x, prev)}
-	case ReLU, Sigmoid, Cast, Dropout, ELU, PReLUDice, Softmax:
+	case ReLU, Sigmoid, Cast, Dropout, ELU, PReLUDice:
 		li.Out = []Shape{x}
 	case BatchNorm, LayerNorm:
 		li.Out = []Shape{x}
 		li.ParamShapes = [][]int{{x.Last()}, {x.Last()}}
 	case Concat:
+		if len(x.Dims) == 2 && l.Axis != 1 && l.Axis != 2 {
+			return errorf("", "", ErrValue, "axis %d: a 3-D Concat joins on axis 1 (slots) or 2 (widths)", l.Axis)
+		}
 		out := Shape{Rows: x.Rows, Dims: append([]int(nil), x.Dims...)}
 		ax := len(x.Dims) - 1
 		if len(x.Dims) == 2 && l.Axis == 1 {
@@ -361,15 +365,10 @@ func inferLayer(l *DenseLayer, li *LayerInfo) *Error {
 			}
 		}
 		li.Out = []Shape{x}
-	case MatrixMultiply:
-		if err := nIn(l, li, 2, 2); err != nil {
+	case MatrixMultiply, Softmax, GRU, MultiHeadAttention, SequenceMask:
+		if err := inferSeq(l, li); err != nil {
 			return err
 		}
-		y := li.In[1]
-		if len(x.Dims) != 2 || len(y.Dims) != 2 || x.Dims[1] != y.Dims[0] || x.Rows != y.Rows {
-			return bad("MatrixMultiply: want [B, m, k] and [B, k, n], have %v and %v", x, y)
-		}
-		li.Out = []Shape{{Rows: x.Rows, Dims: []int{x.Dims[0], y.Dims[1]}}}
 	case Scale:
 		if !(l.Factor >= 1 && l.Factor <= 1<<20) {
 			return errorf("", "", ErrValue, "Scale factor %v must be an integer in [1, 2^20]", l.Factor)

@@ -27,6 +27,10 @@
 //	WeightMultiply, FmOrder2          NewWeightMultiply, NewFmOrder2
 //	ReduceSum, ReduceMean, Scale      NewReduce, NewScale
 //	Softmax                           NewSoftmax
+//	Softmax with a mask (2 bottoms)   NewMaskedSoftmax
+//	LayerNorm, MatrixMultiply         NewLayerNorm, NewMatrixMultiply
+//	SequenceMask, MultiHeadAttention  NewSequenceMask, NewMultiHeadAttention
+//	GRU, Concat (3-D, axis 2)         NewGRU, NewConcat3D (seq.go)
 //	BinaryCrossEntropyLoss,
 //	CrossEntropyLoss,
 //	MultiCrossEntropyLoss             NewLoss (+ NewRegularizer for L1/L2)

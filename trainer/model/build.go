@@ -295,6 +295,9 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		return nil
 	}
+	if l, ok, err := m.buildRowwise(gl, li, ins); ok { // 3-D InnerProduct, Slice
+		return l, err
+	}
 	var l layers.Layer
 	var err error
 	switch gl.Type {
@@ -324,7 +327,8 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		l, err = layers.NewBatchNorm(c, x, tensor.BNParams{Factor: float64(gl.Factor), Eps: float64(gl.Eps)}, in...)
 	case graph.Concat:
 		if len(li.In[0].Dims) == 2 && gl.Axis == 2 {
-			return nil, fmt.Errorf("%w: 3-D Concat on axis 2", ErrUnsupported)
+			l, err = m.buildSeq(gl, li, ins)
+			break
 		}
 		l, err = layers.NewConcat(c, ins...)
 	case graph.Reshape:
@@ -373,10 +377,16 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		dims := append([]int{x.Value.Rows()}, li.In[0].Dims...)
 		l, err = layers.NewReduce(c, x, dims, gl.Axis, gl.Type == graph.ReduceMean)
 	case graph.Softmax:
+		if len(ins) == 2 {
+			l, err = m.buildSeq(gl, li, ins) // masked
+			break
+		}
 		if err := one(); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 		}
 		l, err = layers.NewSoftmax(c, x)
+	case graph.LayerNorm, graph.MatrixMultiply, graph.SequenceMask, graph.MultiHeadAttention, graph.GRU:
+		l, err = m.buildSeq(gl, li, ins)
 	case graph.Scale:
 		l, err = layers.NewScale(c, x, gl.Axis, int(gl.Factor))
 	case graph.BinaryCrossEntropyLoss, graph.CrossEntropyLoss, graph.MultiCrossEntropyLoss:

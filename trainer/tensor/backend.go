@@ -287,4 +287,7 @@ type Backend interface {
 	// AUC is the exact ROC AUC of scores against labels (labels as
 	// weights, ties ½); it synchronizes.
 	AUC(scores, labels Tensor) (float64, error)
+
+	// SeqOps: attention, GRU, LayerNorm, sequence mask (seq.go).
+	SeqOps
 }
