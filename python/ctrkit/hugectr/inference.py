@@ -130,7 +130,8 @@ class InferenceModel(object):
         over the data when it holds fewer samples (as HugeCTR does)."""
         cfg = self._config(source, data_reader_type, check_type, slot_size_array, num_batches)
         out = os.path.join(self._dir, "pred.txt")
-        _proc.run(["predict", "--config", cfg, "--device", self._device(), "-o", out])
+        _proc.run(["predict", "--config", cfg, "--device", self._device(), "--max-eval-batches", str(int(num_batches)),
+                   "-o", out])
         with open(out) as f:
             rows = [[float(x) for x in line.split()] for line in f if line.strip()]
         want = self._p.max_batchsize * int(num_batches)
@@ -148,5 +149,6 @@ class InferenceModel(object):
         """The AUC over num_batches batches of max_batchsize samples of
         source (fewer when the data ends first)."""
         cfg = self._config(source, data_reader_type, check_type, slot_size_array, num_batches)
-        r = json.loads(_proc.run(["evaluate", "--config", cfg, "--device", self._device(), "--json"]))
+        r = json.loads(_proc.run(["evaluate", "--config", cfg, "--device", self._device(), "--max-eval-batches",
+                                  str(int(num_batches)), "--json"]))
         return r["auc"]
