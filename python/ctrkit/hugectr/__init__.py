@@ -27,7 +27,7 @@ from .._proc import CtrkitError
 from . import _enums
 from ._enums import *  # noqa: F401,F403  (HugeCTR's enums)
 from ._enums import value as _ev
-from ._nljson import F32, dumps as _dumps
+from ._nljson import F32, dumps as _dumps  # noqa: F401  (F32: float32 values)
 
 __version__ = "23.9.0"
 
@@ -1045,6 +1045,8 @@ class Model(object):
         for t in ts:
             t.join()
         p.wait()
+        p.stdout.close()
+        p.stderr.close()
         if p.returncode != 0:
             raise _proc.fail(p, "".join(err))
         self._plot = plot if os.path.exists(plot) else None
