@@ -82,6 +82,9 @@ func TestSessionMatchesTrain(t *testing.T) {
 	for range 6 {
 		reqs = append(reqs, `{"cmd":"lr_next"}`, `{"cmd":"train"}`, `{"cmd":"loss"}`)
 	}
+	// set_lr takes HugeCTR's float: 0.01 is the config's float32 rate, so
+	// the losses stay train's.
+	reqs = append(reqs, `{"cmd":"set_lr","lr":0.01}`, `{"cmd":"info"}`)
 	reqs = append(reqs, `{"cmd":"eval","batches":4}`, `{"cmd":"quit"}`)
 	resps := sessionRun(t, reqs...)
 	for i, r := range resps {
@@ -101,6 +104,9 @@ func TestSessionMatchesTrain(t *testing.T) {
 		if got != want[i] {
 			t.Errorf("step %d: session loss %v, train %v", i+1, got, want[i])
 		}
+	}
+	if lr := resps[len(resps)-3]["lr"].(float64); lr != float64(float32(0.01)) {
+		t.Errorf("set_lr 0.01: lr %v, want float32 0.01", lr)
 	}
 	ev := resps[len(resps)-2]
 	if ev["auc"].(float64) != wantAUC || ev["samples"].(float64) != 4*2048 {

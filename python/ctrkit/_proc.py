@@ -1,10 +1,12 @@
 """Finding and running the ctrkit binary; the `ctrkit session` client."""
 
+import atexit
 import json
 import os
 import shutil
 import subprocess
 import threading
+import weakref
 
 __all__ = ["CtrkitError", "binary", "run", "Session"]
 
@@ -67,8 +69,9 @@ class Session(object):
         self._p = subprocess.Popen([binary(), "session"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, universal_newlines=True, bufsize=1)
         self._err = []
-        t = threading.Thread(target=self._drain, daemon=True)
-        t.start()
+        self._t = threading.Thread(target=self._drain, daemon=True)
+        self._t.start()
+        _SESSIONS.add(self)
 
     def _drain(self):
         for line in self._p.stderr:
@@ -110,7 +113,9 @@ class Session(object):
             except subprocess.TimeoutExpired:
                 self._p.kill()
                 self._p.wait()
-        for f in (self._p.stdout, self._p.stderr):
+        self._t.join(timeout=10)  # stderr ends with the process
+        files = [self._p.stdout] + ([] if self._t.is_alive() else [self._p.stderr])
+        for f in files:
             try:
                 f.close()
             except (OSError, ValueError):
@@ -121,3 +126,12 @@ class Session(object):
             self.close()
         except Exception:
             pass
+
+
+_SESSIONS = weakref.WeakSet()
+
+
+@atexit.register
+def _close_sessions():
+    for s in list(_SESSIONS):
+        s.close()

@@ -41,3 +41,8 @@ def run_script(name, cwd):
 def read_rows(path):
     with open(path) as f:
         return [[float(x) for x in line.split()] for line in f if line.strip()]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()

@@ -122,6 +122,47 @@ class LowLevelTest(unittest.TestCase):
         self.assertEqual(got, want[:8])
         self.assertFalse(model.train())
 
+    def test_fit_continues_the_session(self):
+        # fit after low-level steps trains on from the session's model (its
+        # weights, optimizer state and iteration; the data from its start).
+        model = build(self.data)
+        model.start_data_reading()
+        for _ in range(4):
+            model.train()
+        hist = model.fit(max_iter=8, display=1, eval_interval=0, snapshot=0)
+        self.assertEqual([p["iter"] for p in hist if p.get("loss") is not None], [5, 6, 7, 8])
+        ref = build(self.data)
+        want = [p["loss"] for p in ref.fit(max_iter=4, display=1, eval_interval=0, snapshot=0)]
+        self.assertEqual(len(want), 4)
+        self.assertTrue(all(a != b for a, b in zip(want, [p["loss"] for p in hist])))
+
+    def test_construct_from_json(self):
+        model = build(self.data)
+        graph = os.path.join(self.tmp, "g.json")
+        model.graph_to_json(graph)
+        again = build(self.data)
+        again.construct_from_json(graph_config_file=graph, include_dense_network=True)
+        graph2 = os.path.join(self.tmp, "g2.json")
+        again.graph_to_json(graph2)
+        self.assertEqual(_util.read(graph), _util.read(graph2))
+        # Without the dense network: the embeddings only, a new head on top.
+        solver = hugectr.CreateSolver(batchsize=256, batchsize_eval=512, max_eval_batches=2, vvgpu=[[0]])
+        reader = hugectr.DataReaderParams(data_reader_type=hugectr.DataReaderType_t.Norm,
+                                          source=[os.path.join(self.data, "file_list.txt")],
+                                          eval_source=os.path.join(self.data, "file_list_test.txt"),
+                                          check_type=hugectr.Check_t.Sum)
+        head = hugectr.Model(solver, reader, hugectr.CreateOptimizer())
+        head.construct_from_json(graph_config_file=graph, include_dense_network=False)
+        head.add(hugectr.DenseLayer(layer_type=hugectr.Layer_t.Reshape, bottom_names=["sparse_embedding1"],
+                                    top_names=["r"], leading_dim=48))
+        head.add(hugectr.DenseLayer(layer_type=hugectr.Layer_t.InnerProduct, bottom_names=["r"], top_names=["fc"],
+                                    num_output=1))
+        head.add(hugectr.DenseLayer(layer_type=hugectr.Layer_t.BinaryCrossEntropyLoss, bottom_names=["fc", "label"],
+                                    top_names=["loss"]))
+        text = head.summary()
+        self.assertIn("sparse_embedding1", text)
+        self.assertNotIn("concat1", text)
+
     def test_errors(self):
         model = build(self.data)
         with self.assertRaises(ValueError):

@@ -17,7 +17,7 @@ class ReadmeTest(unittest.TestCase):
         readme = os.path.join(os.path.dirname(_util.PYROOT), "README.md")
         if not os.path.exists(readme):
             self.skipTest("no README.md beside python/")
-        blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
+        blocks = re.findall(r"```python\n(.*?)```", _util.read(readme), re.S)
         self.assertTrue(blocks, "README.md has no python block")
         d = tempfile.mkdtemp(prefix="ctrkit-readme-")
         try:

@@ -47,7 +47,7 @@ class ScriptTest(unittest.TestCase):
         self.assertIn("BinaryCrossEntropyLoss", summary)
         with open(graph, "rb") as a, open(os.path.join(d, "go.json"), "rb") as b:
             self.assertEqual(a.read(), b.read())
-        g = json.load(open(graph))
+        g = json.loads(_util.read(graph))
         self.assertEqual([l["type"] for l in g["layers"][:1 + len(embeddings)]][1:], embeddings)
         self.assertTrue(os.path.exists(os.path.join(d, "%s_dense_24.model" % name)))
         for i in range(len(embeddings)):

@@ -194,7 +194,8 @@ func (s *session) do(ctx context.Context, r *SessionRequest) (map[string]any, er
 		if r.LR == nil {
 			return nil, errors.New("set_lr: give lr")
 		}
-		return nil, s.m.SetLearningRate(*r.LR)
+		// HugeCTR's set_learning_rate takes a float: the rate is float32.
+		return nil, s.m.SetLearningRate(f32(*r.LR))
 	case "lr_next":
 		s.lrStep++
 		return map[string]any{"lr": s.sched.LR(s.lrStep)}, nil
@@ -202,7 +203,9 @@ func (s *session) do(ctx context.Context, r *SessionRequest) (map[string]any, er
 		if r.LR == nil {
 			return nil, errors.New("reset_lr: give lr (base_lr)")
 		}
-		sc := optim.Schedule{BaseLR: *r.LR, WarmupSteps: 1, DecaySteps: 1, DecayPower: 2}
+		// HugeCTR's reset_learning_rate_scheduler takes floats for the rates
+		// and the power.
+		sc := optim.Schedule{BaseLR: f32(*r.LR), WarmupSteps: 1, DecaySteps: 1, DecayPower: 2}
 		setI := func(dst *int64, v *int64) {
 			if v != nil {
 				*dst = *v
@@ -218,6 +221,7 @@ func (s *session) do(ctx context.Context, r *SessionRequest) (map[string]any, er
 		setI(&sc.DecaySteps, r.DecaySteps)
 		setF(&sc.DecayPower, r.DecayPower)
 		setF(&sc.EndLR, r.EndLR)
+		sc.DecayPower, sc.EndLR = f32(sc.DecayPower), f32(sc.EndLR)
 		if err := s.m.ResetLRScheduler(sc); err != nil {
 			return nil, err
 		}
@@ -270,6 +274,15 @@ func (s *session) do(ctx context.Context, r *SessionRequest) (map[string]any, er
 		return s.exportPredictions(r.Output, r.Labels)
 	}
 	return nil, fmt.Errorf("unknown command %q (see docs/SESSION.md)", r.Cmd)
+}
+
+// f32 rounds x to float32, keeping values float32 cannot hold (an
+// infinite rate is refused by name, not turned into another).
+func f32(x float64) float64 {
+	if y := float64(float32(x)); !math.IsInf(y, 0) || math.IsInf(x, 0) {
+		return y
+	}
+	return x
 }
 
 func (s *session) doLoad(r *SessionRequest) (map[string]any, error) {

@@ -984,7 +984,10 @@ class Model(object):
     def fit(self, num_epochs=0, max_iter=2000, display=200, eval_interval=1000, snapshot=10000, snapshot_prefix=""):
         """Trains (ctrkit train): max_iter iterations when the solver's
         repeat_dataset is True, else num_epochs epochs. Prints HugeCTR-style
-        lines and returns the history (one dict per display or eval)."""
+        lines and returns the history (one dict per display or eval).
+        After low-level steps it trains on from their model (weights,
+        optimizer state, iteration); the training data starts again at its
+        beginning."""
         if not self._compiled:
             self.compile()
         args = ["train"] + self._train_flags()
