@@ -1247,8 +1247,9 @@ class Model(object):
         return bool(r["trained"])
 
     def get_current_loss(self):
-        """The loss of the last iteration."""
-        return self._session().request("loss")["loss"]
+        """The loss of the last iteration (nan when it is not finite)."""
+        v = self._session().request("loss")["loss"]
+        return float("nan") if v is None else v
 
     def eval(self):
         """Counts one evaluation batch (of batchsize_eval); get_eval_metrics
