@@ -85,7 +85,12 @@ func TestSessionMatchesTrain(t *testing.T) {
 	// set_lr takes HugeCTR's float: 0.01 is the config's float32 rate, so
 	// the losses stay train's.
 	reqs = append(reqs, `{"cmd":"set_lr","lr":0.01}`, `{"cmd":"info"}`)
-	reqs = append(reqs, `{"cmd":"eval","batches":4}`, `{"cmd":"quit"}`)
+	reqs = append(reqs, `{"cmd":"eval","batches":4}`)
+	// save writes HugeCTR's files, which predict reads back to the
+	// session's own predictions.
+	snap, pred := filepath.Join(dir, "sess"), filepath.Join(dir, "sess_pred.txt")
+	reqs = append(reqs, `{"cmd":"save","prefix":`+jsonString(snap)+`,"iter":6}`, `{"cmd":"predict","output":`+jsonString(pred)+`}`,
+		`{"cmd":"quit"}`)
 	resps := sessionRun(t, reqs...)
 	for i, r := range resps {
 		if r["ok"] != true {
@@ -105,12 +110,23 @@ func TestSessionMatchesTrain(t *testing.T) {
 			t.Errorf("step %d: session loss %v, train %v", i+1, got, want[i])
 		}
 	}
-	if lr := resps[len(resps)-3]["lr"].(float64); lr != float64(float32(0.01)) {
+	if lr := resps[len(resps)-5]["lr"].(float64); lr != float64(float32(0.01)) {
 		t.Errorf("set_lr 0.01: lr %v, want float32 0.01", lr)
 	}
-	ev := resps[len(resps)-2]
+	ev := resps[len(resps)-4]
 	if ev["auc"].(float64) != wantAUC || ev["samples"].(float64) != 4*2048 {
 		t.Errorf("eval %v, want AUC %v over 4 batches of batchsize_eval 2048", ev, wantAUC)
+	}
+	cli := filepath.Join(dir, "cli_pred.txt")
+	pargs := append([]string{"predict", "--load-prefix", snap, "--load-iter", "6", "-o", cli, "--eval-source", eval,
+		"--device", "cpu", "--batchsize", "256"}, common[:10]...)
+	if out, err := runCtrkit(t, pargs...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	a, _ := os.ReadFile(pred)
+	b, _ := os.ReadFile(cli)
+	if len(a) == 0 || string(a) != string(b) {
+		t.Errorf("session predict (%d bytes) differs from ctrkit predict of its saved files (%d bytes)", len(a), len(b))
 	}
 }
 
