@@ -28,7 +28,13 @@ func TestPythonSuite(t *testing.T) {
 		t.Fatalf("building ctrkit: %v\n%s", err, out)
 	}
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "tests", "-t", ".")
-	cmd.Env = append(os.Environ(), "CTRKIT_BIN="+bin, "CTRKIT_DEVICE=cpu", "PYTHONDONTWRITEBYTECODE=1",
+	// CTRKIT_DEVICE=gpu go test ./python runs the suite on the GPU; the
+	// default is the CPU.
+	dev := os.Getenv("CTRKIT_DEVICE")
+	if dev == "" {
+		dev = "cpu"
+	}
+	cmd.Env = append(os.Environ(), "CTRKIT_BIN="+bin, "CTRKIT_DEVICE="+dev, "PYTHONDONTWRITEBYTECODE=1",
 		"TMPDIR="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
