@@ -46,3 +46,8 @@ def read_rows(path):
 def read(path):
     with open(path) as f:
         return f.read()
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()

@@ -136,6 +136,35 @@ class LowLevelTest(unittest.TestCase):
         self.assertEqual(len(want), 4)
         self.assertTrue(all(a != b for a, b in zip(want, [p["loss"] for p in hist])))
 
+    def test_freeze(self):
+        # A frozen dense network leaves the dense file as loaded; the
+        # embedding still trains (fit passes --freeze-dense, the session
+        # freeze_dense).
+        src = build(self.data)
+        src.start_data_reading()
+        src.train()
+        prefix = os.path.join(self.tmp, "frz")
+        src.save_params_to_files(prefix, 1)
+        dense, sparse = prefix + "_dense_1.model", prefix + "0_sparse_1.model"
+        fit = build(self.data)
+        fit.load_dense_weights(dense)
+        fit.load_sparse_weights([sparse])
+        fit.freeze_dense()
+        fit.fit(max_iter=3, display=0, eval_interval=0, snapshot=3, snapshot_prefix=os.path.join(self.tmp, "frzfit"))
+        self.assertEqual(_util.read_bytes(os.path.join(self.tmp, "frzfit_dense_3.model")), _util.read_bytes(dense))
+        low = build(self.data)
+        low.load_dense_weights(dense)
+        low.freeze_dense()
+        low.freeze_embedding("sparse_embedding1")
+        low.start_data_reading()
+        low.train()
+        low.save_params_to_files(os.path.join(self.tmp, "frzlow"), 1)
+        self.assertEqual(_util.read_bytes(os.path.join(self.tmp, "frzlow_dense_1.model")), _util.read_bytes(dense))
+        low.unfreeze_dense()
+        low.train()
+        low.save_params_to_files(os.path.join(self.tmp, "frzlow"), 2)
+        self.assertNotEqual(_util.read_bytes(os.path.join(self.tmp, "frzlow_dense_2.model")), _util.read_bytes(dense))
+
     def test_construct_from_json(self):
         model = build(self.data)
         graph = os.path.join(self.tmp, "g.json")

@@ -1011,8 +1011,9 @@ class Model(object):
         if os.path.exists(metrics):
             os.remove(metrics)
         open(metrics, "w").close()
-        args += ["--display", str(display), "--eval-interval", str(eval_interval), "--metrics-out", metrics,
-                 "--plot", plot]
+        args += ["--display", str(display), "--eval-interval", str(eval_interval), "--metrics-out", metrics]
+        if display > 0 or eval_interval > 0:
+            args += ["--plot", plot]  # nothing to plot otherwise
         if snapshot_prefix:
             args += ["--snapshot", str(snapshot), "--snapshot-prefix", snapshot_prefix]
         else:
@@ -1052,7 +1053,7 @@ class Model(object):
         p.stderr.close()
         if p.returncode != 0:
             raise _proc.fail(p, "".join(err))
-        self._plot = plot if os.path.exists(plot) else None
+        self._plot = plot if "--plot" in args and os.path.exists(plot) else None
         self._history = history
         return history
 
