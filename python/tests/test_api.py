@@ -1,0 +1,122 @@
+"""HugeCTR's names and defaults, and the errors users see."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from tests import _util
+import ctrkit
+import ctrkit.hugectr as hugectr
+from ctrkit import _proc
+
+
+class NamesTest(unittest.TestCase):
+    def test_names(self):
+        for n in ["CreateSolver", "CreateETC", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
+                  "DataReaderSparseParam", "CreateOptimizer", "Input", "SparseEmbedding", "DenseLayer",
+                  "GroupDenseLayer", "Model", "DataReaderType_t", "Check_t", "Optimizer_t", "Update_t",
+                  "Embedding_t", "Layer_t", "Initializer_t", "MetricsType", "LrPolicy_t", "Alignment_t",
+                  "DeviceLayout", "Activation_t", "FcPosition_t", "Regularizer_t", "Distribution_t", "PowerLaw_t",
+                  "CommunicationType", "HybridEmbeddingType", "GroupLayer_t"]:
+            self.assertTrue(hasattr(hugectr, n), n)
+        self.assertTrue(hasattr(hugectr.inference, "InferenceParams"))
+        self.assertTrue(hasattr(hugectr.tools, "DataGenerator"))
+        for m in ["add", "compile", "summary", "fit", "graph_to_json", "construct_from_json", "load_dense_weights",
+                  "load_dense_optimizer_states", "load_sparse_weights", "load_sparse_optimizer_states",
+                  "freeze_dense", "freeze_embedding", "unfreeze_dense", "unfreeze_embedding",
+                  "reset_learning_rate_scheduler", "set_source", "save_params_to_files", "export_predictions",
+                  "start_data_reading", "set_learning_rate", "train", "get_current_loss", "eval",
+                  "get_eval_metrics", "get_learning_rate_scheduler", "get_data_reader_train",
+                  "get_data_reader_eval"]:
+            self.assertTrue(callable(getattr(hugectr.Model, m)), m)
+
+    def test_defaults(self):
+        s = hugectr.CreateSolver()
+        self.assertEqual((s.batchsize, s.batchsize_eval, s.max_eval_batches, s.lr, s.warmup_steps, s.decay_steps,
+                          s.decay_power, s.vvgpu, s.repeat_dataset, s.seed),
+                         (2048, 2048, 100, 0.001, 1, 1, 2.0, [[0]], True, 0))
+        self.assertEqual(s.metrics_spec, {hugectr.MetricsType.AUC: 1.0})
+        o = hugectr.CreateOptimizer()
+        self.assertEqual((o.optimizer, o.update_type), (hugectr.Optimizer_t.Adam, hugectr.Update_t.Global))
+        self.assertEqual(o._json(), {"type": "Adam", "update_type": "Global", "adam_hparam": {
+            "beta1": hugectr.F32(0.9), "beta2": hugectr.F32(0.999), "epsilon": hugectr.F32(1e-7)}})
+        r = hugectr.DataReaderParams(data_reader_type=hugectr.DataReaderType_t.Norm, source="a.txt",
+                                     eval_source="b.txt", check_type=hugectr.Check_t.Sum)
+        self.assertEqual((r.source, r.num_workers, r.cache_eval_data), (["a.txt"], 12, 0))
+        d = hugectr.DenseLayer(layer_type=hugectr.Layer_t.Dropout, bottom_names=["x"], top_names=["y"])
+        self.assertEqual(d._json({}), {"type": "Dropout", "bottom": "x", "top": "y", "rate": hugectr.F32(0.5)})
+        bn = hugectr.DenseLayer(hugectr.Layer_t.BatchNorm, ["x"], ["y"])
+        self.assertEqual(bn._json({})["bn_param"], {"factor": 1.0, "eps": hugectr.F32(1e-5)})
+        loss = hugectr.DenseLayer(hugectr.Layer_t.BinaryCrossEntropyLoss, ["p", "label"], ["loss"],
+                                  use_regularizer=True, regularizer_type=hugectr.Regularizer_t.L2, **{"lambda": 0.1})
+        self.assertEqual(loss._json({})["regularizer"], "L2")
+        self.assertEqual(loss._json({})["lambda"], hugectr.F32(0.1))
+        fc = hugectr.DenseLayer(hugectr.Layer_t.InnerProduct, ["x"], ["y"], num_output=4,
+                                weight_init_type=hugectr.Initializer_t.XavierUniform)
+        self.assertEqual(fc._json({})["fc_param"], {"num_output": 4, "weight_init": "XavierUniform"})
+
+    def test_group_dense_layer(self):
+        g = hugectr.GroupDenseLayer(hugectr.GroupLayer_t.GroupFusedInnerProduct, ["x"], ["a", "b", "c"], [8, 4, 1],
+                                    last_act_type=hugectr.Activation_t.Non)
+        js = [l._json({}) for l in g._layers()]
+        self.assertEqual([(j["position"], j["activation"], j["fc_param"]["num_output"]) for j in js],
+                         [("Head", "Relu", 8), ("Body", "Relu", 4), ("Tail", "None", 1)])
+        self.assertEqual(js[0]["top"], ["a", "a_mask", "a_dRelu", "a_db"])
+        self.assertEqual(js[2]["bottom"], ["b", "b_mask", "b_dRelu", "b_db"])
+        self.assertEqual(js[2]["top"], "c")
+        m = hugectr.Model(hugectr.CreateSolver(), hugectr.DataReaderParams(
+            data_reader_type=hugectr.DataReaderType_t.Norm, source="a", eval_source="b",
+            check_type=hugectr.Check_t.Sum), hugectr.CreateOptimizer())
+        with self.assertRaises(ValueError) as cm:
+            m.add(g)
+        self.assertIn("use_mixed_precision", str(cm.exception))
+
+    def test_refusals(self):
+        with self.assertRaises(NotImplementedError) as cm:
+            hugectr.CreateETC(ps_types=[hugectr.TrainPSType_t.Staged], sparse_models=["x"])
+        self.assertIn("load_sparse_weights", str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            hugectr.DataReaderParams(data_reader_type="Norm", source="a", eval_source="b",
+                                     check_type=hugectr.Check_t.Sum)
+        self.assertIn("hugectr.DataReaderType_t", str(cm.exception))
+        with self.assertRaises(ValueError):
+            hugectr.DataReaderSparseParam("d", [1, 2], False, 3)
+        with self.assertRaises(ValueError):
+            hugectr.CreateSolver(metrics_spec={hugectr.MetricsType.NDCG: 1.0})
+        with self.assertRaises(TypeError):
+            hugectr.DenseLayer(hugectr.Layer_t.ReLU, ["x"], ["y"], bogus=1)
+
+
+class BinaryTest(unittest.TestCase):
+    def test_missing_binary(self):
+        env = dict(os.environ)
+        env.pop("CTRKIT_BIN", None)
+        env["PATH"] = tempfile.mkdtemp()
+        code = ("import sys; sys.path.insert(0, %r)\nfrom ctrkit import _proc\n"
+                "try:\n    _proc.binary()\nexcept _proc.CtrkitError as e:\n    print(e)\n") % _util.PYROOT
+        out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                             universal_newlines=True).stdout
+        self.assertIn("go install ./cmd/ctrkit", out)
+        env["CTRKIT_BIN"] = "/nonexistent/ctrkit"
+        out = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                             universal_newlines=True).stdout
+        self.assertIn("CTRKIT_BIN=/nonexistent/ctrkit", out)
+
+    def test_ctrkit_error_message(self):
+        _util.need_binary()
+        with self.assertRaises(ctrkit.CtrkitError) as cm:
+            _proc.run(["summary", "--config", "/nonexistent/model.json"])
+        self.assertIn("/nonexistent/model.json", str(cm.exception))
+        self.assertFalse(str(cm.exception).startswith("ctrkit:"))
+        s = _proc.Session()
+        with self.assertRaises(ctrkit.CtrkitError) as cm:
+            s.request("train")
+        self.assertIn("send load first", str(cm.exception))
+        self.assertTrue(s.request("ping")["ok"])
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,112 @@
+"""Acceptance: WDL, DCN and DLRM scripts in HugeCTR's documented style run
+with only the import changed; their graph JSON is what ctrkit's writer
+writes and loads in `ctrkit summary`; InferenceModel agrees with
+`ctrkit predict` and `ctrkit evaluate`."""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from tests import _util
+import ctrkit.hugectr as hugectr
+
+
+class ScriptTest(unittest.TestCase):
+    dirs = {}
+
+    @classmethod
+    def setUpClass(cls):
+        _util.need_binary()
+
+    @classmethod
+    def tearDownClass(cls):
+        for d in cls.dirs.values():
+            shutil.rmtree(d, ignore_errors=True)
+
+    def script(self, name):
+        if name not in self.dirs:
+            d = tempfile.mkdtemp(prefix="ctrkit-%s-" % name)
+            code, out = _util.run_script(name, d)
+            self.dirs[name] = d
+            self.__class__.outputs = getattr(self.__class__, "outputs", {})
+            self.__class__.outputs[name] = (code, out)
+        code, out = self.__class__.outputs[name]
+        self.assertEqual(code, 0, out)
+        return self.dirs[name], out
+
+    def check_script(self, name, embeddings):
+        d, out = self.script(name)
+        for want in ["Iter: 8 Time(8 iters)", "Iter: 24 ", "Evaluation, AUC: ", "dense parameters",
+                     "Save the model graph to %s.json successfully" % name]:
+            self.assertIn(want, out)
+        graph = os.path.join(d, name + ".json")
+        # ctrkit's Go writer writes the same bytes from what it reads.
+        summary = _util.ctrkit("summary", "--config", graph, "--graph-out", os.path.join(d, "go.json"))
+        self.assertIn("BinaryCrossEntropyLoss", summary)
+        with open(graph, "rb") as a, open(os.path.join(d, "go.json"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        g = json.loads(_util.read(graph))
+        self.assertEqual([l["type"] for l in g["layers"][:1 + len(embeddings)]][1:], embeddings)
+        self.assertTrue(os.path.exists(os.path.join(d, "%s_dense_24.model" % name)))
+        for i in range(len(embeddings)):
+            self.assertTrue(os.path.exists(os.path.join(d, "%s%d_sparse_24.model" % (name, i))))
+        return d, g
+
+    def check_inference(self, name, n_emb, source, fmt, slot_sizes=None):
+        d, _ = self.script(name)
+        graph = os.path.join(d, name + ".json")
+        params = hugectr.inference.InferenceParams(
+            model_name=name, max_batchsize=512, hit_rate_threshold=1.0,
+            dense_model_file=os.path.join(d, "%s_dense_24.model" % name),
+            sparse_model_files=[os.path.join(d, "%s%d_sparse_24.model" % (name, i)) for i in range(n_emb)],
+            device_id=0, use_gpu_embedding_cache=False, cache_size_percentage=1.0, i64_input_key=False)
+        m = hugectr.inference.InferenceModel(graph, params)
+        chk = hugectr.Check_t.Sum if fmt is hugectr.DataReaderType_t.Norm else hugectr.Check_t.Non
+        pred = m.predict(2, os.path.join(d, source), fmt, chk, slot_sizes or [])
+        self.assertEqual(len(pred), 1024)
+        self.assertEqual(len(pred[0]), 1)
+        out = os.path.join(d, "pred.txt")
+        args = ["predict", "--config", graph, "--load-prefix", os.path.join(d, name), "--load-iter", 24,
+                "--eval-source", os.path.join(d, source), "--format", fmt.value.lower(), "--batchsize", 512,
+                "-o", out, "--device", "cpu"]
+        if slot_sizes:
+            args += ["--data-slot-size-array", ",".join(map(str, slot_sizes))]
+        if chk is hugectr.Check_t.Non:
+            args += ["--check-type", "none"]
+        _util.ctrkit(*args)
+        # ctrkit predict covers all the eval data (2048 samples).
+        want = _util.read_rows(out)[:1024]
+        self.assertEqual([list(map(float, r)) for r in pred], want)
+        auc = m.evaluate(4, os.path.join(d, source), fmt, chk, slot_sizes or [])
+        ev = json.loads(_util.ctrkit(*(["evaluate", "--json"] + [a for a in args[1:] if a not in ("-o", out)])))
+        self.assertEqual(auc, ev["auc"])
+        self.assertNotEqual(m.evaluate(1, os.path.join(d, source), fmt, chk, slot_sizes or []), auc)
+        # More batches than samples: HugeCTR loops over the data.
+        looped = m.predict(5, os.path.join(d, source), fmt, chk, slot_sizes or [])
+        self.assertEqual(len(looped), 2560)
+        self.assertEqual([list(map(float, r)) for r in looped[2048:]], [list(map(float, r)) for r in looped[:512]])
+
+    def test_wdl(self):
+        self.check_script("wdl", ["DistributedSlotSparseEmbeddingHash"] * 2)
+        self.check_inference("wdl", 2, "wdl_data/file_list_test.txt", hugectr.DataReaderType_t.Norm)
+
+    def test_dcn(self):
+        d, g = self.check_script("dcn", ["DistributedSlotSparseEmbeddingHash"])
+        # HugeCTR's graph analysis: concat1 feeds MultiCross and fc1.
+        sl = [l for l in g["layers"] if l["type"] == "Slice"]
+        self.assertEqual(len(sl), 1)
+        self.assertEqual(sl[0]["top"], ["concat1_slice0", "concat1_slice1"])
+        self.assertEqual(sl[0]["ranges"], [[0, 221], [0, 221]])
+        mc = [l for l in g["layers"] if l["type"] == "MultiCross"][0]
+        self.assertEqual(mc["bottom"], "concat1_slice0")
+
+    def test_dlrm(self):
+        self.check_script("dlrm", ["LocalizedSlotSparseEmbeddingOneHot"])
+        self.check_inference("dlrm", 1, "dlrm_data/test_data.bin", hugectr.DataReaderType_t.Raw,
+                             [50, 30, 80, 20, 60, 40, 10, 70])
+
+
+if __name__ == "__main__":
+    unittest.main()
