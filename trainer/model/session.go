@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/trainer/optim"
 )
 
@@ -473,10 +474,10 @@ func (s *session) exportPredictions(pred, labels string) (map[string]any, error)
 		l = strconv.AppendFloat(l, float64(s.lastLabels[i]), 'g', 9, 32)
 		l = append(l, '\n')
 	}
-	if err := formats.WriteFileAtomic(pred, p); err != nil {
+	if err := atomicfile.WriteFile(pred, p); err != nil {
 		return nil, err
 	}
-	return map[string]any{"samples": len(s.lastScores)}, formats.WriteFileAtomic(labels, l)
+	return map[string]any{"samples": len(s.lastScores)}, atomicfile.WriteFile(labels, l)
 }
 
 func (s *session) doPredict(path string) (map[string]any, error) {
@@ -500,5 +501,5 @@ func (s *session) doPredict(path string) (map[string]any, error) {
 		return nil, err
 	}
 	b := predictionText(scores, t)
-	return map[string]any{"samples": len(scores) / t, "width": t}, formats.WriteFileAtomic(path, []byte(b.String()))
+	return map[string]any{"samples": len(scores) / t, "width": t}, atomicfile.WriteFile(path, []byte(b.String()))
 }
