@@ -35,6 +35,11 @@ type Options struct {
 	// divide it out. A power of two (HugeCTR allows 128, 256, 512, 1024)
 	// cancels exactly in float32: training equals training without it.
 	LossScale float64
+	// LossWeights weight the losses of a multi-task model by the name of
+	// the label each loss reads (HugeCTR compile(loss_names, loss_weights);
+	// the graph JSON holds none): the model's loss is Σ w·loss, trained as
+	// such. Unnamed losses weigh 1.
+	LossWeights map[string]float64
 }
 
 // Validate reports invalid options.
@@ -72,15 +77,19 @@ type Model struct {
 	embs   []*embedding
 	dense  []layers.Layer // one per Graph.Layers entry
 	params []layers.Param // dense parameters in file order
-	loss   *layers.Loss
-	lossG  graph.DenseLayer
-	reg    *layers.Regularizer
-	pred   *layers.Blob
-	opt    *optim.Optimizer
-	sched  optim.Schedule
-	frozen bool
-	iter   uint64 // training iterations run (dropout counter)
-	optCfg *graph.Optimizer
+	// heads are the outputs: one per loss layer, in layer order, or the
+	// inference output of a graph without loss (multitask.go).
+	heads      []*head
+	predW      int             // prediction width (Σ heads' widths)
+	total      *layers.LossSum // several losses or weights ≠ 1; else nil
+	lossOut    tensor.Tensor   // the model's [1] loss (zero: inference graph)
+	labelSlice layers.Layer    // splits several labels; else nil
+	reg        *layers.Regularizer
+	opt        *optim.Optimizer
+	sched      optim.Schedule
+	frozen     bool
+	iter       uint64 // training iterations run (dropout counter)
+	optCfg     *graph.Optimizer
 }
 
 // Build constructs the network of cfg on be.
@@ -106,9 +115,6 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err := checkHostMemory(&g, info, gopt, be, o.BatchSize); err != nil {
 		return nil, err
 	}
-	if len(g.Input.LabelTops) != 1 {
-		return nil, fmt.Errorf("%w: %d label tensors (multi-label input)", ErrUnsupported, len(g.Input.LabelTops))
-	}
 	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt,
 		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
 	m.sched = schedule(gopt)
@@ -123,8 +129,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := map[string]*layers.Blob{
-		g.Input.LabelTops[0]: m.feed.label,
+	blobs := map[string]*layers.Blob{}
+	if err := m.bindLabels(blobs); err != nil {
+		return nil, err
 	}
 	if m.feed.dense != nil {
 		blobs[g.Input.DenseTop] = m.feed.dense
@@ -153,16 +160,10 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		}
 		m.params = append(m.params, l.Params()...)
 	}
-	if m.loss == nil {
-		return nil, fmt.Errorf("the graph has no loss layer")
+	if err := m.finishHeads(blobs, o); err != nil {
+		return nil, err
 	}
 	m.opt.AddDense(m.params...)
-	m.loss.Scale = o.LossScale
-	if lg := m.lossG; lg.Regularizer != "" {
-		m.reg = layers.NewRegularizer(m.ctx, lg.Regularizer == "L1", float64(lg.Lambda), m.batch, m.dense...)
-		m.reg.Scale = o.LossScale
-		m.loss.Reg = m.reg
-	}
 	if err := be.Sync(); err != nil {
 		return nil, fmt.Errorf("building the model on %s: %w", be.Name(), err)
 	}
@@ -371,9 +372,6 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	case graph.Scale:
 		l, err = layers.NewScale(c, x, gl.Axis, int(gl.Factor))
 	case graph.BinaryCrossEntropyLoss, graph.CrossEntropyLoss, graph.MultiCrossEntropyLoss:
-		if m.loss != nil {
-			return nil, fmt.Errorf("%w: more than one loss layer", ErrUnsupported)
-		}
 		kind := map[string]layers.LossKind{graph.BinaryCrossEntropyLoss: layers.BinaryCrossEntropy,
 			graph.CrossEntropyLoss: layers.CrossEntropy, graph.MultiCrossEntropyLoss: layers.MultiCrossEntropy}[gl.Type]
 		var tw []float64
@@ -382,7 +380,10 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		var ll *layers.Loss
 		ll, err = layers.NewLoss(c, kind, ins[0], ins[1], tw)
-		m.loss, m.lossG, m.pred, l = ll, gl, ins[0], ll
+		if err == nil {
+			err = m.addHead(gl, ll, ins[0])
+		}
+		l = ll
 	default:
 		return nil, fmt.Errorf("%w: layer type %s", ErrUnsupported, gl.Type)
 	}

@@ -389,7 +389,7 @@ func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(p
 	if err != nil {
 		return fail("predicting", err)
 	}
-	width := m.pred.Value.Cols()
+	width := m.PredictionWidth()
 	want := predictionText(scores, width)
 	if beforeReload != nil {
 		if err := beforeReload(j.Solver.SnapshotPrefix); err != nil {

@@ -44,6 +44,9 @@ type Job struct {
 	// of the model fixed in Train (HugeCTR freeze_dense, freeze_embedding).
 	FreezeDense      bool
 	FreezeEmbeddings []string
+	// LossWeights weight a multi-task model's losses by label name
+	// (HugeCTR compile(loss_names, loss_weights); Options.LossWeights).
+	LossWeights map[string]float64
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
@@ -76,7 +79,7 @@ func (j *Job) build(train bool) (*Model, error) {
 		return nil, err
 	}
 	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale})
+		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale, LossWeights: j.LossWeights})
 	if err != nil {
 		return nil, err
 	}
@@ -307,7 +310,7 @@ func RunPredict(j Job, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	t := m.pred.Value.Cols()
+	t := m.PredictionWidth()
 	b := predictionText(scores, t)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, err
