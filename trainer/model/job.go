@@ -284,8 +284,8 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s\n", res.AUC, res.Loss, res.HitRate,
-		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"))
+	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s%s\n", res.AUC, res.Loss, res.HitRate,
+		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"), res.TasksText())
 	return res, nil
 }
 

@@ -280,3 +280,21 @@ func bceFromProbability(p, y float64) float64 {
 	p = min(max(p, eps), 1-eps)
 	return -(y*math.Log(p) + (1-y)*math.Log1p(-p))
 }
+
+// TasksText is the per-task part of an evaluation line of a multi-task
+// model ("; tasks: click AUC 0.8, loss 0.4 (weight 1), …"), "" for one
+// task.
+func (r *EvalResult) TasksText() string {
+	if len(r.Tasks) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("; tasks:")
+	for i, t := range r.Tasks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " %s AUC %.6f, loss %.6f (weight %g)", t.Label, t.AUC, t.Loss, t.Weight)
+	}
+	return b.String()
+}

@@ -622,7 +622,34 @@ type Point struct {
 	EvalAUC       *float64 `json:"eval_auc,omitempty"`
 	EvalLoss      *float64 `json:"eval_loss,omitempty"`
 	EvalSamples   int      `json:"eval_samples,omitempty"`
+	// EvalTasks are the per-task AUCs and losses of a multi-task model.
+	EvalTasks []TaskPoint `json:"eval_tasks,omitempty"`
 }
+
+// TaskPoint is one task's evaluation in a Point (null: not a number).
+type TaskPoint struct {
+	Label string   `json:"label"`
+	AUC   *float64 `json:"auc"`
+	Loss  *float64 `json:"loss"`
+}
+
+// taskPoints are r's tasks for a Point or JSON output.
+func taskPoints(r EvalResult) []TaskPoint {
+	num := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	var ps []TaskPoint
+	for _, t := range r.Tasks {
+		ps = append(ps, TaskPoint{Label: t.Label, AUC: num(t.AUC), Loss: num(t.Loss)})
+	}
+	return ps
+}
+
+// TaskPoints are the per-task results of r with NaN as nil (JSON).
+func (r EvalResult) TaskPoints() []TaskPoint { return taskPoints(r) }
 
 // FitResult is what Fit did.
 type FitResult struct {
@@ -742,7 +769,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		res.LastAUC = ev.AUC
 		auc, l := ev.AUC, ev.Loss
-		if err := record(Point{Iter: res.Iters, Epoch: epoch, EvalAUC: &auc, EvalLoss: &l, EvalSamples: ev.Samples}); err != nil {
+		if err := record(Point{Iter: res.Iters, Epoch: epoch, EvalAUC: &auc, EvalLoss: &l, EvalSamples: ev.Samples, EvalTasks: taskPoints(ev)}); err != nil {
 			return false, err
 		}
 		ms := o.EvalMetrics
