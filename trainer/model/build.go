@@ -244,7 +244,9 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 	case graph.LocalizedHash:
 		ec.Kind = layers.LocalizedHash
 		ec.SlotSizes = ge.SlotSizeArray // per-slot initialization
-	case graph.LocalizedOneHot:
+	case graph.LocalizedOneHot, graph.Hybrid:
+		// HybridSparseEmbedding on one device is a one-hot table: the
+		// frequent/infrequent split only changes multi-GPU communication.
 		ec.Kind = layers.LocalizedOneHot
 		ec.SlotSizes = ge.SlotSizeArray
 	default:

@@ -49,7 +49,7 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 		return nil, fmt.Errorf("%d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
 	}
 	for _, e := range g.Embeddings {
-		if e.Type != graph.LocalizedOneHot {
+		if !e.OneHot() {
 			continue
 		}
 		for k, s := range g.Input.Sparse {

@@ -134,7 +134,7 @@ func (j *Job) runConfig() (*graph.Config, error) {
 		g.Embeddings = append([]graph.SparseEmbedding(nil), g.Embeddings...)
 		for i := range g.Embeddings {
 			e := &g.Embeddings[i]
-			if e.Type == graph.LocalizedOneHot || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
+			if e.OneHot() || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
 				continue // sized by slot_size_array, not per GPU
 			}
 			o := e.Optimizer

@@ -220,3 +220,78 @@ func TestMultiLabelRefusals(t *testing.T) {
 		t.Errorf("two losses on one label: %v", err)
 	}
 }
+
+const inferenceJSON = `{"layers": [
+  {"name": "data", "type": "Data", "label": {"top": "label", "label_dim": 1},
+   "dense": {"top": "dense", "dense_dim": 2},
+   "sparse": [{"top": "data1", "slot_num": 3, "is_fixed_length": true, "nnz_per_slot": 1}]},
+  {"name": "emb", "type": "LocalizedSlotSparseEmbeddingOneHot", "bottom": "data1", "top": "emb",
+   "sparse_embedding_hparam": {"embedding_vec_size": 4, "combiner": "sum", "slot_size_array": [5, 7, 3]}},
+  {"name": "reshape1", "type": "Reshape", "bottom": "emb", "top": "reshape1", "leading_dim": 12},
+  {"name": "concat1", "type": "Concat", "bottom": ["reshape1", "dense"], "top": "concat1"},
+  {"name": "fc1", "type": "InnerProduct", "bottom": "concat1", "top": "fc1", "fc_param": {"num_output": 1}},
+  {"name": "sigmoid", "type": "Sigmoid", "bottom": "fc1", "top": "sigmoid"}
+]}`
+
+// TestInferenceGraph: a graph without loss layer (ending in Sigmoid) builds,
+// predicts probabilities (its own Sigmoid, not σ twice), evaluates (AUC,
+// BCE of the probabilities) and refuses to train, naming what to do.
+func TestInferenceGraph(t *testing.T) {
+	cfg, err := graph.Read(strings.NewReader(inferenceJSON), "inference.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Build(cfg, cpuBackend(t), Options{BatchSize: 8, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Inference() || m.PredictionWidth() != 1 {
+		t.Fatalf("inference %v, width %d", m.Inference(), m.PredictionWidth())
+	}
+	sizes := []int64{5, 7, 3}
+	s := m.Schema(formats.KeyI64)
+	b, err := formats.NewBatch(&s, 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	labels, dense, offsets, _, k64 := b.Full()
+	pos := 0
+	for i := 0; i < 8; i++ {
+		labels[i] = float32(i % 2)
+		dense[2*i], dense[2*i+1] = float32(i)/8, 0.5
+		var off int64
+		for sl, n := range sizes {
+			k64[pos] = off + int64(i)%n
+			off += n
+			pos++
+			offsets[i*len(sizes)+sl+1] = int32(pos)
+		}
+	}
+	b.SetLen(8)
+	if err := m.TrainStep(b); !errors.Is(err, errInference) || !strings.Contains(err.Error(), "no loss layer") {
+		t.Errorf("TrainStep of an inference graph: %v", err)
+	}
+	scores := make([]float32, 8)
+	x, err := m.forwardLogits(b, scores)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := make([]float32, 8)
+	if err := m.be.Download(logits, m.dense[len(m.dense)-2].Outputs()[0].Value); err != nil {
+		t.Fatal(err)
+	}
+	var ls float64
+	for i, p := range x {
+		want := 1 / (1 + math.Exp(-float64(logits[i])))
+		if math.Abs(float64(p)-want) > 1e-6 {
+			t.Errorf("sample %d: prediction %v, σ(logit) %v", i, p, want)
+		}
+		ls += bceFromProbability(float64(p), float64(labels[i]))
+	}
+	m.probabilities(x) // an inference output stays as it is
+	got, err := m.lossSums(x, labels, 8)
+	if err != nil || math.Abs(got[0]-ls) > 1e-9 {
+		t.Errorf("loss %v (%v), want %v", got, err, ls)
+	}
+}
