@@ -231,6 +231,9 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	} else if !train {
 		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
 	}
+	if c.IsSet("dense-from") {
+		sparseFilesOnly(&j, len(cfg.Graph.Embeddings), train && c.Bool("load-optimizer"))
+	}
 	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
 		return j, nil, err
 	}
