@@ -26,8 +26,10 @@
 // reads as ln(j+1), or float32 j with FloatLabelDense); Criteo labels 0/1
 // with probability ½ and dense values as in the planted mode.
 //
-// LabelMode Planted (the default) draws each label column as an independent
-// Bernoulli(P) with P the probability of a hidden logistic model:
+// LabelMode Planted (the default) draws each label column j as an
+// independent Bernoulli(P_j) with P_j the probability of a hidden logistic
+// model of its own (seeded by j; a multi-task model has one planted task a
+// column):
 //
 //	logit = bias + Σ_slots Σ_keys w(slot, key) + Σ_j v_j·(u_j − ½)·√12
 //
@@ -42,8 +44,10 @@
 // TargetCTR (0.25) on 8192 calibration samples. The generator reports the
 // Bayes AUC it planted: the exact AUC (Mann–Whitney, ties ½) of the true
 // P against the drawn labels of column 0 of the eval samples (the first 2^25
-// of them), about 0.83 with the default settings; a logistic regression on
-// one-hot keys and dense values approaches it as data grows.
+// of them), about 0.83 with the default settings, and that of every column
+// when label_dim > 1 (Result.PlantedAUCs, gen_params.json planted_aucs); a
+// logistic regression on one-hot keys and dense values approaches it as
+// data grows.
 //
 // # Files
 //

@@ -59,6 +59,10 @@ type Result struct {
 	// CTR is the mean label of the eval samples the AUC is computed on
 	// (planted mode; NaN otherwise).
 	CTR float64 `json:"-"`
+	// PlantedAUCs and CTRs are PlantedAUC and CTR of every label column
+	// (each has a hidden model of its own; entry 0 is PlantedAUC); nil in
+	// the uniform label mode.
+	PlantedAUCs, CTRs []float64 `json:"-"`
 }
 
 // MBps returns the data bytes written per second, in MB (10^6 bytes).
@@ -128,7 +132,9 @@ func GenerateTo(ctx context.Context, p Params, o Output, progress func(samples i
 		}
 	}
 	if g.model != nil {
-		g.auc = make([]uint64, min(evalTotal, maxAUCSamples))
+		for range g.models {
+			g.auc = append(g.auc, make([]uint64, min(evalTotal, maxAUCSamples)))
+		}
 	}
 	threads := p.threads()
 	fileLimit, workers := threads, 1
@@ -155,12 +161,15 @@ func GenerateTo(ctx context.Context, p Params, o Output, progress func(samples i
 		res.Bytes += f.Bytes
 	}
 	if g.model != nil {
-		var pos int64
-		for _, v := range g.auc {
-			pos += int64(v & 1)
+		for _, a := range g.auc {
+			var pos int64
+			for _, v := range a {
+				pos += int64(v & 1)
+			}
+			res.CTRs = append(res.CTRs, float64(pos)/float64(len(a)))
+			res.PlantedAUCs = append(res.PlantedAUCs, aucPacked(a))
 		}
-		res.CTR = float64(pos) / float64(len(g.auc))
-		res.PlantedAUC = aucPacked(g.auc)
+		res.CTR, res.PlantedAUC = res.CTRs[0], res.PlantedAUCs[0]
 	}
 	if err := g.writeIndex(res); err != nil {
 		return nil, err
@@ -329,13 +338,24 @@ func newGenerator(p *Params) (*generator, error) {
 		g.intTable[i] = int32(math.Floor(math.Exp((float64(i)+0.5)/float64(len(g.intTable))*math.Log(intDenseLevels)))) - 1
 	}
 	if p.LabelMode == Planted {
-		g.model = newModel(p, deriveSeed(p.Seed, streamModel, 0, 0, 0))
+		// Label column j has a hidden model of its own (seeded by j).
+		for j := 0; j < p.LabelDim; j++ {
+			g.models = append(g.models, newModel(p, deriveSeed(p.Seed, streamModel, uint64(j), 0, 0)))
+		}
+		g.model = g.models[0]
 		for s := range g.samplers {
 			w := make([]float64, min(p.SlotSizeArray[s], hotWeights))
 			for k := range w {
 				w[k] = g.model.keyWeight(s, int64(k))
 			}
 			g.samplers[s].hotW = w
+			for _, m := range g.models[1:] {
+				w := make([]float64, min(p.SlotSizeArray[s], hotWeights))
+				for k := range w {
+					w[k] = m.keyWeight(s, int64(k))
+				}
+				g.samplers[s].hotWx = append(g.samplers[s].hotWx, w)
+			}
 		}
 		if err := g.calibrate(); err != nil {
 			return nil, err
@@ -356,6 +376,8 @@ type slotSampler struct {
 	// smallest keys (the hottest under the power law): the values
 	// model.keyWeight computes, without hashing.
 	hotW []float64
+	// hotWx[j−1] caches those of label column j's model (j ≥ 1).
+	hotWx [][]float64
 }
 
 // hotWeights is the number of slot-local keys whose planted weight is
@@ -367,13 +389,14 @@ type generator struct {
 	schema     formats.Schema
 	lo         []int64 // first key of each slot's range
 	samplers   []slotSampler
-	model      *model // nil in the uniform label mode
-	intDense   bool   // dense values are integers (Raw int32, Criteo)
+	model      *model   // nil in the uniform label mode; models[0]
+	models     []*model // one per label column (planted mode)
+	intDense   bool     // dense values are integers (Raw int32, Criteo)
 	denseScale float64
 	intTable   [4096]int32 // log-uniform integer dense values
-	// auc holds float32bits(p)<<1 | label of each eval sample; each index
-	// is written by exactly one chunk.
-	auc []uint64
+	// auc[j] holds float32bits(p)<<1 | label of label column j of each
+	// eval sample; each index is written by exactly one chunk.
+	auc [][]uint64
 	// files creates the output files in the run's Stages.
 	files *stages
 }
@@ -429,9 +452,14 @@ func (g *generator) calibrate() error {
 	}
 	defer b.Free()
 	r := rand.NewPCG(deriveSeed(g.p.Seed, streamCalib, 0, 0, 0), streamCalib)
-	logits := make([]float64, calibrationSamples)
-	g.samples(b, r, len(logits), 0, nil, logits)
-	g.model.fitBias(logits)
+	logits := make([][]float64, len(g.models))
+	for j := range logits {
+		logits[j] = make([]float64, calibrationSamples)
+	}
+	g.samples(b, r, calibrationSamples, 0, nil, logits)
+	for j, m := range g.models {
+		m.fitBias(logits[j])
+	}
 	return nil
 }
 
@@ -441,7 +469,7 @@ func (g *generator) calibrate() error {
 // (u − ½)·√12, as samples does for Raw int32 values (stored there as
 // ln(x+1) through formats.DenseFromInt32, which the Raw writer inverts
 // exactly) and for float values u ∈ [0, 1).
-func (g *generator) denseValue(r *rand.PCG, z float64, j int) (float32, float64) {
+func (g *generator) denseValue(r *rand.PCG, z float64, zx []float64, j int) (float32, float64) {
 	if g.p.MissingRate > 0 && unitFloat(r.Uint64()) < g.p.MissingRate {
 		return float32(math.NaN()), z
 	}
@@ -460,6 +488,9 @@ func (g *generator) denseValue(r *rand.PCG, z float64, j int) (float32, float64)
 	}
 	if g.model != nil {
 		z += g.model.weight[j] * (u - 0.5) * sqrt12
+		for e, m := range g.models[1:] {
+			zx[e] += m.weight[j] * (u - 0.5) * sqrt12
+		}
 	}
 	return v, z
 }
@@ -469,11 +500,13 @@ func (g *generator) fill(b *formats.Batch, f OutputFile, evalBase int64, c int) 
 	first := int64(c) * ChunkSamples
 	n := int(min(ChunkSamples, f.Samples-first))
 	eval := uint64(0)
-	var auc []uint64
+	var auc [][]uint64
 	if f.Eval {
 		eval = 1
-		if lo := evalBase + first; lo < int64(len(g.auc)) {
-			auc = g.auc[lo:min(lo+int64(n), int64(len(g.auc)))]
+		for _, a := range g.auc {
+			if lo := evalBase + first; lo < int64(len(a)) {
+				auc = append(auc, a[lo:min(lo+int64(n), int64(len(a)))])
+			}
 		}
 	}
 	seed := deriveSeed(g.p.Seed, streamChunk, eval, uint64(f.Index), uint64(c))
@@ -482,13 +515,14 @@ func (g *generator) fill(b *formats.Batch, f OutputFile, evalBase int64, c int) 
 
 // samples fills b with n samples drawn from r; first is the index of the
 // first one in its file (for Raw's label = i mod 2). In the planted mode,
-// float32bits(P)<<1 | label of sample i goes to auc[i] when i < len(auc),
-// and with logits != nil the labels are skipped and the logits without
-// bias are stored there instead (calibration). The random values are
+// float32bits(P_j)<<1 | label j of sample i goes to auc[j][i] when i <
+// len(auc[j]), and with logits != nil the labels are skipped and the
+// logits of label j without bias are stored in logits[j] instead
+// (calibration). The random values are
 // consumed in a fixed order: per sample the dense values, then per slot
 // (missing draw for Criteo, nnz draw for Parquet multi-hot) the keys, then
 // the labels.
-func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, auc []uint64, logits []float64) {
+func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, auc [][]uint64, logits [][]float64) {
 	p := g.p
 	labels, dense, offsets, k32, k64 := b.Full()
 	L, D, S := p.LabelDim, p.DenseDim, p.NumSlot
@@ -498,10 +532,16 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 	missCat := criteo && p.MissingRate > 0
 	parquet := p.Format == Parquet
 	m := g.model
+	var extra []*model // the models of label columns 1…L−1
+	if m != nil {
+		extra = g.models[1:]
+	}
+	zx := make([]float64, len(extra)) // their logits
 	pos := int32(0)
 	offsets[0] = 0
 	for i := 0; i < n; i++ {
 		var z float64
+		clear(zx)
 		d := dense[i*D : (i+1)*D]
 		switch {
 		case rawHuge: // HugeCTR: dense j = j
@@ -514,7 +554,7 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 			}
 		case criteo:
 			for j := range d {
-				d[j], z = g.denseValue(r, z, j)
+				d[j], z = g.denseValue(r, z, zx, j)
 			}
 		case g.intDense: // Raw int32: ln(x+1), x log-uniform
 			for j := range d {
@@ -522,6 +562,9 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 				d[j] = v
 				if m != nil {
 					z += m.weight[j] * (float64(v)*g.denseScale - 0.5) * sqrt12
+					for e, x := range extra {
+						zx[e] += x.weight[j] * (float64(v)*g.denseScale - 0.5) * sqrt12
+					}
 				}
 			}
 		default: // float32 uniform in [0, 1)
@@ -530,6 +573,9 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 				d[j] = v
 				if m != nil {
 					z += m.weight[j] * (float64(v) - 0.5) * sqrt12
+					for e, x := range extra {
+						zx[e] += x.weight[j] * (float64(v) - 0.5) * sqrt12
+					}
 				}
 			}
 		}
@@ -562,8 +608,14 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 				if m != nil {
 					if k := key - g.lo[s]; uint64(k) < uint64(len(sm.hotW)) {
 						z += sm.hotW[k]
+						for e, w := range sm.hotWx {
+							zx[e] += w[k]
+						}
 					} else {
 						z += m.keyWeight(s, k)
+						for e, x := range extra {
+							zx[e] += x.keyWeight(s, k)
+						}
 					}
 				}
 				if k64 != nil {
@@ -576,7 +628,10 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 			row[s] = pos
 		}
 		if logits != nil {
-			logits[i] = z
+			logits[0][i] = z
+			for e := range extra {
+				logits[e+1][i] = zx[e]
+			}
 			continue
 		}
 		l := labels[i*L : (i+1)*L]
@@ -594,15 +649,19 @@ func (g *generator) samples(b *formats.Batch, r *rand.PCG, n int, first int64, a
 				l[j] = float32(r.Uint64()>>40) * (1.0 / (1 << 24))
 			}
 		default:
-			prob := sigmoid(z + m.bias)
 			for j := range l {
+				lz := z
+				if j > 0 {
+					lz = zx[j-1]
+				}
+				prob := sigmoid(lz + g.models[j].bias)
 				l[j] = 0
 				if unitFloat(r.Uint64()) < prob {
 					l[j] = 1
 				}
-			}
-			if i < len(auc) {
-				auc[i] = uint64(math.Float32bits(float32(prob)))<<1 | uint64(l[0])
+				if j < len(auc) && i < len(auc[j]) {
+					auc[j][i] = uint64(math.Float32bits(float32(prob)))<<1 | uint64(l[j])
+				}
 			}
 		}
 	}

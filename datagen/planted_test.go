@@ -1,13 +1,16 @@
 package datagen
 
 import (
+	"bytes"
 	"context"
-	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/ctrkit/ctrkit/trainer/metrics"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/norm"
@@ -212,5 +215,53 @@ func TestPlantedDefaultAUC(t *testing.T) {
 	t.Logf("default settings: planted AUC %.4f, CTR %.3f", res.PlantedAUC, res.CTR)
 	if !(res.PlantedAUC > 0.70) {
 		t.Errorf("planted AUC %.4f ≤ 0.70", res.PlantedAUC)
+	}
+}
+
+// TestPlantedPerLabel: with label_dim 2 each label column has a hidden
+// model of its own: two planted AUCs are reported (Result, gen_params.json)
+// and the columns are drawn from different probabilities.
+func TestPlantedPerLabel(t *testing.T) {
+	dir := t.TempDir()
+	p := DefaultParams()
+	p.Source = filepath.Join(dir, "file_list.txt")
+	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
+	p.LabelDim, p.NumSlot, p.DenseDim = 2, 4, 3
+	p.SlotSizeArray = []int64{50, 50, 50, 50}
+	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 1, 1, 8192
+	res, err := Generate(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.PlantedAUCs) != 2 || len(res.CTRs) != 2 || res.PlantedAUCs[0] != res.PlantedAUC {
+		t.Fatalf("planted AUCs %v, CTRs %v (AUC %v)", res.PlantedAUCs, res.CTRs, res.PlantedAUC)
+	}
+	for j, a := range res.PlantedAUCs {
+		if !(a > 0.7 && a < 0.99) || math.Abs(res.CTRs[j]-TargetCTR) > 0.03 {
+			t.Errorf("label %d: planted AUC %.4f, CTR %.3f", j, a, res.CTRs[j])
+		}
+	}
+	s := p.Schema()
+	eval := readAll(t, p.EvalSource, &s)
+	differ := 0
+	for i := 0; i < eval.N; i++ {
+		if eval.Labels[2*i] != eval.Labels[2*i+1] {
+			differ++
+		}
+	}
+	// Same P for both columns would differ in 2·P(1−P) ≈ 0.31 of the
+	// samples at most; independent models differ in about 2·CTR(1−CTR)
+	// plus the spread of P: compare against the same-model share.
+	frac := float64(differ) / float64(eval.N)
+	t.Logf("planted AUCs %v, CTRs %v, columns differ in %.3f", res.PlantedAUCs, res.CTRs, frac)
+	if frac < 0.32 { // one model for both: 0.27
+		t.Errorf("label columns differ in %.3f of the samples: not independent models", frac)
+	}
+	rec, err := os.ReadFile(filepath.Join(dir, ParamsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(rec, []byte(`"planted_aucs"`)) {
+		t.Errorf("gen_params.json has no planted_aucs:\n%s", rec)
 	}
 }

@@ -64,6 +64,18 @@ func (r *Result) WriteSummary(w io.Writer) {
 	if math.IsNaN(r.PlantedAUC) {
 		fmt.Fprintf(w, "labels %s (no planted AUC).\n", p.LabelMode)
 	} else {
-		fmt.Fprintf(w, "planted AUC %.4f (Bayes AUC of the hidden model on the eval set, CTR %.3f).\n", r.PlantedAUC, r.CTR)
+		if len(r.PlantedAUCs) > 1 {
+			fmt.Fprintf(w, "planted AUCs")
+			for j, a := range r.PlantedAUCs {
+				sep := ","
+				if j == 0 {
+					sep = ""
+				}
+				fmt.Fprintf(w, "%s label %d %.4f (CTR %.3f)", sep, j, a, r.CTRs[j])
+			}
+			fmt.Fprintf(w, " (Bayes AUCs of the hidden models, one per label column, on the eval set).\n")
+		} else {
+			fmt.Fprintf(w, "planted AUC %.4f (Bayes AUC of the hidden model on the eval set, CTR %.3f).\n", r.PlantedAUC, r.CTR)
+		}
 	}
 }

@@ -158,6 +158,10 @@ type Record struct {
 	SeedText         string   `json:"seed_text"`
 	PlantedAUC       *float64 `json:"planted_auc,omitempty"`
 	CTR              *float64 `json:"planted_ctr,omitempty"`
+	// PlantedAUCs and CTRs are those of every label column (each its own
+	// hidden model) when label_dim > 1.
+	PlantedAUCs []float64 `json:"planted_aucs,omitempty"`
+	CTRs        []float64 `json:"planted_ctrs,omitempty"`
 	// Files are the data files, relative to the directory of Source.
 	Files []FileResult `json:"files"`
 }
@@ -211,6 +215,9 @@ func (g *generator) writeIndex(res *Result) error {
 	if !math.IsNaN(res.PlantedAUC) {
 		a, c := res.PlantedAUC, res.CTR
 		rec.PlantedAUC, rec.CTR = &a, &c
+	}
+	if len(res.PlantedAUCs) > 1 {
+		rec.PlantedAUCs, rec.CTRs = res.PlantedAUCs, res.CTRs
 	}
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {

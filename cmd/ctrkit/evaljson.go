@@ -34,7 +34,9 @@ func writeEvalJSON(w io.Writer, r model.EvalResult) error {
 		HitRate *float64 `json:"hit_rate"`
 		Samples int      `json:"samples"`
 		Batches int      `json:"batches"`
-	}{num(r.AUC), num(r.Loss), num(r.HitRate), r.Samples, r.Batches})
+		// Tasks: per-task AUC and loss of a multi-task model.
+		Tasks []model.TaskPoint `json:"tasks,omitempty"`
+	}{num(r.AUC), num(r.Loss), num(r.HitRate), r.Samples, r.Batches, r.TaskPoints()})
 	if err != nil {
 		return err
 	}

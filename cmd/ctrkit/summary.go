@@ -36,11 +36,13 @@ func modelFlags() []cli.Flag {
 		vflag("nnz-array", withDefaultText("--model: 1")),
 		&cli.IntFlag{Name: "vec-size", Usage: "--model: embedding width (default the model's)"},
 		&cli.Float64Flag{Name: "width", Value: 1, Usage: "--model: scale of the hidden layer widths (e.g. 0.125 for a small model)"},
+		denseFromFlag,
 	}
 }
 
-// loadModel returns the model description the flags select.
-func loadModel(c *cli.Context) (*graph.Config, error) {
+// loadBaseModel returns the model description --config or --model
+// selects (loadModel adds --dense-from).
+func loadBaseModel(c *cli.Context) (*graph.Config, error) {
 	file, model := c.String("config"), c.String("model")
 	switch {
 	case file != "" && model != "":

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -33,7 +34,8 @@ func init() {
 				"Example:\n" +
 				"  ctrkit evaluate --config model.json --load-prefix snap/wdl --load-iter 1000 --eval-source data/file_list_test.txt",
 			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags(false)...),
-				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (auc, loss, hit_rate, samples, batches) instead of the line"})),
+				&cli.BoolFlag{Name: "json", Usage: "print one JSON object (auc, loss, hit_rate, samples, batches; tasks of a multi-task model) instead of the line"},
+				lossWeightsFlag)),
 			Action: runEvaluate,
 		},
 		&cli.Command{
@@ -97,7 +99,32 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.IntFlag{Name: "keep-snapshots", Usage: "keep the newest `K` snapshots, deleting older ones", DefaultText: "all"},
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
 		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
+		lossWeightsFlag,
 	)
+}
+
+// lossWeightsFlag is HugeCTR's compile(loss_names, loss_weights) for
+// train and evaluate (the weighted loss).
+var lossWeightsFlag = &cli.StringFlag{Name: "loss-weights", Usage: "weights of a multi-task model's losses by label name, `LABEL=W,…` (HugeCTR compile(loss_names, loss_weights); the loss is Σ W·loss; unnamed: 1)"}
+
+// parseLossWeights reads --loss-weights: LABEL=W pairs separated by commas.
+func parseLossWeights(v string) (map[string]float64, error) {
+	if v == "" {
+		return nil, nil
+	}
+	ws := map[string]float64{}
+	for _, kv := range strings.Split(v, ",") {
+		k, w, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		f, err := strconv.ParseFloat(strings.TrimSpace(w), 64)
+		if !ok || k == "" || err != nil {
+			return nil, fmt.Errorf("--loss-weights %q: want LABEL=WEIGHT pairs separated by commas (e.g. click=1,buy=0.5)", v)
+		}
+		if _, dup := ws[k]; dup {
+			return nil, fmt.Errorf("--loss-weights %q: label %q given twice", v, k)
+		}
+		ws[k] = f
+	}
+	return ws, nil
 }
 
 func optimizerFlags() []cli.Flag {
@@ -174,6 +201,11 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 		s.ExportPredictionsPrefix = c.String("export-predictions-prefix")
 	}
 	j.Solver = *s
+	if c.IsSet("loss-weights") {
+		if j.LossWeights, err = parseLossWeights(c.String("loss-weights")); err != nil {
+			return j, nil, err
+		}
+	}
 	if train {
 		j.FreezeDense, j.FreezeEmbeddings = c.Bool("freeze-dense"), c.StringSlice("freeze-embedding")
 		if j.Optimizer, err = optimizerFromFlags(c, cfg.Optimizer); err != nil {
@@ -198,6 +230,9 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 		}
 	} else if !train {
 		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
+	}
+	if c.IsSet("dense-from") {
+		sparseFilesOnly(&j, len(cfg.Graph.Embeddings), train && c.Bool("load-optimizer"))
 	}
 	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
 		return j, nil, err

@@ -77,6 +77,12 @@ type SparseEmbedding struct {
 	Hybrid *HybridParams
 }
 
+// OneHot reports whether e is a one-hot table sized by slot_size_array:
+// LocalizedSlotSparseEmbeddingOneHot, and HybridSparseEmbedding, which on
+// one device is the same table (its frequent/infrequent split only
+// changes how a multi-GPU model communicates; its parameters are kept).
+func (e *SparseEmbedding) OneHot() bool { return e.Type == LocalizedOneHot || e.Type == Hybrid }
+
 // HybridParams are HybridSparseEmbedding's hyper-parameters (v23.09).
 type HybridParams struct {
 	MaxNumFrequentCategories uint64

@@ -113,7 +113,7 @@ func (g *Graph) Infer(opt *Optimizer) (*Info, error) {
 		if !ok {
 			return info, errorf("", path+".bottom", ErrTensor, "%q is not a sparse input", e.Bottom)
 		}
-		if e.Type == LocalizedOneHot && len(e.SlotSizeArray) != sp.SlotNum {
+		if e.OneHot() && len(e.SlotSizeArray) != sp.SlotNum {
 			return info, errorf("", path+".sparse_embedding_hparam.slot_size_array", ErrValue,
 				"%d slot sizes for %d slots", len(e.SlotSizeArray), sp.SlotNum)
 		}
@@ -122,7 +122,7 @@ func (g *Graph) Infer(opt *Optimizer) (*Info, error) {
 		if o == nil {
 			o = opt
 		}
-		if e.Type == LocalizedOneHot || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
+		if e.OneHot() || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
 			for _, s := range e.SlotSizeArray {
 				ei.Rows += s
 			}

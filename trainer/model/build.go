@@ -38,6 +38,11 @@ type Options struct {
 	// MixedPrecision is HugeCTR's use_mixed_precision: Cast layers round
 	// to binary16 values (CastLayer<float, __half>); else they are exact.
 	MixedPrecision bool
+	// LossWeights weight the losses of a multi-task model by the name of
+	// the label each loss reads (HugeCTR compile(loss_names, loss_weights);
+	// the graph JSON holds none): the model's loss is Σ w·loss, trained as
+	// such. Unnamed losses weigh 1.
+	LossWeights map[string]float64
 }
 
 // Validate reports invalid options.
@@ -75,17 +80,21 @@ type Model struct {
 	embs   []*embedding
 	dense  []layers.Layer // one per Graph.Layers entry
 	params []layers.Param // dense parameters in file order
-	loss   *layers.Loss
-	lossG  graph.DenseLayer
-	reg    *layers.Regularizer
-	pred   *layers.Blob
-	opt    *optim.Optimizer
-	sched  optim.Schedule
-	frozen bool
-	iter   uint64 // training iterations run (dropout counter)
-	optCfg *graph.Optimizer
-	half   bool              // Options.MixedPrecision
-	aux    map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
+	// heads are the outputs: one per loss layer, in layer order, or the
+	// inference output of a graph without loss (multitask.go).
+	heads      []*head
+	predW      int             // prediction width (Σ heads' widths)
+	total      *layers.LossSum // several losses or weights ≠ 1; else nil
+	lossOut    tensor.Tensor   // the model's [1] loss (zero: inference graph)
+	labelSlice layers.Layer    // splits several labels; else nil
+	reg        *layers.Regularizer
+	opt        *optim.Optimizer
+	sched      optim.Schedule
+	frozen     bool
+	iter       uint64 // training iterations run (dropout counter)
+	optCfg     *graph.Optimizer
+	half       bool              // Options.MixedPrecision
+	aux        map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
 }
 
 // Build constructs the network of cfg on be.
@@ -111,9 +120,6 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err := checkHostMemory(&g, info, gopt, be, o.BatchSize); err != nil {
 		return nil, err
 	}
-	if len(g.Input.LabelTops) != 1 {
-		return nil, fmt.Errorf("%w: %d label tensors (multi-label input)", ErrUnsupported, len(g.Input.LabelTops))
-	}
 	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt, half: o.MixedPrecision,
 		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
 	m.sched = schedule(gopt)
@@ -128,8 +134,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := map[string]*layers.Blob{
-		g.Input.LabelTops[0]: m.feed.label,
+	blobs := map[string]*layers.Blob{}
+	if err := m.bindLabels(blobs); err != nil {
+		return nil, err
 	}
 	if m.feed.dense != nil {
 		blobs[g.Input.DenseTop] = m.feed.dense
@@ -158,16 +165,10 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		}
 		m.params = append(m.params, l.Params()...)
 	}
-	if m.loss == nil {
-		return nil, fmt.Errorf("the graph has no loss layer")
+	if err := m.finishHeads(blobs, o); err != nil {
+		return nil, err
 	}
 	m.opt.AddDense(m.params...)
-	m.loss.Scale = o.LossScale
-	if lg := m.lossG; lg.Regularizer != "" {
-		m.reg = layers.NewRegularizer(m.ctx, lg.Regularizer == "L1", float64(lg.Lambda), m.batch, m.dense...)
-		m.reg.Scale = o.LossScale
-		m.loss.Reg = m.reg
-	}
 	if err := be.Sync(); err != nil {
 		return nil, fmt.Errorf("building the model on %s: %w", be.Name(), err)
 	}
@@ -248,7 +249,9 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 	case graph.LocalizedHash:
 		ec.Kind = layers.LocalizedHash
 		ec.SlotSizes = ge.SlotSizeArray // per-slot initialization
-	case graph.LocalizedOneHot:
+	case graph.LocalizedOneHot, graph.Hybrid:
+		// HybridSparseEmbedding on one device is a one-hot table: the
+		// frequent/infrequent split only changes multi-GPU communication.
 		ec.Kind = layers.LocalizedOneHot
 		ec.SlotSizes = ge.SlotSizeArray
 	default:
@@ -390,9 +393,6 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 	case graph.Scale:
 		l, err = layers.NewScale(c, x, gl.Axis, int(gl.Factor))
 	case graph.BinaryCrossEntropyLoss, graph.CrossEntropyLoss, graph.MultiCrossEntropyLoss:
-		if m.loss != nil {
-			return nil, fmt.Errorf("%w: more than one loss layer", ErrUnsupported)
-		}
 		kind := map[string]layers.LossKind{graph.BinaryCrossEntropyLoss: layers.BinaryCrossEntropy,
 			graph.CrossEntropyLoss: layers.CrossEntropy, graph.MultiCrossEntropyLoss: layers.MultiCrossEntropy}[gl.Type]
 		var tw []float64
@@ -401,7 +401,10 @@ func (m *Model) buildLayer(gl graph.DenseLayer, li graph.LayerInfo, blobs map[st
 		}
 		var ll *layers.Loss
 		ll, err = layers.NewLoss(c, kind, ins[0], ins[1], tw)
-		m.loss, m.lossG, m.pred, l = ll, gl, ins[0], ll
+		if err == nil {
+			err = m.addHead(gl, ll, ins[0])
+		}
+		l = ll
 	default:
 		return nil, fmt.Errorf("%w: layer type %s", ErrUnsupported, gl.Type)
 	}

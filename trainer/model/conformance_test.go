@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,29 @@ type confPlan struct {
 	kind string
 	job  Job
 	gen  datagen.Params
+	// infer is an inference graph's own config: the job trains its
+	// training twin (trainingTwin), the child predicts with infer.
+	infer *graph.Config
+}
+
+// trainingTwin is the training graph of an inference graph: its final
+// Sigmoid replaced by a BinaryCrossEntropyLoss on the Sigmoid's bottom and
+// the label, as HugeCTR's inference parser turns the loss into a Sigmoid
+// the other way round. The weights are the same (neither has any); nil
+// when the graph does not end in a Sigmoid.
+func trainingTwin(cfg *graph.Config) *graph.Config {
+	g := *cfg.Graph
+	n := len(g.Layers)
+	if n == 0 || g.Layers[n-1].Type != graph.Sigmoid || len(g.Input.LabelTops) != 1 {
+		return nil
+	}
+	g.Layers = append([]graph.DenseLayer(nil), g.Layers...)
+	sig := g.Layers[n-1]
+	g.Layers[n-1] = graph.DenseLayer{Type: graph.BinaryCrossEntropyLoss,
+		Bottom: []string{sig.Bottom[0], g.Input.LabelTops[0]}, Top: []string{"loss"}}
+	twin := *cfg
+	twin.Graph, twin.Inference = &g, nil
+	return &twin
 }
 
 // planConformance reads path, classifies it and, for a trainable model,
@@ -119,22 +143,24 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 	for _, l := range cfg.Graph.Layers {
 		hasLoss = hasLoss || graph.IsLoss(l.Type)
 	}
+	var infer *graph.Config
 	switch {
 	case cfg.Inference != nil || !hasLoss:
-		row.Kind, row.Status, row.Reason = kindInference, statusNotTrained, "no loss layer"
-		if cfg.Inference != nil {
-			row.Reason = "inference section, no loss layer"
-		}
+		row.Kind = kindInference
 		if hasLoss {
-			row.Reason = "inference section"
+			row.Status, row.Reason = statusNotTrained, "inference section beside a loss layer"
+			return nil, row, nil
 		}
-		return nil, row, nil
+		if infer, cfg = cfg, trainingTwin(cfg); cfg == nil {
+			row.Status, row.Reason = statusNotTrained, "no loss layer and no final Sigmoid"
+			return nil, row, nil
+		}
 	case cfg.Solver != nil && cfg.Reader != nil:
 		row.Kind = kindTraining
 	default:
 		row.Kind = kindGraph
 	}
-	p := &confPlan{kind: row.Kind}
+	p := &confPlan{kind: row.Kind, infer: infer}
 	s := graph.DefaultSolver()
 	if cfg.Solver != nil {
 		s = cfg.Solver
@@ -229,7 +255,7 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 	localKeys := rp.Format != "Norm" && len(rp.SlotSizeArray) != total
 	oneHot := false
 	for _, e := range g.Embeddings {
-		oneHot = oneHot || e.Type == graph.LocalizedOneHot
+		oneHot = oneHot || e.OneHot()
 	}
 	if len(rp.SlotSizeArray) == total || (localKeys && oneHot) {
 		readerSizes = append([]int64(nil), sizes...)
@@ -296,6 +322,14 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 	src := Source{Format: rp.Format, Check: rp.Check, SlotSizeArray: readerSizes, FloatLabelDense: rp.FloatLabelDense,
 		I64Keys: s.I64InputKey, Workers: 1}
 	p.job = Job{Config: cfg, Solver: sv, Optimizer: cfg.Optimizer, Train: src, Eval: src}
+	if infer != nil {
+		// The inference graph's own tables, shrunk as the twin's.
+		ig := *infer.Graph
+		ig.Embeddings = g.Embeddings
+		ic := *infer
+		ic.Graph = &ig
+		p.infer = &ic
+	}
 	p.job.Train.Path, p.job.Eval.Path = gp.Source, gp.EvalSource
 	return p, row, nil
 }
@@ -336,6 +370,9 @@ func TestConformanceChild(t *testing.T) {
 		t.Fatalf("conformance child: %v", err)
 	}
 	defer CloseBackend(j.Backend)
+	if p.infer != nil {
+		j.Config = p.infer
+	}
 	j.Init = SnapshotFiles(j.Solver.SnapshotPrefix, confSteps, len(j.Config.Graph.Embeddings))
 	j.Init.DenseOpt, j.Init.SparseOpt = "", nil
 	if _, err := RunPredict(j, c.Out); err != nil {
@@ -390,7 +427,7 @@ func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(p
 	if err != nil {
 		return fail("predicting", err)
 	}
-	width := m.pred.Value.Cols()
+	width := m.PredictionWidth()
 	want := predictionText(scores, width)
 	if beforeReload != nil {
 		if err := beforeReload(j.Solver.SnapshotPrefix); err != nil {
@@ -415,6 +452,17 @@ func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(p
 	got, err := os.ReadFile(out)
 	if err != nil {
 		return fail("reloading", err)
+	}
+	if p.infer != nil {
+		// The inference graph's Sigmoid runs on the backend in float32,
+		// the trained model's σ on the host in float64.
+		if msg := closePredictions(string(got), want.String(), inferTolerance); msg != "" {
+			return fail("inference graph with the saved weights", errors.New(msg))
+		}
+		row.Status = statusPass
+		row.Reason = fmt.Sprintf("trained as its training twin (final Sigmoid → BinaryCrossEntropyLoss), batch %d, %d steps, saved; the inference graph reloaded with those weights in a fresh process predicts the %d samples within %g",
+			j.Solver.BatchSize, confSteps, len(scores)/width, inferTolerance)
+		return row
 	}
 	if g, w := string(got), want.String(); g != w {
 		gl, wl := strings.Split(g, "\n"), strings.Split(w, "\n")
@@ -559,8 +607,10 @@ func conformanceTable(rows []confRow, gpuMode bool) string {
 		"the batch to 16, hash tables to 16384 rows and slot vocabularies to 16 keys; on the GPU\n" +
 		"machine (`CTRKIT_REQUIRE_GPU=1 model.test -test.run TestConformance`, table in\n" +
 		"docs/CONFORMANCE_GPU.md) each config keeps its own batch size (up to 65536), tables up to\n" +
-		"2^22 rows and slot vocabularies up to 2^20 keys. `expected failure` rows are defects owned\n" +
-		"by other changes.\n\n")
+		"2^22 rows and slot vocabularies up to 2^20 keys. An inference graph (no loss layer, ending\n" +
+		"in a Sigmoid) is trained as its training twin (the Sigmoid replaced by a\n" +
+		"BinaryCrossEntropyLoss), saved, and reloaded as itself: its predictions must match the\n" +
+		"twin's within 1e-6. `expected failure` rows are defects owned by other changes.\n\n")
 	counts := map[string]int{}
 	for _, r := range rows {
 		counts[r.Status]++
@@ -616,5 +666,48 @@ func TestConformanceHarness(t *testing.T) {
 	}
 	if row := runConformance(t, filepath.Join("testdata", "no-such.json"), false, nil); row.Status != statusFail {
 		t.Errorf("missing file: %+v", row)
+	}
+}
+
+// inferTolerance bounds the difference between an inference graph's
+// Sigmoid (float32, on the backend) and the trained model's σ (float64 on
+// the host, rounded to float32).
+const inferTolerance = 1e-6
+
+// closePredictions compares two prediction files value by value within
+// tol; "" when they agree.
+func closePredictions(got, want string, tol float64) string {
+	gl, wl := strings.Fields(got), strings.Fields(want)
+	if len(gl) != len(wl) || len(gl) == 0 {
+		return fmt.Sprintf("%d values, trained model %d", len(gl), len(wl))
+	}
+	for i := range gl {
+		g, err1 := strconv.ParseFloat(gl[i], 64)
+		w, err2 := strconv.ParseFloat(wl[i], 64)
+		if err1 != nil || err2 != nil || !(math.Abs(g-w) <= tol) {
+			return fmt.Sprintf("value %d: %s, trained model %s", i, gl[i], wl[i])
+		}
+	}
+	return ""
+}
+
+// TestConformanceInference runs the harness on the shared inference graphs
+// (skipped without them): each is trained as its training twin, reloaded
+// as itself with the saved weights and predicts what the twin predicts.
+func TestConformanceInference(t *testing.T) {
+	if os.Getenv(conformanceChildEnv) != "" {
+		t.Skip("child process")
+	}
+	dir := "../../../shared/data/hugectr-json"
+	for _, name := range []string{"v23.09.00/test/scripts/dcn_inference.json", "v23.09.00/test/utest/simple_inference_config.json"} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("no shared HugeCTR configs: %v", err)
+		}
+		row := runConformance(t, path, false, nil)
+		t.Logf("%s: %s (%s)", name, row.Status, row.Reason)
+		if row.Kind != kindInference || row.Status != statusPass {
+			t.Errorf("%s: %+v", name, row)
+		}
 	}
 }

@@ -30,7 +30,7 @@ type feeder struct {
 
 func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 	B := m.batch
-	f := &feeder{m: m, labelDim: g.Input.LabelDims[0], denseDim: g.Input.DenseDim}
+	f := &feeder{m: m, labelDim: labelWidth(&g.Input), denseDim: g.Input.DenseDim}
 	f.label = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.labelDim)}
 	if f.denseDim > 0 {
 		f.dense = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.denseDim)}
@@ -49,7 +49,7 @@ func newFeeder(m *Model, g *graph.Graph, slotOffsets []int64) (*feeder, error) {
 		return nil, fmt.Errorf("%d slot offsets for %d slots", len(slotOffsets), f.totalSlot)
 	}
 	for _, e := range g.Embeddings {
-		if e.Type != graph.LocalizedOneHot {
+		if !e.OneHot() {
 			continue
 		}
 		for k, s := range g.Input.Sparse {

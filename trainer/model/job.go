@@ -45,6 +45,9 @@ type Job struct {
 	// of the model fixed in Train (HugeCTR freeze_dense, freeze_embedding).
 	FreezeDense      bool
 	FreezeEmbeddings []string
+	// LossWeights weight a multi-task model's losses by label name
+	// (HugeCTR compile(loss_names, loss_weights); Options.LossWeights).
+	LossWeights map[string]float64
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
@@ -77,7 +80,7 @@ func (j *Job) build(train bool) (*Model, error) {
 		return nil, err
 	}
 	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale,
+		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale, LossWeights: j.LossWeights,
 		MixedPrecision: j.Solver.UseMixedPrecision})
 	if err != nil {
 		return nil, err
@@ -133,7 +136,7 @@ func (j *Job) runConfig() (*graph.Config, error) {
 		g.Embeddings = append([]graph.SparseEmbedding(nil), g.Embeddings...)
 		for i := range g.Embeddings {
 			e := &g.Embeddings[i]
-			if e.Type == graph.LocalizedOneHot || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
+			if e.OneHot() || (e.WorkspaceMB == 0 && e.MaxVocabPerGPU == 0) {
 				continue // sized by slot_size_array, not per GPU
 			}
 			o := e.Optimizer
@@ -283,8 +286,8 @@ func RunEvaluate(j Job, w io.Writer) (EvalResult, error) {
 	if err != nil {
 		return res, err
 	}
-	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s\n", res.AUC, res.Loss, res.HitRate,
-		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"))
+	fmt.Fprintf(w, "eval: AUC %.6f, loss %.6f, hit rate %.6f, %d %s in %d %s%s\n", res.AUC, res.Loss, res.HitRate,
+		res.Samples, plural(int64(res.Samples), "sample", "samples"), res.Batches, plural(int64(res.Batches), "batch", "batches"), res.TasksText())
 	return res, nil
 }
 
@@ -309,7 +312,7 @@ func RunPredict(j Job, path string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	t := m.pred.Value.Cols()
+	t := m.PredictionWidth()
 	b := predictionText(scores, t)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return 0, err

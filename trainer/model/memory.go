@@ -33,7 +33,7 @@ func embeddingBytes(g *graph.Graph, info *graph.Info, opt *graph.Optimizer) memo
 		}
 		rows := float64(info.Embeddings[i].Rows)
 		b := rows * float64(e.VecSize) * 4 * float64(1+o.StateCopies())
-		if e.Type != graph.LocalizedOneHot {
+		if !e.OneHot() {
 			b += rows * 16 // key → row index
 		}
 		n.embeddings += b

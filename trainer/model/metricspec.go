@@ -76,7 +76,7 @@ func (ms MetricSpec) report(w io.Writer, iter int64, ev EvalResult) bool {
 			fmt.Fprintf(&b, " hit rate %.6f", ev.HitRate)
 		}
 	}
-	fmt.Fprintf(&b, ", %d %s\n", ev.Samples, plural(int64(ev.Samples), "sample", "samples"))
+	fmt.Fprintf(&b, ", %d %s%s\n", ev.Samples, plural(int64(ev.Samples), "sample", "samples"), ev.TasksText())
 	io.WriteString(w, b.String())
 	switch {
 	case ms.AUC > 0 && ev.AUC >= ms.AUC:

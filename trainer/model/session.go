@@ -496,7 +496,7 @@ func (s *session) doPredict(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := s.m.pred.Value.Cols()
+	t := s.m.PredictionWidth()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ import (
 // gradient are means over the b.N samples (HugeCTR's current_batchsize).
 // BatchNorm's batch statistics still see the padding.
 func (m *Model) TrainStep(b *formats.Batch) error {
+	if m.Inference() {
+		return errInference
+	}
 	if b.N <= 0 || b.N > m.batch {
 		return fmt.Errorf("training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
@@ -38,18 +41,31 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 // step trains on the n samples of the inputs already loaded (the rest is
 // padding).
 func (m *Model) step(n int) error {
-	m.loss.Valid = 0
+	valid := 0
 	if n < m.batch {
-		m.loss.Valid = n
-		defer func() { m.loss.Valid = 0 }()
+		valid = n
+	}
+	for _, h := range m.heads {
+		h.loss.Valid = valid
+	}
+	if valid > 0 {
+		defer func() {
+			for _, h := range m.heads {
+				h.loss.Valid = 0
+			}
+		}()
 	}
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
+	m.runLabels(p)
 	for _, e := range m.embs {
 		e.layer.Forward(p)
 	}
 	for _, l := range m.dense {
 		l.Forward(p)
+	}
+	if m.total != nil {
+		m.total.Forward(p)
 	}
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
@@ -78,15 +94,18 @@ func (m *Model) step(n int) error {
 // Loss downloads the loss of the last forward pass.
 func (m *Model) Loss() (float64, error) {
 	var v [1]float32
-	if err := m.be.Download(v[:], m.loss.Outputs()[0].Value); err != nil {
+	if m.lossOut.IsZero() {
+		return 0, errInference
+	}
+	if err := m.be.Download(v[:], m.lossOut); err != nil {
 		return 0, err
 	}
 	return float64(v[0]), nil
 }
 
 // forward runs inference on b and returns the scores of its b.N samples
-// ([n·T], σ of the logits, or the softmax for CrossEntropyLoss), valid
-// until the next call.
+// ([n·T], T = PredictionWidth: σ of the logits, or the softmax for
+// CrossEntropyLoss, per output), valid until the next call.
 func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 	out, err := m.forwardLogits(b, scores)
 	if err != nil {
@@ -103,16 +122,20 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 		return nil, err
 	}
 	p := layers.Pass{Training: false, Iter: m.iter}
+	m.runLabels(p)
 	for _, e := range m.embs {
 		e.layer.Forward(p)
 	}
 	for _, l := range m.dense {
 		l.Forward(p)
 	}
-	if err := m.be.Download(scores, m.pred.Value); err != nil {
+	if m.total != nil {
+		m.total.Forward(p)
+	}
+	if err := m.downloadPredictions(scores); err != nil {
 		return nil, err
 	}
-	t := m.pred.Value.Cols()
+	t := m.predW
 	out := scores[:b.N*t]
 	if i := firstNonFinite(out); i >= 0 {
 		return nil, &NonFiniteError{What: "prediction", Sample: int64(i / t), Value: float64(out[i])}
@@ -120,34 +143,66 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 	return out, nil
 }
 
-// probabilities turns logits [n·T] into scores in place: the softmax of
-// each sample for CrossEntropyLoss, else σ.
+// probabilities turns logits [n·T] into scores in place, per output: the
+// softmax of each sample for CrossEntropyLoss, σ for the other losses; an
+// inference output is already probabilities.
 func (m *Model) probabilities(out []float32) {
-	if m.loss.Kind == layers.CrossEntropy {
-		t := m.pred.Value.Cols()
-		for i := 0; i+t <= len(out); i += t {
-			softmax(out[i : i+t])
+	T := m.predW
+	for _, h := range m.heads {
+		t := h.width()
+		switch {
+		case h.loss == nil:
+		case h.loss.Kind == layers.CrossEntropy:
+			for i := 0; i+T <= len(out); i += T {
+				softmax(out[i+h.off : i+h.off+t])
+			}
+		default:
+			for i := 0; i+T <= len(out); i += T {
+				for k := h.off; k < h.off+t; k++ {
+					out[i+k] = float32(1 / (1 + math.Exp(-float64(out[i+k]))))
+				}
+			}
 		}
-		return
-	}
-	for i, x := range out {
-		out[i] = float32(1 / (1 + math.Exp(-float64(x))))
 	}
 }
 
-// lossSum is the sum over the first n samples of the per-sample loss the
-// loss layer averages (HugeCTR loss.cu, from the logits x): BCE; for
-// MultiCrossEntropyLoss Σ_t w_t·bce / T; for CrossEntropyLoss −log
-// softmax(x)[label]. Labels y are [n·L].
-func (m *Model) lossSum(x, y []float32, n int) (float64, error) {
-	t := m.pred.Value.Cols()
-	L := m.feed.labelDim
+// lossSums are, per output, the sum over the first n samples of the
+// per-sample loss its loss layer averages (HugeCTR loss.cu, from the
+// logits x [n·T]): BCE; for MultiCrossEntropyLoss Σ_t w_t·bce / T; for
+// CrossEntropyLoss −log softmax(x)[label]; for an inference output the BCE
+// of its probabilities. Labels y are [n·L].
+func (m *Model) lossSums(x, y []float32, n int) ([]float64, error) {
+	var ss []float64
+	for _, h := range m.heads {
+		s, err := m.headLossSum(h, x, y, n)
+		if err != nil {
+			if len(m.heads) > 1 {
+				err = fmt.Errorf("label %s: %w", h.label, err)
+			}
+			return nil, err
+		}
+		ss = append(ss, s)
+	}
+	return ss, nil
+}
+
+func (m *Model) headLossSum(h *head, x, y []float32, n int) (float64, error) {
+	t, T, off := h.width(), m.predW, h.off
+	L, lc := m.feed.labelDim, h.col
 	var s float64
-	if m.loss.Kind == layers.CrossEntropy {
+	if h.loss == nil {
 		for i := 0; i < n; i++ {
-			row, c := x[i*t:i*t+t], int(y[i*L])
-			if c < 0 || c >= t || float32(c) != y[i*L] {
-				return 0, fmt.Errorf("sample %d: label %v is not a class index in [0, %d)", i, y[i*L], t)
+			for k := 0; k < t; k++ {
+				s += bceFromProbability(float64(x[i*T+off+k]), float64(y[i*L+lc+k]))
+			}
+		}
+		return s / float64(t), nil
+	}
+	if h.loss.Kind == layers.CrossEntropy {
+		for i := 0; i < n; i++ {
+			row, c := x[i*T+off:i*T+off+t], int(y[i*L+lc])
+			if c < 0 || c >= t || float32(c) != y[i*L+lc] {
+				return 0, fmt.Errorf("sample %d: label %v is not a class index in [0, %d)", i, y[i*L+lc], t)
 			}
 			mx := row[0]
 			for _, v := range row {
@@ -161,10 +216,10 @@ func (m *Model) lossSum(x, y []float32, n int) (float64, error) {
 		}
 		return s, nil
 	}
-	w := m.lossG.TargetWeight
+	w := h.g.TargetWeight
 	for i := 0; i < n; i++ {
 		for k := 0; k < t; k++ {
-			xv, yv := float64(x[i*t+k]), float64(y[i*L+k])
+			xv, yv := float64(x[i*T+off+k]), float64(y[i*L+lc+k])
 			var l float64
 			if xv >= 0 {
 				l = xv*(1-yv) + math.Log1p(math.Exp(-xv))
@@ -235,7 +290,7 @@ func (w *lossWatch) record(iter int64) {
 	if w.from == 0 {
 		w.from = iter
 	}
-	w.m.be.CopyCols(w.ring, int((iter-1)%lossWatchSteps), w.m.loss.Outputs()[0].Value.Reshape(1, 1), 0, 1, 0)
+	w.m.be.CopyCols(w.ring, int((iter-1)%lossWatchSteps), w.m.lossOut.Reshape(1, 1), 0, 1, 0)
 }
 
 // due reports whether iteration iter must be checked before the next step
@@ -281,14 +336,18 @@ func softmax(x []float32) {
 type EvalResult struct {
 	// AUC is the exact AUC (SPEC §8) of the scores: for CrossEntropyLoss of
 	// P(class 1); for MultiCrossEntropyLoss the mean of the labels' AUCs
-	// (HugeCTR's multi-class AUC).
+	// (HugeCTR's multi-class AUC); for a multi-task model the mean over
+	// its tasks' AUC columns (HugeCTR prints the per-class AUCs beside it).
 	AUC float64
-	// Loss is the loss layer's loss (without the regularizer's term) as a
-	// mean per sample.
+	// Loss is the model's loss (without the regularizer's term) as a mean
+	// per sample: Σ weight·loss over the tasks of a multi-task model.
 	Loss    float64
 	HitRate float64
 	Samples int
 	Batches int
+	// Tasks are the per-task results of a model with several loss layers
+	// (in layer order); nil for one.
+	Tasks []TaskResult
 }
 
 // Evaluate runs the model over up to maxBatches batches of r (0: to the
@@ -325,8 +384,10 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 		return res, err
 	}
 	defer b.Free()
-	aucs := make([]metrics.AUCAccumulator, m.aucColumns())
-	scores := make([]float32, m.pred.Value.Len())
+	cols := m.aucColumnList()
+	aucs := make([]metrics.AUCAccumulator, len(cols))
+	taskLoss := make([]metrics.AverageLoss, len(m.heads))
+	scores := make([]float32, m.batch*m.predW)
 	col := make([]float32, m.batch)
 	lab := make([]float32, m.batch)
 	for maxSamples <= 0 || int64(res.Samples) < maxSamples {
@@ -340,13 +401,18 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 				return res, atSample(ferr, int64(res.Samples))
 			}
 			L := b.Schema.LabelDim
-			ls, lerr := m.lossSum(x, b.Labels[:n*L], n)
+			lss, lerr := m.lossSums(x, b.Labels[:n*L], n)
 			if lerr != nil {
 				return res, fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
 			}
+			var ls float64
+			for h, s := range lss {
+				ls += m.heads[h].weight * s
+				taskLoss[h].Add(s/float64(n), n)
+			}
 			m.probabilities(x)
 			for c := range aucs {
-				m.aucColumn(col[:n], lab[:n], x, b.Labels, c)
+				m.aucColumn(col[:n], lab[:n], x, b.Labels, cols[c])
 				if c == 0 {
 					if export != nil {
 						if err := export(col[:n], lab[:n]); err != nil {
@@ -371,43 +437,50 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 	}
 	res.Loss, res.HitRate = avg.Value(), hr.Value()
 	// HugeCTR's AUC of a multi-label model is the mean of the columns' AUCs.
+	if len(m.heads) > 1 {
+		res.Tasks = make([]TaskResult, len(m.heads))
+		for h, hd := range m.heads {
+			res.Tasks[h] = TaskResult{Label: hd.label, Weight: hd.weight, Loss: taskLoss[h].Value()}
+		}
+	}
+	per := make([]int, len(m.heads))
+	for _, c := range cols {
+		per[c.h]++
+	}
 	for c := range aucs {
 		a, err := m.auc(&aucs[c])
 		if err != nil {
 			return res, err
 		}
 		res.AUC += a / float64(len(aucs))
+		if res.Tasks != nil {
+			res.Tasks[cols[c].h].AUC += a / float64(per[cols[c].h])
+		}
 	}
 	return res, nil
 }
 
-// aucColumns is the number of AUC columns: T for MultiCrossEntropyLoss
-// (HugeCTR averages the per-label AUCs), else 1.
-func (m *Model) aucColumns() int {
-	if m.loss.Kind == layers.MultiCrossEntropy {
-		return m.pred.Value.Cols()
-	}
-	return 1
-}
-
 // aucColumn writes the scores and labels AUC column c ranks, from the
-// batch's probabilities p [n·T] and labels y: column c for the sigmoid
-// losses; for CrossEntropyLoss P(class 1) (1 − P(class 0) with more than
-// two classes) against label ≥ 1 (HugeCTR's click = label ≥ 0.5).
-func (m *Model) aucColumn(score, label, p, y []float32, c int) {
-	t, L := m.pred.Value.Cols(), m.feed.labelDim
+// batch's probabilities p [n·T] and labels y: the head's column for the
+// sigmoid losses and inference outputs; for CrossEntropyLoss P(class 1)
+// (1 − P(class 0) with more than two classes) against label ≥ 1 (HugeCTR's
+// click = label ≥ 0.5).
+func (m *Model) aucColumn(score, label, p, y []float32, c aucCol) {
+	h := m.heads[c.h]
+	t, T, L := h.width(), m.predW, m.feed.labelDim
+	o, lc := h.off, h.col
 	for i := range score {
-		if m.loss.Kind != layers.CrossEntropy {
-			score[i], label[i] = p[i*t+c], y[i*L+c]
+		if h.loss == nil || h.loss.Kind != layers.CrossEntropy {
+			score[i], label[i] = p[i*T+o+c.c], y[i*L+lc+c.c]
 			continue
 		}
 		if t == 2 {
-			score[i] = p[i*t+1]
+			score[i] = p[i*T+o+1]
 		} else {
-			score[i] = 1 - p[i*t]
+			score[i] = 1 - p[i*T+o]
 		}
 		label[i] = 0
-		if y[i*L] >= 0.5 {
+		if y[i*L+lc] >= 0.5 {
 			label[i] = 1
 		}
 	}
@@ -456,8 +529,8 @@ func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64
 		return dst, err
 	}
 	defer b.Free()
-	scores := make([]float32, m.pred.Value.Len())
-	t := m.pred.Value.Cols()
+	scores := make([]float32, m.batch*m.predW)
+	t := m.predW
 	for seen := int64(0); maxSamples <= 0 || seen < maxSamples; {
 		n, err := r.Read(b)
 		if maxSamples > 0 {
@@ -550,7 +623,34 @@ type Point struct {
 	EvalAUC       *float64 `json:"eval_auc,omitempty"`
 	EvalLoss      *float64 `json:"eval_loss,omitempty"`
 	EvalSamples   int      `json:"eval_samples,omitempty"`
+	// EvalTasks are the per-task AUCs and losses of a multi-task model.
+	EvalTasks []TaskPoint `json:"eval_tasks,omitempty"`
 }
+
+// TaskPoint is one task's evaluation in a Point (null: not a number).
+type TaskPoint struct {
+	Label string   `json:"label"`
+	AUC   *float64 `json:"auc"`
+	Loss  *float64 `json:"loss"`
+}
+
+// taskPoints are r's tasks for a Point or JSON output.
+func taskPoints(r EvalResult) []TaskPoint {
+	num := func(v float64) *float64 {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil
+		}
+		return &v
+	}
+	var ps []TaskPoint
+	for _, t := range r.Tasks {
+		ps = append(ps, TaskPoint{Label: t.Label, AUC: num(t.AUC), Loss: num(t.Loss)})
+	}
+	return ps
+}
+
+// TaskPoints are the per-task results of r with NaN as nil (JSON).
+func (r EvalResult) TaskPoints() []TaskPoint { return taskPoints(r) }
 
 // FitResult is what Fit did.
 type FitResult struct {
@@ -574,6 +674,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	res := FitResult{LastAUC: math.NaN(), Iters: m.Iter(), First: m.Iter()}
 	if err := o.Validate(); err != nil {
 		return res, err
+	}
+	if m.Inference() {
+		return res, errInference
 	}
 	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
 		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
@@ -667,7 +770,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		}
 		res.LastAUC = ev.AUC
 		auc, l := ev.AUC, ev.Loss
-		if err := record(Point{Iter: res.Iters, Epoch: epoch, EvalAUC: &auc, EvalLoss: &l, EvalSamples: ev.Samples}); err != nil {
+		if err := record(Point{Iter: res.Iters, Epoch: epoch, EvalAUC: &auc, EvalLoss: &l, EvalSamples: ev.Samples, EvalTasks: taskPoints(ev)}); err != nil {
 			return false, err
 		}
 		ms := o.EvalMetrics
