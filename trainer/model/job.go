@@ -63,9 +63,9 @@ func (j *Job) build(train bool) (*Model, error) {
 		}
 		be = c
 	}
-	offsets := j.Train.SlotOffsets()
-	if offsets == nil {
-		offsets = j.Eval.SlotOffsets()
+	sizes := j.Train.SlotSizeArray
+	if sizes == nil {
+		sizes = j.Eval.SlotSizeArray
 	}
 	scale := 0.0
 	if j.Solver.UseMixedPrecision {
@@ -76,7 +76,7 @@ func (j *Job) build(train bool) (*Model, error) {
 		return nil, err
 	}
 	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale})
+		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale})
 	if err != nil {
 		return nil, err
 	}
