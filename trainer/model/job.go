@@ -195,7 +195,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	s := j.Solver
 	fo := FitOptions{
-		OpenTrain:      func() (formats.Reader, error) { return m.Open(j.Train) },
+		OpenTrain:      j.trainOpener(m),
 		NumEpochs:      s.NumEpochs,
 		MaxIter:        s.MaxIter,
 		Display:        s.Display,
@@ -252,6 +252,24 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
 	}
 	return m, res, nil
+}
+
+// trainOpener opens the training data for each pass. A shuffled source
+// draws its order from the solver's seed (unless the source has its own),
+// a different one each pass: pass p reads with seed+p, so every run with
+// the same seed sees the same orders.
+func (j *Job) trainOpener(m *Model) func() (formats.Reader, error) {
+	src := j.Train
+	if src.Seed == 0 {
+		src.Seed = j.Solver.Seed
+	}
+	var pass uint64
+	return func() (formats.Reader, error) {
+		s := src
+		s.Seed += pass
+		pass++
+		return m.Open(s)
+	}
 }
 
 func embRows(info *graph.Info) int64 {
