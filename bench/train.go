@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
@@ -26,6 +27,9 @@ type TrainOptions struct {
 	// Resident also times the model on one batch loaded once (no input
 	// pipeline), the ceiling the pipeline is compared with.
 	Resident bool
+	// Async reads a Raw dataset with HugeCTR's RawAsync engine (O_DIRECT
+	// unless Async.Buffered) instead of the synchronous reader.
+	Async *asyncio.Params
 }
 
 // TrainResult is what a training-throughput run measured.
@@ -75,13 +79,24 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if err != nil {
 		return res, err
 	}
-	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: opt})
+	// The keys are slot-local (SPEC §3.3): the one-hot embedding adds the
+	// offsets and the device checks each key against its slot's size.
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: opt, SlotSizeArray: sizes})
 	if err != nil {
 		return res, err
 	}
 	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
+	pipe := open
+	if src, ok := trainSource(d, o.Async); ok {
+		src.SlotSizeArray = sizes
+		// The trainer's own opener: lending readers decode into the
+		// backend's pinned memory, RawAsync runs the O_DIRECT engine.
+		pipe = func() (formats.Reader, error) { return m.Open(src) }
+	} else if o.Async != nil {
+		return res, fmt.Errorf("bench train: --reader async reads Raw files; %s is %s", d.Path, d.Format)
+	}
 	fmt.Fprintf(log, "%s on %s: batch %d, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, o.Warmup, o.Steps, d.Path)
-	if res.Pipeline, err = m.TrainThroughput(open, o.Warmup, o.Steps); err != nil {
+	if res.Pipeline, err = m.TrainThroughput(pipe, o.Warmup, o.Steps); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(log, "pipeline: %.3f M samples/s (%.2f ms/step), loss %.4f → %.4f\n",
@@ -113,4 +128,26 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	fmt.Fprintf(log, "resident: %.3f M samples/s (%.2f ms/step); the pipeline costs %.1f%%\n",
 		rt.SamplesPerSec/1e6, rt.StepMillis, 100*res.PipelineLoss)
 	return res, nil
+}
+
+// trainSource is d as the trainer's source (model.Source): false for data
+// it does not open that way (a Parquet or Norm file without a file list,
+// Criteo text).
+func trainSource(d *dataset.Dataset, async *asyncio.Params) (model.Source, bool) {
+	sp := &d.Spec
+	src := model.Source{Format: d.Format, Path: d.List, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt,
+		I64Keys: sp.KeyType == formats.KeyI64, FloatLabelDense: sp.FloatLabelDense,
+		Layout: sp.RawLayout, LayoutSet: sp.RawLayoutSet, LabelType: sp.LabelType, LabelTypeSet: sp.LabelTypeSet,
+		DenseType: sp.DenseType, DenseTypeSet: sp.DenseTypeSet}
+	switch d.Format {
+	case dataset.Raw:
+		src.Path, src.Async = d.Files[0], async
+	case dataset.Norm, dataset.Parquet:
+		if d.List == "" {
+			return src, false
+		}
+	default:
+		return src, false
+	}
+	return src, async == nil || d.Format == dataset.Raw
 }
