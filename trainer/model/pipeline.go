@@ -173,12 +173,23 @@ func (pf *prefetcher) send(st staged) bool {
 // stage uploads a batch into a staging slot: its labels, dense values,
 // keys and offsets as the reader decoded them.
 func (pf *prefetcher) stage(b *formats.Batch) (int, []int, error) {
-	f := pf.m.feed
-	nnz, err := f.check(b)
+	srcs, nnz, err := pf.hostSide(b)
 	if err != nil {
 		return 0, nil, err
 	}
 	nnz = append([]int(nil), nnz...)
+	slot, err := pf.stg.Stage(srcs)
+	return slot, nnz, err
+}
+
+// hostSide is all the host does for a staged batch: check it, count each
+// input's keys and name the byte ranges to copy (no copy, no allocation).
+func (pf *prefetcher) hostSide(b *formats.Batch) ([][]byte, []int, error) {
+	f := pf.m.feed
+	nnz, err := f.check(b)
+	if err != nil {
+		return nil, nil, err
+	}
 	n, S := b.N, f.totalSlot
 	k := int(b.Offsets[n*S])
 	pf.srcs = append(pf.srcs[:0], bytesOf(b.Labels[:n*f.labelDim]))
@@ -191,8 +202,7 @@ func (pf *prefetcher) stage(b *formats.Batch) (int, []int, error) {
 		pf.srcs = append(pf.srcs, bytesOf(b.Keys32[:k]))
 	}
 	pf.srcs = append(pf.srcs, bytesOf(b.Offsets[:n*S+1]))
-	slot, err := pf.stg.Stage(pf.srcs)
-	return slot, nnz, err
+	return pf.srcs, nnz, nil
 }
 
 // next returns the next batch: n samples (n < batch size only at the end

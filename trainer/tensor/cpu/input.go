@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"sync/atomic"
+
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
@@ -31,38 +33,60 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 		k64 = data[int64](keys)
 	}
 	ad, sz := data[int64](add), data[int64](size)
+	var bad atomic.Int64 // the first bad key's position, or -1
 	for k, in := range inputs {
 		dk, do := data[int64](dstKeys[k]), data[int32](dstOffsets[k])
 		sk := in.Slots
-		o := 0
+		// The input's CSR first (serial, one read per bag), then its keys
+		// in parallel over samples.
+		o := int32(0)
 		do[0] = 0
 		for i := 0; i < n; i++ {
+			row := off[i*S+in.First : i*S+in.First+sk+1]
 			for s := 0; s < sk; s++ {
-				gs := in.First + s
-				lo, hi := int(off[i*S+gs]), int(off[i*S+gs+1])
-				if o+hi-lo > len(dk) {
-					be.fail(op, tensor.ErrShape, "input %d: more than %d keys", k, len(dk))
-					return
-				}
-				for j := lo; j < hi; j++ {
-					var key int64
-					if k32 != nil {
-						key = int64(k32[j])
-					} else {
-						key = k64[j]
-					}
-					if sz[gs] > 0 && (key < 0 || key >= sz[gs]) {
-						be.fail(op, tensor.ErrRange, "slot %d key %d outside [0, %d)", gs, key, sz[gs])
-						return
-					}
-					dk[o] = key + ad[gs]
-					o++
-				}
-				do[i*sk+s+1] = int32(o)
+				o += row[s+1] - row[s]
+				do[i*sk+s+1] = o
 			}
 		}
+		if int(o) > len(dk) {
+			be.fail(op, tensor.ErrShape, "input %d: %d keys for room for %d", k, o, len(dk))
+			return
+		}
 		for j := n * sk; j < len(do)-1; j++ {
-			do[j+1] = int32(o)
+			do[j+1] = o
+		}
+		bad.Store(-1)
+		be.par(n, 256, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				for s := 0; s < sk; s++ {
+					gs := in.First + s
+					a, z := ad[gs], sz[gs]
+					src0, src1 := int(off[i*S+gs]), int(off[i*S+gs+1])
+					dst := dk[do[i*sk+s]:]
+					for j := src0; j < src1; j++ {
+						var key int64
+						if k32 != nil {
+							key = int64(k32[j])
+						} else {
+							key = k64[j]
+						}
+						if z > 0 && (key < 0 || key >= z) {
+							bad.CompareAndSwap(-1, int64(j))
+						}
+						dst[j-src0] = key + a
+					}
+				}
+			}
+		})
+		if j := bad.Load(); j >= 0 {
+			var key int64
+			if k32 != nil {
+				key = int64(k32[j])
+			} else {
+				key = k64[j]
+			}
+			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", key, j)
+			return
 		}
 	}
 }
