@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
@@ -32,6 +33,9 @@ type TrainOptions struct {
 	// Resident also times the model on one batch loaded once (no input
 	// pipeline), the ceiling the pipeline is compared with.
 	Resident bool
+	// Async reads a Raw dataset with HugeCTR's RawAsync engine (O_DIRECT
+	// unless Async.Buffered) instead of the synchronous reader.
+	Async *asyncio.Params
 }
 
 // TrainResult is what a training-throughput run measured.
@@ -95,13 +99,24 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 		cfg.Optimizer.LearningRate = float32(o.LearningRate)
 	}
 	res.Optimizer = fmt.Sprintf("%s lr %g", cfg.Optimizer.Type, cfg.Optimizer.LearningRate)
-	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer})
+	// The keys are slot-local (SPEC §3.3): the one-hot embedding adds the
+	// offsets and the device checks each key against its slot's size.
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer, SlotSizeArray: sizes})
 	if err != nil {
 		return res, err
 	}
 	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
+	pipe := open
+	if src, ok := trainSource(d, o.Async); ok {
+		src.SlotSizeArray = sizes
+		// The trainer's own opener: lending readers decode into the
+		// backend's pinned memory, RawAsync runs the O_DIRECT engine.
+		pipe = func() (formats.Reader, error) { return m.Open(src) }
+	} else if o.Async != nil {
+		return res, fmt.Errorf("bench train: --reader async reads Raw files; %s is %s", d.Path, d.Format)
+	}
 	fmt.Fprintf(log, "%s on %s: batch %d, %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, o.Warmup, o.Steps, d.Path)
-	if res.Pipeline, err = m.TrainThroughput(open, o.Warmup, o.Steps); err != nil {
+	if res.Pipeline, err = m.TrainThroughput(pipe, o.Warmup, o.Steps); err != nil {
 		return res, err
 	}
 	if err := finiteLoss("pipeline", res.Pipeline); err != nil {
@@ -151,4 +166,26 @@ func finiteLoss(what string, t model.Throughput) error {
 		}
 	}
 	return nil
+}
+
+// trainSource is d as the trainer's source (model.Source): false for data
+// it does not open that way (a Parquet or Norm file without a file list,
+// Criteo text).
+func trainSource(d *dataset.Dataset, async *asyncio.Params) (model.Source, bool) {
+	sp := &d.Spec
+	src := model.Source{Format: d.Format, Path: d.List, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt,
+		I64Keys: sp.KeyType == formats.KeyI64, FloatLabelDense: sp.FloatLabelDense,
+		Layout: sp.RawLayout, LayoutSet: sp.RawLayoutSet, LabelType: sp.LabelType, LabelTypeSet: sp.LabelTypeSet,
+		DenseType: sp.DenseType, DenseTypeSet: sp.DenseTypeSet}
+	switch d.Format {
+	case dataset.Raw:
+		src.Path, src.Async = d.Files[0], async
+	case dataset.Norm, dataset.Parquet:
+		if d.List == "" {
+			return src, false
+		}
+	default:
+		return src, false
+	}
+	return src, async == nil || d.Format == dataset.Raw
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/ctrkit/ctrkit/validate"
@@ -152,7 +153,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	s.Display, s.EvalInterval = 0, 0
 	s.SnapshotPrefix = filepath.Join(res.Dir, "dlrm")
 	// Norm keys from the generator are global already (SPEC §5): no offsets.
-	src := model.Source{Format: "Norm", Path: p.Source, Check: "Sum"}
+	src := model.Source{Format: dataset.Norm, Path: p.Source, Check: norm.CheckSum}
 	eval := src
 	eval.Path = p.EvalSource
 	job := model.Job{Config: cfg, Solver: *s, Optimizer: opt, Train: src, Eval: eval, Backend: be}

@@ -34,7 +34,7 @@ Examples:
    ctrkit bench read train.bin --reader async --num-threads 16 --io-depth 4 --io-block-size 1048576 --json
    ctrkit bench read train.bin --reader async --io-only --drop-cache       # raw I/O only, like fio`,
 			Flags: append(schemaFlags(true),
-				&cli.StringFlag{Name: "reader", Value: "sync", Usage: "sync | async (Raw only: HugeCTR's RawAsync)"},
+				vflag("reader", withValue("sync")),
 				vflag("num-workers"),
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 				&cli.DurationFlag{Name: "duration", Usage: "read for this long (repeat mode) instead of --epochs"},

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/bench"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
@@ -43,6 +44,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
+				vflag("reader", withValue("sync")),
 			),
 			Action: runBenchTrain,
 		})
@@ -53,6 +55,14 @@ func runBenchTrain(c *cli.Context) error {
 	d, err := resolveArg(c, "PATH")
 	if err != nil {
 		return err
+	}
+	var async *asyncio.Params
+	switch r := c.String("reader"); r {
+	case "sync":
+	case "async":
+		async = &asyncio.Params{} // HugeCTR's defaults: O_DIRECT, GOMAXPROCS I/O threads
+	default:
+		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}
 	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision")}
 	be, err := model.OpenBackend(c.String("device"), s, c.App.ErrWriter)
@@ -66,7 +76,7 @@ func runBenchTrain(c *cli.Context) error {
 	}
 	res, err := bench.Train(d, be, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
-		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"),
+		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async,
 	}, log)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 
 	"github.com/ctrkit/ctrkit/formats/norm"
@@ -49,31 +50,43 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	}
 	apply := func(f func(*model.Source)) { f(&j.Train); f(&j.Eval) }
 	if c.IsSet("format") {
-		var format string
-		switch strings.ToLower(c.String("format")) {
-		case "norm":
-			format = "Norm"
-		case "raw":
-			format = "Raw"
-		case "rawasync", "raw-async":
-			format = "RawAsync"
-		case "parquet":
-			format = "Parquet"
-		default:
-			return fmt.Errorf("--format: %q is not norm, raw, rawasync or parquet", c.String("format"))
+		f, async, err := model.ParseFormat(strings.ToLower(c.String("format")))
+		if err != nil {
+			return fmt.Errorf("--format: %q is not norm, raw, raw-async or parquet", c.String("format"))
 		}
-		apply(func(s *model.Source) { s.Format = format })
+		apply(func(s *model.Source) {
+			s.Format = f
+			switch {
+			case !async:
+				s.Async = nil
+			case s.Async == nil:
+				s.Async = &asyncio.Params{}
+			}
+		})
+	}
+	if c.IsSet("reader") {
+		switch r := strings.ToLower(c.String("reader")); r {
+		case "sync":
+			apply(func(s *model.Source) { s.Async = nil })
+		case "async":
+			if j.Train.Format != dataset.Raw {
+				return fmt.Errorf("--reader async reads Raw files (HugeCTR's RawAsync); the format is %s", j.Train.FormatName())
+			}
+			apply(func(s *model.Source) {
+				if s.Async == nil {
+					s.Async = &asyncio.Params{}
+				}
+			})
+		default:
+			return fmt.Errorf("--reader: want sync or async, not %q", r)
+		}
 	}
 	if c.IsSet("check-type") {
 		mode, err := norm.ParseCheckMode(c.String("check-type"))
 		if err != nil {
 			return fmt.Errorf("--check-type: %w", err)
 		}
-		check := "Sum"
-		if mode == norm.CheckNone {
-			check = "None"
-		}
-		apply(func(s *model.Source) { s.Check = check })
+		apply(func(s *model.Source) { s.Check = mode })
 	}
 	if c.IsSet("data-slot-size-array") {
 		sizes, err := parseInts[int64]("data-slot-size-array", c.String("data-slot-size-array"))
@@ -84,7 +97,7 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 			return err
 		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
-	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != "Norm" {
+	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != dataset.Norm {
 		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
 		// model's vocabulary is the slot sizes.
 		var sizes []int64
@@ -186,11 +199,11 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 		apply(func(s *model.Source) { s.SkipCorrupt = true })
 	}
 	if (sp.RawLayoutSet || sp.LabelTypeSet || sp.DenseTypeSet || c.IsSet("float-label-dense")) &&
-		j.Train.Format != "Raw" && j.Train.Format != "RawAsync" {
-		return fmt.Errorf("--raw-layout, --label-type, --dense-type and --float-label-dense describe Raw data; the format is %s", j.Train.Format)
+		j.Train.Format != dataset.Raw {
+		return fmt.Errorf("--raw-layout, --label-type, --dense-type and --float-label-dense describe Raw data; the format is %s", j.Train.FormatName())
 	}
-	if sp.SkipCorrupt && j.Train.Format != "Norm" {
-		return fmt.Errorf("--skip-corrupt is for Norm data; the format is %s", j.Train.Format)
+	if sp.SkipCorrupt && j.Train.Format != dataset.Norm {
+		return fmt.Errorf("--skip-corrupt is for Norm data; the format is %s", j.Train.FormatName())
 	}
 	return nil
 }

@@ -109,7 +109,7 @@ func vocabCmds(v vocabFlag) []string {
 var sampleValues = map[string]string{
 	"from": "norm", "label-dim": "1", "dense-dim": "3", "num-slot": "4", "i64-input-key": "true", "check-type": "none",
 	"slot-size-array": "100", "slot-offsets": "true", "nnz-array": "1,2,1,1", "float-label-dense": "true", "raw-layout": "multihot",
-	"label-type": "int32", "dense-type": "float32", "skip-corrupt": "true", "num-workers": "3",
+	"label-type": "int32", "dense-type": "float32", "skip-corrupt": "true", "num-workers": "3", "reader": "sync",
 	"source": "a.txt", "eval-source": "b.txt", "out-source": "c/file_list.txt", "out-eval-source": "c/file_list_test.txt",
 }
 

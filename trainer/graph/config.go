@@ -85,6 +85,7 @@ type AsyncParams struct {
 	ShuffleFiles        bool
 	IODepth             int
 	IOAlignment         int
+	IOBlockSize         int
 	MultiHotReader      bool
 	IsDenseFloat        bool
 	// MultiHotReaderSet and IsDenseFloatSet: the file gave the key.

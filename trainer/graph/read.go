@@ -221,8 +221,7 @@ func readData(n node) (Input, *ReaderParams) {
 		}
 		rp.Async.IsDenseFloatSet = a.has("is_dense_float")
 		rp.Async.MultiHotReaderSet = a.has("multi_hot_reader")
-		// I/O tuning of HugeCTR's io_uring reader: no effect on what is read.
-		a.optCount("io_block_size", 0)
+		rp.Async.IOBlockSize = a.optCount("io_block_size", 0)
 		n.optCount("num_iterations_statistics", 20)
 	}
 	return in, rp

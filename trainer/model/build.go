@@ -26,10 +26,12 @@ type Options struct {
 	// Optimizer is the model optimizer with its learning rate and schedule;
 	// nil takes cfg.Optimizer, else graph.DefaultOptimizer.
 	Optimizer *graph.Optimizer
-	// SlotOffsets are the per-slot key offsets the data reader adds (the
-	// slot_size_array prefix sums over all slots of the file, SPEC §3.3);
-	// OneHot embeddings take them off again. Empty: keys arrive as stored.
-	SlotOffsets []int64
+	// SlotSizeArray is the data's slot_size_array over all slots of the
+	// file (SPEC §3.3): the device adds its prefix sums to the keys of
+	// hash embeddings' inputs and checks every key against its slot's
+	// size; OneHot embeddings read the keys slot-local. Empty: keys are
+	// used as stored.
+	SlotSizeArray []int64
 	// LossScale is the mixed-precision loss scale (HugeCTR's scaler; 0
 	// means 1): the loss gradient is multiplied by it and the optimizers
 	// divide it out. A power of two (HugeCTR allows 128, 256, 512, 1024)
@@ -130,7 +132,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if m.opt, err = optim.New(be, dcfg, m.sched); err != nil {
 		return nil, err
 	}
-	m.feed, err = newFeeder(m, &g, o.SlotOffsets)
+	m.feed, err = newFeeder(m, &g, o.SlotSizeArray)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
@@ -319,8 +320,19 @@ func planConformance(path, dir string, lim confLimits) (*confPlan, confRow, erro
 	sv.AUCThreshold, sv.ExportPredictionsPrefix = 0, ""
 	sv.DenseModelFile, sv.DenseOptStatesFile, sv.SparseModelFiles, sv.SparseOptStatesFiles = "", "", nil, nil
 	sv.Seed = 7
-	src := Source{Format: rp.Format, Check: rp.Check, SlotSizeArray: readerSizes, FloatLabelDense: rp.FloatLabelDense,
+	format, async, err := ParseFormat(rp.Format)
+	if err != nil {
+		return p, row, err
+	}
+	check, err := ParseCheck(rp.Check)
+	if err != nil {
+		return p, row, err
+	}
+	src := Source{Format: format, Check: check, SlotSizeArray: readerSizes, FloatLabelDense: rp.FloatLabelDense,
 		I64Keys: s.I64InputKey, Workers: 1}
+	if async {
+		src.Async = &asyncio.Params{}
+	}
 	p.job = Job{Config: cfg, Solver: sv, Optimizer: cfg.Optimizer, Train: src, Eval: src}
 	if infer != nil {
 		// The inference graph's own tables, shrunk as the twin's.

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
 
@@ -46,8 +48,8 @@ func TestAcceptancePlanted(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Norm keys are global already (SPEC §5): no slot offsets.
-			train := Source{Format: "Norm", Path: p.Source, Check: "Sum"}
-			eval := Source{Format: "Norm", Path: p.EvalSource, Check: "Sum"}
+			train := Source{Format: dataset.Norm, Path: p.Source, Check: norm.CheckSum}
+			eval := Source{Format: dataset.Norm, Path: p.EvalSource, Check: norm.CheckSum}
 			fr, err := m.Fit(context.Background(), FitOptions{
 				OpenTrain: func() (formats.Reader, error) { return m.Open(train) },
 				OpenEval:  func() (formats.Reader, error) { return m.Open(eval) },

@@ -11,7 +11,9 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -140,8 +142,8 @@ func lossScaleAUC(t *testing.T, newBE func(mixed bool) tensor.Backend) (fp32, mi
 			s.UseMixedPrecision, s.Scaler = true, 1024
 		}
 		j := Job{Config: cfg, Solver: s, Optimizer: opt, Backend: newBE(mp),
-			Train: Source{Format: "Norm", Path: p.Source, Check: "Sum"},
-			Eval:  Source{Format: "Norm", Path: p.EvalSource, Check: "Sum"}}
+			Train: Source{Format: dataset.Norm, Path: p.Source, Check: norm.CheckSum},
+			Eval:  Source{Format: dataset.Norm, Path: p.EvalSource, Check: norm.CheckSum}}
 		_, res, err := Train(context.Background(), j, TrainOutput{})
 		if err != nil {
 			t.Fatal(err)

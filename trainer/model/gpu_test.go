@@ -249,13 +249,13 @@ func TestGPUHugeCTRConfigs(t *testing.T) {
 		}
 		// An input may allow fewer keys a sample than its slots' nnz sum
 		// (max_feature_num_per_sample): then draw one key per slot there.
-		for k, first := range m.feed.first {
+		for k, in := range m.feed.parts {
 			sum := 0
-			for _, v := range nnz[first : first+m.feed.slots[k]] {
+			for _, v := range nnz[in.First : in.First+in.Slots] {
 				sum += v
 			}
 			if sum > m.feed.capKeys[k]/batch {
-				for j := first; j < first+m.feed.slots[k]; j++ {
+				for j := in.First; j < in.First+in.Slots; j++ {
 					nnz[j] = 1
 				}
 			}

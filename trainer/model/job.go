@@ -67,9 +67,9 @@ func (j *Job) build(train bool) (*Model, error) {
 		}
 		be = c
 	}
-	offsets := j.Train.SlotOffsets()
-	if offsets == nil {
-		offsets = j.Eval.SlotOffsets()
+	sizes := j.Train.SlotSizeArray
+	if sizes == nil {
+		sizes = j.Eval.SlotSizeArray
 	}
 	scale := 0.0
 	if j.Solver.UseMixedPrecision {
@@ -80,7 +80,7 @@ func (j *Job) build(train bool) (*Model, error) {
 		return nil, err
 	}
 	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotOffsets: offsets, LossScale: scale, LossWeights: j.LossWeights,
+		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale, LossWeights: j.LossWeights,
 		MixedPrecision: j.Solver.UseMixedPrecision})
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	s := j.Solver
 	fo := FitOptions{
-		OpenTrain:      func() (formats.Reader, error) { return m.Open(j.Train) },
+		OpenTrain:      j.trainOpener(m),
 		NumEpochs:      s.NumEpochs,
 		MaxIter:        s.MaxIter,
 		Display:        s.Display,
@@ -257,6 +257,24 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
 	}
 	return m, res, nil
+}
+
+// trainOpener opens the training data for each pass. A shuffled source
+// draws its order from the solver's seed (unless the source has its own),
+// a different one each pass: pass p reads with seed+p, so every run with
+// the same seed sees the same orders.
+func (j *Job) trainOpener(m *Model) func() (formats.Reader, error) {
+	src := j.Train
+	if src.Seed == 0 {
+		src.Seed = j.Solver.Seed
+	}
+	var pass uint64
+	return func() (formats.Reader, error) {
+		s := src
+		s.Seed += pass
+		pass++
+		return m.Open(s)
+	}
 }
 
 func embRows(info *graph.Info) int64 {

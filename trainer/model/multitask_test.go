@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
 
@@ -81,8 +83,8 @@ func TestMultiTaskPlanted(t *testing.T) {
 	if got := m.Tasks(); len(got) != 2 || got[0] != "click" || got[1] != "buy" {
 		t.Fatalf("tasks %v", got)
 	}
-	train := Source{Format: "Norm", Path: p.Source, Check: "Sum"}
-	eval := Source{Format: "Norm", Path: p.EvalSource, Check: "Sum"}
+	train := Source{Format: dataset.Norm, Path: p.Source, Check: norm.CheckSum}
+	eval := Source{Format: dataset.Norm, Path: p.EvalSource, Check: norm.CheckSum}
 	if _, err := m.Fit(context.Background(), FitOptions{
 		OpenTrain: func() (formats.Reader, error) { return m.Open(train) },
 		NumEpochs: 2,

@@ -1,29 +1,30 @@
 package model
 
 import (
-	"fmt"
+	"errors"
 	"io"
 	"sync"
-	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // The training input pipeline. A prefetch goroutine reads batches ahead of
-// the training loop; on a GPU backend it also uploads them:
+// the training loop; on a backend that stages uploads (tensor.Stager, the
+// GPU) it also uploads them:
 //
-//	reader ──Read──▶ batch (pinned) ──pack/Stage──▶ staging slot (device)
-//	                                                     │ Commit (compute stream)
-//	training loop ◀─────────── slot, key counts ─────────┘
+//	reader ──Next (lent) or Read──▶ batch (pinned) ──Stage──▶ staging slot (device)
+//	                                                              │ Commit (compute stream):
+//	training loop ◀── slot, key counts ──  labels, dense copied; SplitInputs from the staged keys
 //
-// On the GPU the batch buffers come from pinned memory, and when the
-// batch's layout already is the network's (one sparse input, no one-hot
-// offsets to remove) its buffers upload as they are (32-bit keys widen on
-// the device); otherwise the prefetcher repacks into pinned host buffers
-// first. The copy runs on the uploader's stream while the previous step
-// computes; the training goroutine never waits for the host.
+// The batch is the reader's own when it lends (Parquet, RawAsync: decoded
+// into pinned memory from the model's allocator) or the prefetcher's
+// pinned batch that Read fills (Norm, Raw): file → pinned batch → device,
+// no other host copy. Keys are staged as decoded (32- or 64-bit, one CSR
+// over every slot, slot-local); the device widens them, adds the slot
+// offsets and splits them by input. The copy runs on the staging stream
+// while the previous step computes; the training goroutine never waits for
+// the host. Short batches stage the same way (commit zeroes the padding).
 //
 // On the CPU the prefetcher only reads ahead: batches alternate between two
 // buffers and the loop loads them synchronously.
@@ -31,68 +32,68 @@ import (
 // staged is one batch ready for a step.
 type staged struct {
 	n     int
-	nnz   []int          // GPU: keys per sparse input
-	slot  int            // GPU: uploader slot
+	nnz   []int          // staged: keys per sparse input
+	slot  int            // staged: staging slot
 	batch *formats.Batch // CPU: the batch to load
 	err   error          // reader or upload error (io.EOF at the end)
 }
 
 type prefetcher struct {
-	m      *Model
-	r      formats.Reader
-	up     *gpu.Uploader // nil on the CPU
-	out    chan staged
-	free   chan *formats.Batch
-	quit   chan struct{}
-	wg     sync.WaitGroup
-	bufs   []*formats.Batch
-	host   *hostInputs
-	direct bool // GPU: upload batch buffers as they are
-	dsts   []tensor.Tensor
+	m     *Model
+	r     formats.Reader
+	lend  formats.Lender // r's lending side when staging (nil: Read)
+	stg   tensor.Staging // nil on the CPU
+	out   chan staged
+	free  chan *formats.Batch
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	bufs  []*formats.Batch
+	dsts  []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
+	keyAt int             // index of the keys among the staged buffers
+	srcs  [][]byte
+}
+
+// hostAlloc is the allocator of batches that the backend stages without a
+// copy (pinned memory on the GPU), or nil (Go heap).
+func (m *Model) hostAlloc() formats.Allocator {
+	if st, ok := m.be.(tensor.Stager); ok {
+		return st.PinnedAllocator()
+	}
+	return nil
 }
 
 // newPrefetcher starts reading r.
 func (m *Model) newPrefetcher(r formats.Reader) (*prefetcher, error) {
 	pf := &prefetcher{m: m, r: r, out: make(chan staged, 1), free: make(chan *formats.Batch, 2), quit: make(chan struct{})}
 	f := m.feed
-	var alloc formats.Allocator
-	gb, onGPU := m.be.(*gpu.Backend)
-	if onGPU {
-		alloc = gb.PinnedAllocator()
-		sch := r.Schema()
-		pf.direct = len(f.inputs) == 1 && f.oneHot[0] == nil
-		stage := []tensor.DType{tensor.Invalid}
+	st, onStager := m.be.(tensor.Stager)
+	nb := 2
+	if onStager {
+		shape := []tensor.Tensor{f.label.Value}
 		pf.dsts = []tensor.Tensor{f.label.Value}
 		if f.dense != nil {
+			shape = append(shape, f.dense.Value)
 			pf.dsts = append(pf.dsts, f.dense.Value)
-			stage = append(stage, tensor.Invalid)
 		}
-		for _, in := range f.inputs {
-			pf.dsts = append(pf.dsts, in.Keys, in.Offsets)
-			kt := tensor.Invalid
-			if pf.direct && sch.KeyType != formats.KeyI64 {
-				kt = tensor.Uint32
-			}
-			stage = append(stage, kt, tensor.Invalid)
+		pf.keyAt = len(shape)
+		shape = append(shape, f.rawKeys(r.Schema().KeyType), f.rawOff)
+		pf.dsts = append(pf.dsts, tensor.Tensor{}, tensor.Tensor{})
+		if err := m.be.Err(); err != nil {
+			return nil, err
 		}
-		up, err := gb.NewUploader(pf.dsts, stage)
+		stg, err := st.NewStaging(shape, nil)
 		if err != nil {
 			return nil, err
 		}
-		pf.up = up
-		if !pf.direct {
-			if pf.host, err = newHostInputs(f, alloc); err != nil {
-				up.Close()
-				return nil, err
-			}
+		pf.stg = stg
+		pf.lend, _ = r.(formats.Lender)
+		nb = 1 // Stage returns once the copy has read the batch
+		if pf.lend != nil {
+			nb = 0
 		}
 	}
-	nb := 2
-	if onGPU {
-		nb = 1 // Stage returns once the copy has read the batch
-	}
 	for i := 0; i < nb; i++ {
-		b, err := formats.NewBatch(r.Schema(), m.batch, alloc)
+		b, err := formats.NewBatch(r.Schema(), m.batch, m.hostAlloc())
 		if err != nil {
 			pf.close()
 			return nil, err
@@ -110,31 +111,53 @@ func (pf *prefetcher) run() {
 	defer close(pf.out)
 	for {
 		var b *formats.Batch
-		select {
-		case b = <-pf.free:
-		case <-pf.quit:
-			return
+		var n int
+		var err error
+		if pf.lend != nil {
+			select {
+			case <-pf.quit:
+				return
+			default:
+			}
+			if b, err = pf.lend.Next(); b != nil {
+				n = b.N
+			}
+		} else {
+			select {
+			case b = <-pf.free:
+			case <-pf.quit:
+				return
+			}
+			n, err = pf.r.Read(b)
 		}
-		n, err := pf.r.Read(b)
 		st := staged{n: n, batch: b, err: err}
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
+			st.batch = pf.recycle(b)
 			pf.send(st)
 			return
 		}
-		if pf.up != nil && n == pf.m.batch {
-			st.slot, st.nnz, st.err = pf.stage(b)
-			if st.err == nil {
-				st.err = err
+		if pf.stg != nil {
+			if n > 0 {
+				st.slot, st.nnz, st.err = pf.stage(b)
+				if st.err == nil {
+					st.err = err
+				}
 			}
-			st.batch = nil
-			pf.free <- b
+			st.batch = pf.recycle(b)
 		}
-		// A short batch on the GPU keeps its buffer: commit loads it
-		// synchronously (once an epoch), release hands it back.
 		if !pf.send(st) || st.err != nil {
 			return
 		}
 	}
+}
+
+// recycle hands a staged batch's buffer back (a lent batch is the
+// reader's) and returns nil.
+func (pf *prefetcher) recycle(b *formats.Batch) *formats.Batch {
+	if b != nil && pf.lend == nil && pf.stg != nil {
+		pf.free <- b
+	}
+	return nil
 }
 
 func (pf *prefetcher) send(st staged) bool {
@@ -147,59 +170,44 @@ func (pf *prefetcher) send(st staged) bool {
 	}
 }
 
-func bytesOf[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
-}
-
-// stage uploads a full batch into a staging slot.
+// stage uploads a batch into a staging slot: its labels, dense values,
+// keys and offsets as the reader decoded them.
 func (pf *prefetcher) stage(b *formats.Batch) (int, []int, error) {
-	f := pf.m.feed
-	var srcs [][]byte
-	var nnz []int
-	if pf.direct {
-		if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
-			return 0, nil, fmt.Errorf("data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
-				b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
-		}
-		k := int(b.Offsets[b.N*f.totalSlot])
-		if k > f.capKeys[0] {
-			return 0, nil, fmt.Errorf("batch of %d keys, the model allows %d", k, f.capKeys[0])
-		}
-		srcs = append(srcs, bytesOf(b.Labels))
-		if f.dense != nil {
-			srcs = append(srcs, bytesOf(b.Dense))
-		}
-		if b.Keys64 != nil {
-			srcs = append(srcs, bytesOf(b.Keys64[:k]))
-		} else {
-			srcs = append(srcs, bytesOf(b.Keys32[:k]))
-		}
-		srcs = append(srcs, bytesOf(b.Offsets[:b.N*f.totalSlot+1]))
-		nnz = []int{k}
-	} else {
-		var err error
-		if nnz, err = pf.host.pack(f, b); err != nil {
-			return 0, nil, err
-		}
-		srcs = append(srcs, bytesOf(pf.host.label))
-		if f.dense != nil {
-			srcs = append(srcs, bytesOf(pf.host.dense))
-		}
-		for k := range f.inputs {
-			srcs = append(srcs, bytesOf(pf.host.keys[k][:nnz[k]]), bytesOf(pf.host.off[k]))
-		}
+	srcs, nnz, err := pf.hostSide(b)
+	if err != nil {
+		return 0, nil, err
 	}
-	slot, err := pf.up.Stage(srcs)
+	nnz = append([]int(nil), nnz...)
+	slot, err := pf.stg.Stage(srcs)
 	return slot, nnz, err
 }
 
-// next returns the next batch: n samples (n < batch size only at the end),
-// ready to train with commit; st.err is io.EOF with (or after) the
-// reader's last batch.
+// hostSide is all the host does for a staged batch: check it, count each
+// input's keys and name the byte ranges to copy (no copy, no allocation).
+func (pf *prefetcher) hostSide(b *formats.Batch) ([][]byte, []int, error) {
+	f := pf.m.feed
+	nnz, err := f.check(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, S := b.N, f.totalSlot
+	k := int(b.Offsets[n*S])
+	pf.srcs = append(pf.srcs[:0], bytesOf(b.Labels[:n*f.labelDim]))
+	if f.dense != nil {
+		pf.srcs = append(pf.srcs, bytesOf(b.Dense[:n*f.denseDim]))
+	}
+	if b.Keys64 != nil {
+		pf.srcs = append(pf.srcs, bytesOf(b.Keys64[:k]))
+	} else {
+		pf.srcs = append(pf.srcs, bytesOf(b.Keys32[:k]))
+	}
+	pf.srcs = append(pf.srcs, bytesOf(b.Offsets[:n*S+1]))
+	return pf.srcs, nnz, nil
+}
+
+// next returns the next batch: n samples (n < batch size only at the end
+// of a source), ready to train with commit; st.err is io.EOF with (or
+// after) the reader's last batch.
 func (pf *prefetcher) next() staged {
 	st, ok := <-pf.out
 	if !ok {
@@ -214,21 +222,38 @@ func (pf *prefetcher) commit(st staged) error {
 		defer func() { pf.free <- st.batch }()
 		return pf.m.feed.load(st.batch)
 	}
-	for k, in := range pf.m.feed.inputs {
-		in.NNZ = st.nnz[k]
+	f := pf.m.feed
+	if st.n < pf.m.batch {
+		pf.m.be.Fill(f.label.Value, 0)
+		if f.dense != nil {
+			pf.m.be.Fill(f.dense.Value, 0)
+		}
 	}
-	pf.up.Commit(st.slot, pf.dsts)
+	pf.stg.Commit(st.slot, pf.dsts, func(staged []tensor.Tensor) {
+		keys := staged[pf.keyAt]
+		if keys.Len() == 0 {
+			keys = f.rawKeys(keysType(keys)).Prefix(1) // no keys: any buffer
+		}
+		f.splitInputs(keys, staged[pf.keyAt+1], st.n, st.nnz)
+	})
 	return pf.m.be.Err()
 }
 
+func keysType(t tensor.Tensor) formats.KeyType {
+	if t.DType == tensor.Int64 {
+		return formats.KeyI64
+	}
+	return formats.KeyU32
+}
+
 // release hands back what st holds when it is not trained on: the CPU
-// batch, or the GPU staging slot (Commit with no inputs copies nothing).
+// batch, or the staging slot (Commit with no inputs copies nothing).
 func (pf *prefetcher) release(st staged) {
 	if st.batch != nil {
 		pf.free <- st.batch
 	}
-	if pf.up != nil && st.nnz != nil {
-		pf.up.Commit(st.slot, nil)
+	if pf.stg != nil && st.nnz != nil {
+		pf.stg.Commit(st.slot, nil, nil)
 	}
 }
 
@@ -245,8 +270,8 @@ func (pf *prefetcher) close() {
 		pf.release(st)
 	}
 	pf.wg.Wait()
-	if pf.up != nil {
-		pf.up.Close()
+	if pf.stg != nil {
+		pf.stg.Close()
 	}
 	for _, b := range pf.bufs {
 		b.Free()

@@ -5,7 +5,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -37,6 +36,7 @@ type Uploader struct {
 type stageSlot struct {
 	bufs     []tensor.Tensor // device staging, one per input, of the input's dtype and capacity
 	sizes    []int           // bytes staged this round
+	staged   []tensor.Tensor // Commit's views of bufs (reused)
 	ready    cuda.Event      // copies into this slot done (copy stream)
 	released cuda.Event      // compute has read this slot (compute stream)
 	copied   cuda.Event      // for the host wait in Stage
@@ -89,9 +89,14 @@ func (be *Backend) NewUploader(dsts []tensor.Tensor, stageTypes []tensor.DType) 
 	return u, nil
 }
 
-// PinnedAllocator is a formats.Allocator of pinned host memory of this
-// backend's device, for batches that Stage uploads.
-func (be *Backend) PinnedAllocator() formats.Allocator { return cuda.PinnedAllocator{Dev: be.dev} }
+// PinnedAllocator is an allocator (a formats.Allocator) of pinned host
+// memory of this backend's device, for batches that Stage uploads.
+func (be *Backend) PinnedAllocator() tensor.HostAllocator { return cuda.PinnedAllocator{Dev: be.dev} }
+
+// NewStaging implements tensor.Stager with an Uploader.
+func (be *Backend) NewStaging(dsts []tensor.Tensor, stageTypes []tensor.DType) (tensor.Staging, error) {
+	return be.NewUploader(dsts, stageTypes)
+}
 
 // Stage uploads srcs[k] (host bytes, ideally pinned) into staging slot
 // buffers and returns the slot for Commit. It blocks until a slot is free
@@ -150,16 +155,18 @@ func (u *Uploader) Stage(srcs [][]byte) (int, error) {
 }
 
 // Commit makes the compute stream wait for slot's copies, copies the staged
-// bytes into dsts (converting Int32 staging into Int64 inputs) and frees
-// the slot. Errors are the backend's sticky error.
-func (u *Uploader) Commit(slot int, dsts []tensor.Tensor) {
+// bytes into dsts (converting Int32 staging into Int64 inputs; a zero
+// Tensor skips an entry), runs then (when not nil) on the staged buffers,
+// each cut to the elements staged, and frees the slot once the compute
+// stream is past them. Errors are the backend's sticky error.
+func (u *Uploader) Commit(slot int, dsts []tensor.Tensor, then func(staged []tensor.Tensor)) {
 	be := u.be
 	sl := &u.slots[slot]
 	defer func() { u.free <- slot }()
 	be.do("upload", func(c *cuda.Ctx) error { return c.Wait(be.s, sl.ready) })
 	for k, d := range dsts {
 		src := sl.bufs[k]
-		if sl.sizes[k] == 0 {
+		if sl.sizes[k] == 0 || d.IsZero() {
 			continue
 		}
 		n := sl.sizes[k] / src.DType.Size()
@@ -168,6 +175,13 @@ func (u *Uploader) Commit(slot int, dsts []tensor.Tensor) {
 			continue
 		}
 		be.Convert(d.Prefix(n), src.Prefix(n))
+	}
+	if then != nil {
+		sl.staged = sl.staged[:0]
+		for k, b := range sl.bufs {
+			sl.staged = append(sl.staged, b.Prefix(sl.sizes[k]/b.DType.Size()))
+		}
+		then(sl.staged)
 	}
 	be.do("upload", func(c *cuda.Ctx) error { return c.Record(sl.released, be.s) })
 }

@@ -1,0 +1,92 @@
+package cpu
+
+import (
+	"sync/atomic"
+
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+var _ tensor.InputSplitter = (*Backend)(nil)
+
+// SplitInputs implements tensor.InputSplitter: the reference the GPU's
+// input kernels are tested against.
+func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offsets, add, size tensor.Tensor, inputs []tensor.SparseSlots, n int) {
+	const op = "split_inputs"
+	if !be.owned(op, append(append([]tensor.Tensor{keys, offsets, add, size}, dstKeys...), dstOffsets...)...) ||
+		!be.check(tensor.CheckSplitInputs(op, dstKeys, dstOffsets, keys, offsets, add, size, inputs, n)) {
+		return
+	}
+	S := add.Len()
+	off := data[int32](offsets)[:n*S+1]
+	nk := keys.Len()
+	if !be.csr(op, off, int(off[n*S])) || int(off[n*S]) > nk {
+		if be.err == nil {
+			be.fail(op, tensor.ErrShape, "%d keys for offsets ending at %d", nk, off[n*S])
+		}
+		return
+	}
+	var k32 []uint32
+	var k64 []int64
+	if keys.DType == tensor.Uint32 {
+		k32 = data[uint32](keys)
+	} else {
+		k64 = data[int64](keys)
+	}
+	ad, sz := data[int64](add), data[int64](size)
+	var bad atomic.Int64 // the first bad key's position, or -1
+	for k, in := range inputs {
+		dk, do := data[int64](dstKeys[k]), data[int32](dstOffsets[k])
+		sk := in.Slots
+		// The input's CSR first (serial, one read per bag), then its keys
+		// in parallel over samples.
+		o := int32(0)
+		do[0] = 0
+		for i := 0; i < n; i++ {
+			row := off[i*S+in.First : i*S+in.First+sk+1]
+			for s := 0; s < sk; s++ {
+				o += row[s+1] - row[s]
+				do[i*sk+s+1] = o
+			}
+		}
+		if int(o) > len(dk) {
+			be.fail(op, tensor.ErrShape, "input %d: %d keys for room for %d", k, o, len(dk))
+			return
+		}
+		for j := n * sk; j < len(do)-1; j++ {
+			do[j+1] = o
+		}
+		bad.Store(-1)
+		be.par(n, 256, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				for s := 0; s < sk; s++ {
+					gs := in.First + s
+					a, z := ad[gs], sz[gs]
+					src0, src1 := int(off[i*S+gs]), int(off[i*S+gs+1])
+					dst := dk[do[i*sk+s]:]
+					for j := src0; j < src1; j++ {
+						var key int64
+						if k32 != nil {
+							key = int64(k32[j])
+						} else {
+							key = k64[j]
+						}
+						if z > 0 && (key < 0 || key >= z) {
+							bad.CompareAndSwap(-1, int64(j))
+						}
+						dst[j-src0] = key + a
+					}
+				}
+			}
+		})
+		if j := bad.Load(); j >= 0 {
+			var key int64
+			if k32 != nil {
+				key = int64(k32[j])
+			} else {
+				key = k64[j]
+			}
+			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", key, j)
+			return
+		}
+	}
+}
