@@ -66,7 +66,7 @@ pipeline)
 	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
 	[ -f "$W/pq/_file_list.txt" ] || "$G/ctrkit" gen --format parquet --out-source "$W/pq/_file_list.txt" --out-eval-source "$W/pq/_file_list_eval.txt" \
-		--num-samples 1048576 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/pq_gen.log" 2>&1
+		--num-files 4 --eval-num-files 1 --num-samples-per-file 262144 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/pq_gen.log" 2>&1
 	for m in dlrm wdl; do
 		"$G/ctrkit" bench train "$W/dlrm.bin" --model $m --slot-size-array 1000000 --device gpu --tf32 --resident --reader async \
 			--warmup 5 --steps 30 >"$OUT/pipe_${m}_raw.log" 2>&1
