@@ -376,9 +376,11 @@ func (b *rgBuf) finish() {
 	close(b.done)
 }
 
-func growF(s []float32, n int) []float32 {
+// growF returns s with capacity for at least n values, a new buffer of
+// alloc ≥ n values when it has less.
+func growF(s []float32, n, alloc int) []float32 {
 	if cap(s) < n {
-		return makeBuf[float32](n)
+		return makeBuf[float32](alloc)
 	}
 	return s[:n]
 }
@@ -413,20 +415,27 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 		}
 		r.tail = (r.tail + b.rows) % bs
 	}
-	all := b.rows + b.room
-	b.labels = growF(b.labels, all*s.LabelDim)[:b.rows*s.LabelDim]
-	b.dense = growF(b.dense, all*s.DenseDim)[:b.rows*s.DenseDim]
+	// A new buffer is made with the most room its row count can get, so
+	// that row groups of one size with and without room (or of two sizes,
+	// as a file's last is shorter) share buffers; room not used is never
+	// touched, so costs no page faults.
+	all, most := b.rows+b.room, b.rows
+	if fp.fixed && bs > 0 {
+		most += roomFor(b.rows, bs)
+	}
+	b.labels = growF(b.labels, all*s.LabelDim, most*s.LabelDim)[:b.rows*s.LabelDim]
+	b.dense = growF(b.dense, all*s.DenseDim, most*s.DenseDim)[:b.rows*s.DenseDim]
 	i64 := s.KeyType == formats.KeyI64
 	if fp.fixed {
 		n := all * S
 		if i64 {
 			if cap(b.k64) < n {
-				b.k64 = makeBuf[int64](n)
+				b.k64 = makeBuf[int64](most * S)
 			}
 			b.k64 = b.k64[:b.rows*S]
 		} else {
 			if cap(b.k32) < n {
-				b.k32 = makeBuf[uint32](n)
+				b.k32 = makeBuf[uint32](most * S)
 			}
 			b.k32 = b.k32[:b.rows*S]
 		}
