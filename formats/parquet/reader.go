@@ -610,8 +610,11 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 // Next returns the next batch without copying it when it can: when the
 // dataset is one-hot (every cat column scalar) and the next BatchSize rows
 // lie within one row group, the batch is a read-only view of the decoded row
-// group; otherwise the rows are copied, as Read does, into a batch of the
-// reader's own (allocated with Options.Alloc). Either way the batch belongs
+// group; when they begin in one row group and end in the next, and the first
+// has room for the rest (rgBuf.room: the producer leaves up to half a batch),
+// only those rows are copied there and the batch is a view too; otherwise the
+// rows are copied, as Read does, into a batch of the reader's own (allocated
+// with Options.Alloc). Either way the batch belongs
 // to the reader, must not be modified, and stays valid until the next call
 // of Next or Read, or Close. The batches are those Read would return. At the
 // end of data (epoch mode) it returns nil, io.EOF.
