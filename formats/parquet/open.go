@@ -527,7 +527,7 @@ func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefet
 		ncols = max(ncols, len(fp.cols))
 	}
 	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
-	decoded := rows * perRow
+	decoded := (rows + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow // with its room (rgBuf.room)
 	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
 	workers, prefetch = o.Workers, o.Prefetch
 	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {
