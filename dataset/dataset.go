@@ -179,6 +179,36 @@ func DetectFormat(path string, f Format) (Format, []string, error) {
 	return f, files, err
 }
 
+// Detected is what Detect found at a path.
+type Detected struct {
+	// Format is the format detected (or the one given).
+	Format Format
+	// Path is what a reader opens: the file list (a directory's own) or
+	// the data file.
+	Path string
+	// List is the file list, "" for a single data file.
+	List string
+	// Files are the data files.
+	Files []string
+	// Note says how the format was found ("" when it was given).
+	Note string
+}
+
+// Detect is the one detector every command uses: the format at path (f
+// Auto: by content — file lists and directories by their first data file,
+// Parquet by its magic, Criteo text by its first line, Norm by a header
+// that passes its sanity checks, Raw otherwise), the file list a directory
+// holds, and the data files. f not Auto is taken as given, but text under
+// Raw is refused.
+func Detect(path string, f Format) (Detected, error) {
+	f, list, files, note, err := locate(path, f)
+	d := Detected{Format: f, Path: path, List: list, Files: files, Note: note}
+	if list != "" {
+		d.Path = list
+	}
+	return d, err
+}
+
 // locate finds the file list (if any), the data files and the format (f
 // unless Auto) of the dataset at path, with a note saying how the format
 // was detected. A file list names Norm, Parquet or Criteo text files (the
@@ -238,11 +268,16 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	if err != nil {
 		return f, "", nil, "", err
 	}
-	f = Norm // a bad Norm file is reported by the Norm reader
+	f = Norm
 	if bytes.HasPrefix(first, []byte("PAR1")) {
 		f = Parquet
 	} else if t := sniffText(first); t != Auto {
 		f = t
+	} else if _, nerr := norm.Detect(files[0]); nerr != nil && !isText(first) {
+		// Neither Parquet, text nor a Norm header: most likely Raw data,
+		// which HugeCTR reads as one file, never through a file list.
+		return f, "", nil, "", notDataset(path, "a file list whose first file %s is neither Norm (%v) nor Parquet nor Criteo text; "+
+			"a Raw dataset is one file: give that file's path (with --from raw or --format raw)", files[0], nerr)
 	}
 	return f, path, files, fmt.Sprintf("format %s (from the first file of the list)", f), nil
 }

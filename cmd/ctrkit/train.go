@@ -52,7 +52,7 @@ func init() {
 
 func dataFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | rawasync | parquet (default: the config's, else norm)"},
+		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | rawasync | parquet (default: the config's, else detected from the data)"},
 		vflag("eval-source"),
 		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
 		vflag("num-workers"),

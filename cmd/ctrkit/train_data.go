@@ -64,6 +64,9 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 		}
 		apply(func(s *model.Source) { s.Format = format })
 	}
+	if err := detectSources(c, j, cfg, train); err != nil {
+		return err
+	}
 	if c.IsSet("check-type") {
 		mode, err := norm.ParseCheckMode(c.String("check-type"))
 		if err != nil {
@@ -98,14 +101,6 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	}
 	if err := schemaOntoSources(c, j, cfg); err != nil {
 		return err
-	}
-	// num_samples and eval_num_samples count the config's files, not the
-	// ones flags name instead.
-	if train && c.IsSet("source") {
-		j.Train.Path, j.Train.Paths, j.Train.NumSamples = c.String("source"), nil, 0
-	}
-	if c.IsSet("eval-source") {
-		j.Eval.Path, j.Eval.NumSamples = c.String("eval-source"), 0
 	}
 	if train && j.Train.Path == "" {
 		return fmt.Errorf("no training data: give --source")
