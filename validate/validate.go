@@ -112,7 +112,16 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 			if h, _ := dataset.ReadHead(files[0], 4); string(h) == "PAR1" {
 				f = dataset.Parquet
 			}
-			v.note("format %s (from the first file of the list)", f)
+			// The detector every command uses: Criteo text lists, and a
+			// list of Raw files refused (Raw is one file).
+			if det, err := dataset.Detect(path, dataset.Auto); err == nil {
+				f = det.Format
+			} else if errors.Is(err, dataset.ErrNotDataset) {
+				return nil, err
+			}
+			if f != dataset.CriteoTSV && f != dataset.CriteoCSV { // (their reader's notes say it)
+				v.note("format %s (from the first file of the list)", f)
+			}
 		}
 	} else {
 		files = []string{path}

@@ -74,6 +74,20 @@ func TestTrainDetectsFormat(t *testing.T) {
 	}
 	train := []string{"train", "--model", "dlrm", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "1000",
 		"--batchsize", "50", "--max-iter", "2", "--snapshot-prefix", "m"}
+	criteoList, _ := filepath.Abs("day.csv")
+	if err := os.WriteFile("criteo_list.txt", []byte("1\n"+criteoList+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// validate detects with the same detector: a file list of Criteo text
+	// is Criteo text (was read as Norm: one bogus header problem), a list
+	// of Raw files is refused.
+	if out, code := ctrkitArgs(t, "validate", "criteo_list.txt", "--slot-size-array", "1000"); code != 0 ||
+		strings.Count(out, "format criteo-csv") != 1 || !strings.Contains(out, "ok: no problems; 1 of 1 file checked, 200 samples") {
+		t.Errorf("validate criteo_list.txt: exit %d\n%s", code, out)
+	}
+	if out, code := ctrkitArgs(t, "validate", "raw_list.txt"); code == 0 || !strings.Contains(out, "a Raw dataset is one file") {
+		t.Errorf("validate raw_list.txt: exit %d\n%s", code, out)
+	}
 	for _, c := range []struct{ source, note string }{
 		{"norm", "--source norm: format norm, file list norm/file_list.txt (detected"},
 		{"norm/file_list.txt", "--source norm/file_list.txt: format norm (detected"},
