@@ -155,16 +155,19 @@ const ParamsFile = "gen_params.json"
 // Record is the content of gen_params.json.
 type Record struct {
 	Params
-	FormatName       string   `json:"format"`
-	CheckTypeName    string   `json:"check_type"`
-	DistTypeName     string   `json:"dist_type"`
-	PowerLawTypeName string   `json:"power_law_type"`
-	EffectiveAlpha   float64  `json:"effective_alpha"`
-	LabelModeName    string   `json:"label_mode"`
-	RawLayoutName    string   `json:"raw_layout,omitempty"`
-	SeedText         string   `json:"seed_text"`
-	PlantedAUC       *float64 `json:"planted_auc,omitempty"`
-	CTR              *float64 `json:"planted_ctr,omitempty"`
+	FormatName       string  `json:"format"`
+	CheckTypeName    string  `json:"check_type"`
+	DistTypeName     string  `json:"dist_type"`
+	PowerLawTypeName string  `json:"power_law_type"`
+	EffectiveAlpha   float64 `json:"effective_alpha"`
+	LabelModeName    string  `json:"label_mode"`
+	RawLayoutName    string  `json:"raw_layout,omitempty"`
+	// KeyConvention is "global" (Norm: slot offsets added) or
+	// "slot_local" (docs/sidecar.md).
+	KeyConvention string   `json:"key_convention"`
+	SeedText      string   `json:"seed_text"`
+	PlantedAUC    *float64 `json:"planted_auc,omitempty"`
+	CTR           *float64 `json:"planted_ctr,omitempty"`
 	// Files are the data files, relative to the directory of Source.
 	Files []FileResult `json:"files"`
 }
@@ -197,7 +200,10 @@ func (g *generator) writeIndex(res *Result) error {
 		Params: *p, FormatName: p.Format.String(), CheckTypeName: p.EffectiveCheckType().String(),
 		DistTypeName: p.DistType.String(), PowerLawTypeName: p.PowerLawType.String(),
 		EffectiveAlpha: p.EffectiveAlpha(), LabelModeName: p.LabelMode.String(),
-		SeedText: formatSeed(p.Seed),
+		SeedText: formatSeed(p.Seed), KeyConvention: "slot_local",
+	}
+	if p.Format == Norm {
+		rec.KeyConvention = "global"
 	}
 	dir := filepath.Dir(p.Source)
 	for _, f := range res.Files {

@@ -80,6 +80,10 @@ type Spec struct {
 	// hashes into them.
 	SlotSizeArray []int64
 	Offsets       bool
+	// Keys is the key convention (KeysUnknown: from the dataset's sidecar,
+	// else unknown). Key range checks of global keys allow slot s the
+	// range [P_s, P_s + size_s).
+	Keys KeyConvention
 	// NNZ is the max nnz per slot (Norm, Parquet) or the hotness per slot
 	// (Raw multi-hot).
 	NNZ []int
@@ -114,7 +118,10 @@ type Dataset struct {
 	Bytes int64
 	// Notes say what was detected or assumed.
 	Notes []string
-	meta  *parquet.Metadata
+	// KeyInfo is the dataset's sidecar (slot sizes, key convention), nil
+	// when it has none.
+	KeyInfo *KeyInfo
+	meta    *parquet.Metadata
 	// detected: the format of a single file was sniffed, not given.
 	detected bool
 }
@@ -152,6 +159,30 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 		}
 		d.Bytes += n
 	}
+	var fromSidecar []int64
+	if f != CriteoTSV && f != CriteoCSV {
+		ki, ok, err := FindKeyInfo(d.List, d.Files[0])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			d.KeyInfo = &ki
+			if d.Spec.Keys == KeysUnknown {
+				d.Spec.Keys = ki.Keys
+			}
+			if len(d.Spec.SlotSizeArray) == 0 && len(ki.SlotSizeArray) > 0 {
+				fromSidecar = ki.SlotSizeArray
+			}
+			d.note("keys %s, %d slot sizes (from %s)", d.Spec.Keys.Phrase(), len(ki.SlotSizeArray), ki.File)
+		}
+	}
+	if d.Spec.Offsets && d.Spec.Keys == KeysGlobal {
+		src := "--slot-offsets"
+		if d.KeyInfo != nil {
+			src = d.KeyInfo.File
+		}
+		return nil, fmt.Errorf("%s: the keys are already global (%s says so): --slot-offsets would add the slot offsets twice", path, src)
+	}
 	switch f {
 	case Norm:
 		err = d.resolveNorm()
@@ -166,6 +197,19 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if fromSidecar != nil && f != CriteoTSV && f != CriteoCSV {
+		if len(fromSidecar) != len(d.Schema.Slots) {
+			return nil, fmt.Errorf("%s: %s holds %d slot sizes, the data %d slots: fix or remove it, or give --slot-size-array",
+				path, d.KeyInfo.File, len(fromSidecar), len(d.Schema.Slots))
+		}
+		d.Spec.SlotSizeArray = fromSidecar
+		for i := range d.Schema.Slots {
+			d.Schema.Slots[i].Size = fromSidecar[i]
+		}
+	}
+	if d.Spec.Offsets && len(d.Spec.SlotSizeArray) == 0 {
+		return nil, fmt.Errorf("--slot-offsets needs the slot sizes: give --slot-size-array (or --slot-size-array @FILE); %s has no %s", path, KeyInfoName)
 	}
 	return d, nil
 }
@@ -743,7 +787,7 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		}
 		// Without offsets the readers pass keys through: the slot sizes
 		// are checked here (--slot-size-array promises key range checks).
-		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray), nil
+		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray, sp.Keys == KeysGlobal), nil
 	}
 	switch d.Format {
 	case CriteoTSV, CriteoCSV: // keys hashed into the slot sizes
@@ -758,8 +802,14 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 
 // checkKeys wraps r so that every key is checked against its slot's size,
 // an ErrKeyRange error naming the sample otherwise. A Lender stays one.
-func checkKeys(r formats.Reader, format, path string, sizes []int64) formats.Reader {
-	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes}
+func checkKeys(r formats.Reader, format, path string, sizes []int64, global bool) formats.Reader {
+	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes, lo: make([]int64, len(sizes))}
+	if global { // slot s holds [P_s, P_s + size_s)
+		var o int64
+		for i, n := range sizes {
+			k.lo[i], o = o, o+n
+		}
+	}
 	if l, ok := r.(formats.Lender); ok {
 		return &lendingKeyChecker{keyChecker: k, l: l}
 	}
@@ -770,7 +820,8 @@ type keyChecker struct {
 	formats.Reader
 	format, path string
 	sizes        []int64
-	read         int64 // samples handed out before the current batch
+	lo           []int64 // each slot's first key: 0, or its offset for global keys
+	read         int64   // samples handed out before the current batch
 }
 
 func (k *keyChecker) Read(b *formats.Batch) (int, error) {
@@ -797,14 +848,22 @@ func (k *keyChecker) check(b *formats.Batch) error {
 				} else {
 					key = int64(b.Keys32[i])
 				}
-				if key < 0 || key >= k.sizes[s] {
+				if key < k.lo[s] || key >= k.lo[s]+k.sizes[s] {
 					return formats.Errorf(k.format, k.path, -1, first+int64(r), formats.ErrKeyRange,
-						"slot %d key %d outside [0, %d) (--slot-size-array)", s, key, k.sizes[s])
+						"slot %d key %d outside [%d, %d) (--slot-size-array, keys %s)", s, key, k.lo[s], k.lo[s]+k.sizes[s], k.Keys())
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// Keys names the convention checked.
+func (k *keyChecker) Keys() string {
+	if len(k.lo) > 1 && k.lo[len(k.lo)-1] > 0 {
+		return "global"
+	}
+	return "slot-local"
 }
 
 type lendingKeyChecker struct {

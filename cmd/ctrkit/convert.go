@@ -112,14 +112,9 @@ func runConvert(c *cli.Context, w io.Writer) error {
 		return &exitError{2, err}
 	}
 	defer stop()
-	sidecar := ""
-	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
-		data, err := criteo.SlotSizeJSON(d.Schema.SlotSizes())
-		if err != nil {
-			return err
-		}
-		out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: "slot_size_array.json", Data: data})
-		sidecar = dataset.SidecarPath(dst, out.Format, "slot_size_array.json")
+	sidecar, keys, err := convertKeys(c, d, &out)
+	if err != nil {
+		return &exitError{2, err}
 	}
 	out.Force, out.NoSync = c.Bool("force"), c.Bool("no-sync")
 	bar := progress.New(c.App.ErrWriter, d.Samples, "converting", "samples")
@@ -136,7 +131,7 @@ func runConvert(c *cli.Context, w io.Writer) error {
 		return err
 	}
 	if sidecar != "" {
-		fmt.Fprintf(w, "slot_size_array written to %s\n", sidecar)
+		fmt.Fprintf(w, "slot_size_array written to %s (keys %s)\n", sidecar, keys)
 	}
 	fmt.Fprintf(w, "converted %d samples from %s (%s) to %s (%s)", st.Samples, src, d.Format, dst, out.Format)
 	if os.Getenv(noTimingsEnv) == "" {
@@ -303,4 +298,44 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size like 512MiB or 2GiB", s)
 	}
 	return int64(v * float64(mult)), nil
+}
+
+// convertKeys settles the output's key convention and adds its sidecar
+// (slot_size_array.json with key_convention, docs/sidecar.md) to out:
+// slot-local input keys (Criteo text's hashed or vocabulary ids, a sidecar
+// saying so) become global keys in a Norm output unless --slot-offsets is
+// given (HugeCTR's convention, and gen's: its Norm reader adds no offsets),
+// and stay slot-local in Raw and Parquet outputs; --slot-offsets makes them
+// global. It returns the sidecar's path ("" when the slot sizes are
+// unknown) and the output's convention.
+func convertKeys(c *cli.Context, d *dataset.Dataset, out *dataset.Output) (string, dataset.KeyConvention, error) {
+	in := d.Spec.Keys
+	sizes := d.Spec.SlotSizeArray
+	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
+		in, sizes = dataset.KeysSlotLocal, d.Schema.SlotSizes()
+	}
+	if !c.IsSet("slot-offsets") && in == dataset.KeysSlotLocal && len(sizes) > 0 && out.Format == dataset.Norm {
+		d.Spec.Offsets = true
+		if len(d.Spec.SlotSizeArray) == 0 {
+			d.Spec.SlotSizeArray = sizes
+		}
+		fmt.Fprintln(c.App.ErrWriter, "note: adding slot offsets: Norm keys are global (HugeCTR's convention, as gen writes them); --slot-offsets=false keeps them slot-local")
+	}
+	keys := in
+	if d.Spec.Offsets {
+		keys = dataset.KeysGlobal
+	}
+	if keys == dataset.KeysUnknown && out.Format == dataset.Norm && d.Format != dataset.Norm {
+		fmt.Fprintln(c.App.ErrWriter, "note: keys copied as they are (no slot_size_array.json says whether they are slot-local); "+
+			"HugeCTR reads Norm keys as global: if they are slot-local, give --slot-offsets --slot-size-array")
+	}
+	if len(sizes) == 0 {
+		return "", keys, nil
+	}
+	data, err := dataset.KeyInfoJSON(sizes, keys)
+	if err != nil {
+		return "", keys, err
+	}
+	out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: dataset.KeyInfoName, Data: data})
+	return dataset.SidecarPath(c.Args().Get(1), out.Format, dataset.KeyInfoName), keys, nil
 }

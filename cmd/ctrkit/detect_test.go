@@ -121,3 +121,103 @@ func TestTrainDetectsFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestOffsetTrap: the same Criteo rows trained from Norm, Parquet and Raw
+// conversions reach the same AUC. Before the sidecar, Criteo → Norm wrote
+// slot-local keys and train added no offsets for Norm, so every slot's key
+// k shared one embedding row and Norm trained worse, silently. Now convert
+// writes Norm keys global (as gen does, HugeCTR's convention) and records
+// the convention in slot_size_array.json; Norm kept slot-local
+// (--slot-offsets=false) is offset by --model from its sidecar, and a
+// config that adds no offsets gets a warning naming the sidecar.
+func TestOffsetTrap(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeCriteoCSV(t, "day.csv", 400)
+	conv := [][]string{
+		{"convert", "day.csv", "norm/", "--to", "norm", "--slot-size-array", "64"},
+		{"convert", "day.csv", "parquet/", "--to", "parquet", "--slot-size-array", "64"},
+		{"convert", "day.csv", "a.raw", "--to", "raw", "--slot-size-array", "64"},
+		{"convert", "day.csv", "local/", "--to", "norm", "--slot-size-array", "64", "--slot-offsets=false"},
+	}
+	for _, a := range conv {
+		if out, code := ctrkitArgs(t, a...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", a, code, out)
+		}
+	}
+	for p, want := range map[string]string{"norm/slot_size_array.json": "global", "parquet/slot_size_array.json": "slot_local",
+		"a.raw.slot_size_array.json": "slot_local", "local/slot_size_array.json": "slot_local"} {
+		data, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(data), `"key_convention":"`+want+`"`) || !strings.HasPrefix(string(data), `{"slot_size_array":[64,64,`) {
+			t.Errorf("%s: %s %v, want key_convention %s", p, data, err, want)
+		}
+	}
+	aucs := map[string]float64{}
+	for _, s := range []string{"norm", "parquet", "a.raw", "local"} {
+		out, code := ctrkitArgs(t, "train", "--model", "wdl", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "64",
+			"--batchsize", "100", "--num-epochs", "4", "--eval-interval", "16", "--lr", "0.01", "--source", s, "--eval-source", s)
+		if code != 0 || strings.Contains(out, "warning:") {
+			t.Fatalf("train --source %s: exit %d\n%s", s, code, out)
+		}
+		aucs[s], _ = evalLine(t, out, 16)
+	}
+	for _, s := range []string{"parquet", "a.raw", "local"} {
+		if aucs[s] != aucs["norm"] {
+			t.Errorf("AUC from %s %v, from norm %v: the same rows must train alike (%v)", s, aucs[s], aucs["norm"], aucs)
+		}
+	}
+	// The keys themselves: the Norm output holds slot s's keys in
+	// [64·s, 64·s + 64).
+	if out, code := ctrkitArgs(t, "validate", "norm", "--slot-size-array", "64"); code != 0 || !strings.Contains(out, "ok: no problems") {
+		t.Errorf("validate norm (global keys, their sidecar): exit %d\n%s", code, out)
+	}
+	// keyset (global keys, as HugeCTR's) takes the convention from the
+	// sidecars: the same keys from Norm and Parquet.
+	for _, s := range []string{"norm", "parquet"} {
+		if out, code := ctrkitArgs(t, "keyset", s, "--out", s+".keyset"); code != 0 {
+			t.Fatalf("keyset %s: exit %d\n%s", s, code, out)
+		}
+	}
+	if a, b := readFile(t, "norm.keyset"), readFile(t, "parquet.keyset"); string(a) != string(b) {
+		t.Errorf("keysets of the Norm and Parquet conversions differ (%d, %d bytes)", len(a), len(b))
+	}
+	// gen and convert agree: gen's Norm keys are global too, and validate
+	// with gen's own slot sizes finds no problem (was one per key beyond
+	// slot 0).
+	if out, code := ctrkitArgs(t, "gen", "--format", "norm", "--out-source", "g/file_list.txt", "--num-files", "1", "--eval-num-files", "1",
+		"--num-samples-per-file", "500", "--slot-size-array", "10,20,30", "--num-slot", "3", "--dense-dim", "2", "--seed", "1"); code != 0 {
+		t.Fatalf("gen: exit %d\n%s", code, out)
+	}
+	if out, code := ctrkitArgs(t, "validate", "g/file_list.txt", "--slot-size-array", "@g/gen_params.json"); code != 0 ||
+		!strings.Contains(out, "keys global (slot offsets already added)") || !strings.Contains(out, "ok: no problems") {
+		t.Errorf("validate gen's Norm with its slot sizes: exit %d\n%s", code, out)
+	}
+	// A run that adds no offsets to slot-local keys warns, naming the fix.
+	cfg := filepath.Join(dir, "wdl.json")
+	if out, code := ctrkitArgs(t, "summary", "--model", "wdl", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "64", "--graph-out", cfg); code != 0 {
+		t.Fatalf("summary --graph-out: exit %d\n%s", code, out)
+	}
+	out, code := ctrkitArgs(t, "train", "--config", cfg, "--batchsize", "100", "--max-iter", "1", "--source", "local")
+	want := "warning: --source local/file_list.txt: its keys are slot-local (local/slot_size_array.json) but no slot offsets will be added"
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, "--data-slot-size-array @local/slot_size_array.json") {
+		t.Errorf("train --config --source local: exit %d, want %q\n%s", code, want, out)
+	}
+	out, code = ctrkitArgs(t, "train", "--config", cfg, "--batchsize", "100", "--max-iter", "1", "--source", "local",
+		"--data-slot-size-array", "@local/slot_size_array.json")
+	if code != 0 || strings.Contains(out, "warning:") {
+		t.Errorf("train --data-slot-size-array @FILE: exit %d\n%s", code, out)
+	}
+	out, code = ctrkitArgs(t, "train", "--config", cfg, "--batchsize", "100", "--max-iter", "1", "--source", "norm", "--data-slot-size-array", "@norm")
+	if !strings.Contains(out, "warning: --source norm/file_list.txt: its keys are global") { // (the reader then refuses the keys beyond the model's slots)
+		t.Errorf("train: global keys offset again: exit %d\n%s", code, out)
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

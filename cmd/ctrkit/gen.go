@@ -129,8 +129,26 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	return p, nil
 }
 
+// parseInts parses the comma-separated integers of a flag's value.
+//
+// A slot-size flag (--slot-size-array, --data-slot-size-array) also takes
+// @FILE: the sizes of a slot_size_array.json, gen_params.json, or the
+// sidecar of the dataset (directory, file list, Raw file) FILE names.
 func parseInts[T int | int64](flag, s string) ([]T, error) {
 	var out []T
+	if file, ok := strings.CutPrefix(strings.TrimSpace(s), "@"); ok && strings.HasSuffix(flag, "slot-size-array") {
+		sizes, err := dataset.SlotSizesFromFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--%s @%s: %w", flag, file, err)
+		}
+		for _, v := range sizes {
+			if int64(T(v)) != v {
+				return nil, fmt.Errorf("--%s @%s: slot size %d is too large", flag, file, v)
+			}
+			out = append(out, T(v))
+		}
+		return out, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		v, err := strconv.ParseInt(f, 10, 64)

@@ -53,8 +53,8 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
 		return &exitError{2, fmt.Errorf("keyset: %s is Criteo text; convert it first (keysets are for Norm, Raw and Parquet data)", d.Path)}
 	}
-	if len(d.Spec.SlotSizeArray) > 0 {
-		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do
+	if len(d.Spec.SlotSizeArray) > 0 && d.Spec.Keys != dataset.KeysGlobal {
+		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do (global keys have them)
 	}
 	var space int64
 	for _, n := range d.Spec.SlotSizeArray {

@@ -54,7 +54,7 @@ func dataFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
 		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | rawasync | parquet (default: the config's, else detected from the data)"},
 		vflag("eval-source"),
-		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
+		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets, or @FILE (default: the config's; with --model, --slot-size-array for raw and parquet and for data whose sidecar says slot-local keys)"},
 		vflag("num-workers"),
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
 		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load (training continues from it)"},

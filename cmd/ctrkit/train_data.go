@@ -87,9 +87,10 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 			return err
 		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
-	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != "Norm" {
-		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
-		// model's vocabulary is the slot sizes.
+	} else if cfg.Reader == nil && c.String("model") != "" && (j.Train.Format != "Norm" || slotLocal(j.Train)) {
+		// Raw and Parquet keys are slot-local (SPEC §3.3), and Norm keys
+		// whose sidecar says so; the reference model's vocabulary is the
+		// slot sizes.
 		var sizes []int64
 		for _, e := range cfg.Graph.Embeddings {
 			sizes = append(sizes, e.SlotSizeArray...)
@@ -102,6 +103,7 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	if err := schemaOntoSources(c, j, cfg); err != nil {
 		return err
 	}
+	warnKeyConvention(c.App.ErrWriter, j, train)
 	if train && j.Train.Path == "" {
 		return fmt.Errorf("no training data: give --source")
 	}

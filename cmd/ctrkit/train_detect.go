@@ -112,3 +112,49 @@ func detectSources(c *cli.Context, j *model.Job, cfg *graph.Config, train bool) 
 	}
 	return one("eval-source", &j.Eval, &j.Eval.Path)
 }
+
+// sourceKeys is the key convention the sidecar of src's (first) path
+// records, KeysUnknown without one.
+func sourceKeys(src model.Source) (dataset.KeyInfo, bool) {
+	if src.Path == "" {
+		return dataset.KeyInfo{}, false
+	}
+	det, err := dataset.Detect(src.Path, dataset.Auto)
+	if err != nil || len(det.Files) == 0 {
+		return dataset.KeyInfo{}, false
+	}
+	ki, ok, err := dataset.FindKeyInfo(det.List, det.Files[0])
+	return ki, ok && err == nil
+}
+
+// warnKeyConvention warns when a source's sidecar says its keys are
+// slot-local but the reader adds no slot offsets (every slot's key k then
+// shares one embedding row: the model learns less, silently), or that they
+// are global and the reader adds offsets again.
+func warnKeyConvention(w io.Writer, j *model.Job, train bool) {
+	for _, s := range []struct {
+		flag string
+		src  model.Source
+		use  bool
+	}{{"source", j.Train, train}, {"eval-source", j.Eval, true}} {
+		ki, ok := sourceKeys(s.src)
+		if !s.use || !ok {
+			continue
+		}
+		switch {
+		case ki.Keys == dataset.KeysSlotLocal && len(s.src.SlotSizeArray) == 0:
+			fmt.Fprintf(w, "warning: --%s %s: its keys are slot-local (%s) but no slot offsets will be added, so slots share embedding rows; "+
+				"give --data-slot-size-array @%s (or a slot_size_array in the config's data section), or convert the data to global keys (convert --slot-offsets)\n",
+				s.flag, s.src.Path, ki.File, ki.File)
+		case ki.Keys == dataset.KeysGlobal && len(s.src.SlotSizeArray) > 0:
+			fmt.Fprintf(w, "warning: --%s %s: its keys are global (%s) and the reader adds slot offsets again; "+
+				"remove the data section's slot_size_array (or --data-slot-size-array)\n", s.flag, s.src.Path, ki.File)
+		}
+	}
+}
+
+// slotLocal reports whether src's sidecar says its keys are slot-local.
+func slotLocal(src model.Source) bool {
+	ki, ok := sourceKeys(src)
+	return ok && ki.Keys == dataset.KeysSlotLocal
+}

@@ -48,7 +48,7 @@ var vocabulary = []vocabFlag{
 	{name: "num-slot", cmds: readCmds + modelCmds + ", gen, summary", kind: intKind, group: "schema", usage: "categorical slots per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
 	{name: "i64-input-key", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "64-bit keys (HugeCTR i64_input_key; detected for Norm when not given)"},
 	{name: "check-type", cmds: readCmds + modelCmds + ", gen", kind: stringKind, group: "schema", deprecated: []string{"check"}, usage: "Norm framing: sum | none (default: the header's, the config's, else sum)"},
-	{name: "slot-size-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
+	{name: "slot-size-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot, or @FILE (a slot_size_array.json, or a dataset whose sidecar has them) (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
 	{name: "slot-offsets", cmds: readCmds, kind: boolKind, group: "schema", usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
 	{name: "nnz-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", deprecated: []string{"nnz"}, usage: "comma-separated max keys per slot (Raw multihot: hotness), one value: every slot"},
 	{name: "float-label-dense", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "Raw: float32 label and dense values instead of int32"},
