@@ -52,7 +52,8 @@ Examples:
 			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
-			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
+			&cli.StringFlag{Name: "out-vocab", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
+			renamed("vocab-out", "out-vocab"),
 			vflag("num-workers"),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
 			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
@@ -152,7 +153,7 @@ func checkConvertFlags(c *cli.Context) error {
 		return fmt.Errorf("--to is required: norm, raw or parquet")
 	}
 	if !c.Bool("vocab") {
-		for _, n := range []string{"min-count", "vocab-memory", "vocab-out"} {
+		for _, n := range []string{"min-count", "vocab-memory", "out-vocab"} {
 			if c.IsSet(n) {
 				return fmt.Errorf("--%s needs --vocab", n)
 			}
@@ -272,7 +273,7 @@ func buildVocab(c *cli.Context, files []string, sp dataset.Spec, w io.Writer) (*
 	st := v.Stats()
 	fmt.Fprintf(w, "vocabulary: %d distinct values, %d seen at least %d times, %d spilled runs, peak %d bytes counted\n",
 		st.Distinct, st.Frequent, v.MinCount(), st.Runs, st.PeakBytes)
-	if p := c.String("vocab-out"); p != "" {
+	if p := c.String("out-vocab"); p != "" {
 		if err := v.Save(p); err != nil {
 			return nil, err
 		}

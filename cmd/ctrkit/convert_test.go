@@ -337,7 +337,7 @@ func TestConvertCriteoFixture(t *testing.T) {
 	os.Symlink(src, "day.tsv")
 	got := transcript(t, 0,
 		[]string{"convert", "day.tsv", "h.bin", "--to", "raw", "--slot-size-array", "11", "--num-workers", "2"},
-		[]string{"convert", "day.tsv", "v", "--to", "parquet", "--vocab", "--min-count", "2", "--vocab-out", "day.vocab", "--num-workers", "2"},
+		[]string{"convert", "day.tsv", "v", "--to", "parquet", "--vocab", "--min-count", "2", "--out-vocab", "day.vocab", "--num-workers", "2"},
 		[]string{"convert", "day.tsv", "w/list.txt", "--to", "norm", "--vocab-file", "day.vocab", "--i64-input-key"},
 	)
 	goldenConvert(t, "convert_criteo.golden", []byte(got))
@@ -418,7 +418,7 @@ func TestConvertVocabMemory(t *testing.T) {
 			src = files[0]
 		}
 		out, code := ctrkitArgs(t, "convert", src, budget+".bin", "--to", "raw", "--vocab", "--min-count", "2",
-			"--vocab-memory", budget, "--vocab-out", budget+".vocab", "--num-workers", "2")
+			"--vocab-memory", budget, "--out-vocab", budget+".vocab", "--num-workers", "2")
 		if code != 0 {
 			t.Fatalf("%s: exit %d\n%s", budget, code, out)
 		}

@@ -194,8 +194,8 @@ func TestOffsetTrap(t *testing.T) {
 	}
 	// A run that adds no offsets to slot-local keys warns, naming the fix.
 	cfg := filepath.Join(dir, "wdl.json")
-	if out, code := ctrkitArgs(t, "summary", "--model", "wdl", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "64", "--graph-out", cfg); code != 0 {
-		t.Fatalf("summary --graph-out: exit %d\n%s", code, out)
+	if out, code := ctrkitArgs(t, "summary", "--model", "wdl", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "64", "--out-graph", cfg); code != 0 {
+		t.Fatalf("summary --out-graph: exit %d\n%s", code, out)
 	}
 	out, code := ctrkitArgs(t, "train", "--config", cfg, "--batchsize", "100", "--max-iter", "1", "--source", "local")
 	want := "warning: --source local/file_list.txt: its keys are slot-local (local/slot_size_array.json) but no slot offsets will be added"

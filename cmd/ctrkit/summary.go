@@ -16,10 +16,11 @@ func init() {
 		Usage: "print a model's layers, tensor shapes and parameter counts",
 		Description: "Reads a HugeCTR model description (graph JSON from graph_to_json, or a JSON config\n" +
 			"with solver/optimizer/layers, old or new schema) with --config, or builds a reference\n" +
-			"model with --model. --graph-out writes the graph JSON HugeCTR's graph_to_json would.",
+			"model with --model. --out-graph writes the graph JSON HugeCTR's graph_to_json would.",
 		Flags: append(modelFlags(),
-			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON to `FILE`"},
-			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --graph-out (default: as read, else 1)"},
+			&cli.StringFlag{Name: "out-graph", Usage: "write the model's graph JSON to `FILE`"},
+			renamed("graph-out", "out-graph"),
+			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --out-graph (default: as read, else 1)"},
 		),
 		Action: runSummary,
 	})
@@ -113,7 +114,7 @@ func runSummary(c *cli.Context) error {
 	if err := graph.Summary(c.App.Writer, cfg); err != nil {
 		return err
 	}
-	if out := c.String("graph-out"); out != "" {
+	if out := c.String("out-graph"); out != "" {
 		o := graph.WriteOptions{Optimizer: cfg.Optimizer, GPUs: c.Int("gpus")}
 		if err := cfg.Graph.WriteFile(out, o); err != nil {
 			return err

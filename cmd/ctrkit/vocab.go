@@ -56,7 +56,7 @@ var vocabulary = []vocabFlag{
 	{name: "label-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
 	{name: "dense-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
 	{name: "skip-corrupt", cmds: readCmds + modelCmds, kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
-	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
+	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --out-vocab)"},
 	{name: "num-workers", cmds: "bench read, convert, gen, keyset" + modelCmds, kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
 	{name: "source", cmds: "train", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
 	{name: "eval-source", cmds: "train, evaluate, predict", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},
@@ -130,6 +130,12 @@ func vflags(names ...string) []cli.Flag {
 		fs[i] = vflag(n)
 	}
 	return fs
+}
+
+// renamed is the hidden old spelling old of a command's own string flag
+// canon (resolveDeprecated moves its value, with a note).
+func renamed(old, canon string) cli.Flag {
+	return &cli.StringFlag{Name: old, Usage: deprecatedPrefix + canon, Hidden: true}
 }
 
 // deprecatedPrefix marks the usage of a hidden old spelling.
