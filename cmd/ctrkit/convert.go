@@ -60,6 +60,7 @@ Examples:
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output (atomically: the old dataset stays whole until the new one is complete)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the output's final rename (scratch data: a crash may then lose it)"},
+			jsonFlag("samples, seconds, samples_per_s, formats, slot_size_array_file, key_convention"),
 		),
 		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },
 	})
@@ -130,6 +131,14 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.Bool("json") {
+		j := convertJSON{Source: src, SourceFormat: d.Format.String(), Output: dst, OutputFormat: out.Format.String(), Samples: st.Samples,
+			Seconds: num(st.Seconds), SamplesPerS: num(float64(st.Samples) / st.Seconds), ReadWorkers: st.ReadWorkers, KeyConvention: keys.String()}
+		if sidecar != "" {
+			j.SlotSizeFile = &sidecar
+		}
+		return printJSON(w, j)
 	}
 	if sidecar != "" {
 		fmt.Fprintf(w, "slot_size_array written to %s (keys %s)\n", sidecar, keys)

@@ -55,6 +55,7 @@ func init() {
 			vflag("num-workers", withDefaultText("GOMAXPROCS")),
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing dataset (atomically: the old one stays whole until the new one is complete)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final renames (scratch data: a crash may then lose it)"},
+			jsonFlag("samples, bytes, seconds, bytes_per_s, seed, planted_auc, key_convention, files"),
 		},
 		Action: runGen,
 	})
@@ -168,8 +169,15 @@ func runGen(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed"),
-		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, c.App.Writer)
+	w := c.App.Writer
+	if c.Bool("json") {
+		w = c.App.ErrWriter // stdout holds the JSON alone
+	}
+	res, err := datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed"),
+		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, w)
+	if err == nil && c.Bool("json") {
+		return printJSON(c.App.Writer, genResultJSON(res))
+	}
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(genOutputs(p))
 	}

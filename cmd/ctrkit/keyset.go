@@ -31,6 +31,7 @@ Examples:
 			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory, created if missing) (required)"},
 			&cli.BoolFlag{Name: "per-file", Usage: "one keyset per data file (<out>/<file>.keyset) instead of one per list"},
 			vflag("num-workers"),
+			jsonFlag("source, keysets with path, unique_keys, key_type"),
 		),
 		Action: func(c *cli.Context) error { return runKeyset(c, c.App.Writer) },
 	})
@@ -60,6 +61,7 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 	for _, n := range d.Spec.SlotSizeArray {
 		space += n
 	}
+	js := keysetJSON{Source: d.Path, Keysets: []keysetFileJSON{}}
 	groups := [][]string{d.Files}
 	outs := []string{c.String("out")}
 	if c.Bool("per-file") {
@@ -98,7 +100,13 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 		if err := set.WriteFile(outs[i]); err != nil {
 			return fmt.Errorf("writing %s: %w", outs[i], err)
 		}
-		fmt.Fprintf(w, "%s: %d unique %s keys\n", outs[i], set.Len(), d.Schema.KeyType)
+		js.Keysets = append(js.Keysets, keysetFileJSON{Path: outs[i], UniqueKeys: set.Len(), KeyType: d.Schema.KeyType.String()})
+		if !c.Bool("json") {
+			fmt.Fprintf(w, "%s: %d unique %s keys\n", outs[i], set.Len(), d.Schema.KeyType)
+		}
+	}
+	if c.Bool("json") {
+		return printJSON(w, js)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ func init() {
 			&cli.StringFlag{Name: "out-graph", Usage: "write the model's graph JSON to `FILE`"},
 			renamed("graph-out", "out-graph"),
 			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --out-graph (default: as read, else 1)"},
+			jsonFlag("layers with output_shapes and params, dense_params, embedding_params, bytes"),
 		),
 		Action: runSummary,
 	})
@@ -111,7 +112,15 @@ func runSummary(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := graph.Summary(c.App.Writer, cfg); err != nil {
+	if c.Bool("json") {
+		s, err := summaryOf(cfg)
+		if err != nil {
+			return err
+		}
+		if err := printJSON(c.App.Writer, s); err != nil {
+			return err
+		}
+	} else if err := graph.Summary(c.App.Writer, cfg); err != nil {
 		return err
 	}
 	if out := c.String("out-graph"); out != "" {
@@ -119,7 +128,11 @@ func runSummary(c *cli.Context) error {
 		if err := cfg.Graph.WriteFile(out, o); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "wrote %s\n", out)
+		w := c.App.Writer
+		if c.Bool("json") {
+			w = c.App.ErrWriter // stdout holds the JSON alone
+		}
+		fmt.Fprintf(w, "wrote %s\n", out)
 	}
 	return nil
 }
