@@ -132,7 +132,7 @@ func (s *stages) CreateFile(final string) (*formats.File, error) {
 			return f, err
 		}
 		if d == filepath.Dir(d) {
-			return nil, fmt.Errorf("ctrkit/datagen: %s lies outside the output directories", final)
+			return nil, fmt.Errorf("%s lies outside the output directories", final)
 		}
 	}
 }
@@ -143,7 +143,7 @@ func (s *stages) stat(final string) (os.FileInfo, error) {
 	f := s.made[final]
 	s.mu.Unlock()
 	if f == nil {
-		return nil, fmt.Errorf("ctrkit/datagen: %s was not written", final)
+		return nil, fmt.Errorf("%s was not written", final)
 	}
 	return f.Stat()
 }

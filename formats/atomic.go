@@ -10,7 +10,7 @@ import (
 
 // ErrExists is returned when an output already exists and was not to be
 // replaced (the command line's --force replaces it).
-var ErrExists = errors.New("ctrkit/formats: output exists")
+var ErrExists = errors.New("output exists")
 
 // existsError is an error about an existing output that matches ErrExists
 // without its package prefix in the message users read.
@@ -120,7 +120,7 @@ func (f *File) Final() string { return f.final }
 // the error names the final path.
 func (f *File) Commit() error {
 	if f.done {
-		return fmt.Errorf("ctrkit/formats: %s already committed or aborted", f.final)
+		return fmt.Errorf("%s already committed or aborted", f.final)
 	}
 	f.done = true
 	fail := func(step string, err error) error {

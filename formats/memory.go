@@ -14,7 +14,7 @@ import (
 // ErrMemory is the error of a size read from a file or a flag that the
 // machine cannot hold: a batch, a decoded row group. It is not a
 // corruption (the file may be valid); the message says what to lower.
-var ErrMemory = errors.New("ctrkit/formats: larger than the memory available")
+var ErrMemory = errors.New("larger than the memory available")
 
 // AvailableMemory returns the bytes this process can still expect to
 // allocate: the least of the memory the kernel reports available

@@ -283,7 +283,7 @@ func (s *Stage) Commit() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
-		return fmt.Errorf("ctrkit/formats: output already committed or aborted")
+		return fmt.Errorf("output already committed or aborted")
 	}
 	for _, f := range s.files {
 		if !f.done {

@@ -149,7 +149,7 @@ func WriteMetadataTo(files formats.Creator, path string, m *Metadata) error {
 	}
 	data, err := c.Marshal()
 	if err != nil {
-		return fmt.Errorf("ctrkit/parquet: encoding %s: %w", path, err)
+		return fmt.Errorf("encoding %s: %w", path, err)
 	}
 	return formats.WriteFileTo(files, path, data)
 }
