@@ -402,6 +402,9 @@ func checkRegular(path string) error {
 // not a count is the file list's error to report ("abc", "-1"): text is
 // never Raw or Norm data.
 func LooksLikeFileList(head []byte) bool {
+	if bytes.HasPrefix(head, []byte("PAR1")) {
+		return false // a Parquet file, whatever follows its magic
+	}
 	if len(head) > 0 && isText(head) && sniffText(head) == Auto {
 		return true
 	}

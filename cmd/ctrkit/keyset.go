@@ -20,7 +20,7 @@ func init() {
 		Usage:     "write the keyset file (unique keys, slot offsets applied) of a file list or a Raw file",
 		ArgsUsage: "PATH",
 		Description: `A keyset is a bare little-endian array of the dataset's unique keys in the key
-type (SPEC §6), what HugeCTR's embedding cache loads. Slot offsets from
+type, what HugeCTR's embedding cache loads. Slot offsets from
 --slot-size-array are applied, as HugeCTR does.
 
 Examples:

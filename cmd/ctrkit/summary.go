@@ -31,7 +31,7 @@ func init() {
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
-		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (SPEC §9)"},
+		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | deepfm (HugeCTR's sample models; --width, --vec-size scale them)"},
 		vflag("dense-dim", withDefaultText("--model: 13")),
 		vflag("slot-size-array", withDefaultText("--model: 26 slots of 10000")),
 		vflag("num-slot", withDefaultText("--model: --slot-size-array's count, else 26")),

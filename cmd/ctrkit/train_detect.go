@@ -124,7 +124,10 @@ func sourceKeys(src model.Source) (dataset.KeyInfo, bool) {
 		return dataset.KeyInfo{}, false
 	}
 	ki, ok, err := dataset.FindKeyInfo(det.List, det.Files[0])
-	return ki, ok && err == nil
+	if err != nil {
+		return dataset.KeyInfo{File: err.Error()}, false
+	}
+	return ki, ok
 }
 
 // warnKeyConvention warns when a source's sidecar says its keys are
@@ -138,6 +141,9 @@ func warnKeyConvention(w io.Writer, j *model.Job, train bool) {
 		use  bool
 	}{{"source", j.Train, train}, {"eval-source", j.Eval, true}} {
 		ki, ok := sourceKeys(s.src)
+		if s.use && !ok && ki.File != "" {
+			fmt.Fprintf(w, "warning: --%s %s: %s (its key convention is unknown)\n", s.flag, s.src.Path, ki.File)
+		}
 		if !s.use || !ok {
 			continue
 		}
