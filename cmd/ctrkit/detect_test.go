@@ -88,6 +88,7 @@ func TestTrainDetectsFormat(t *testing.T) {
 	if out, code := ctrkitArgs(t, "validate", "raw_list.txt"); code == 0 || !strings.Contains(out, "a Raw dataset is one file") {
 		t.Errorf("validate raw_list.txt: exit %d\n%s", code, out)
 	}
+	evalAUC := ""
 	for _, c := range []struct{ source, note string }{
 		{"norm", "--source norm: format norm, file list norm/file_list.txt (detected"},
 		{"norm/file_list.txt", "--source norm/file_list.txt: format norm (detected"},
@@ -101,8 +102,18 @@ func TestTrainDetectsFormat(t *testing.T) {
 		}
 		ev := []string{"evaluate", "--model", "dlrm", "--width", "0.125", "--vec-size", "4", "--slot-size-array", "1000",
 			"--batchsize", "50", "--load-prefix", "m", "--load-iter", "2", "--eval-source", c.source}
-		if out, code := ctrkitArgs(t, ev...); code != 0 || !strings.Contains(out, "note: --eval-source "+c.source+": format") {
+		out, code = ctrkitArgs(t, append(ev, "--json")...)
+		if code != 0 || !strings.Contains(out, "note: --eval-source "+c.source+": format") {
 			t.Errorf("evaluate --eval-source %s: exit %d\n%s", c.source, code, out)
+		}
+		// The same rows in every format evaluate alike (the Raw and
+		// Parquet keys get the model's offsets, the Norm keys have them).
+		auc := out[strings.Index(out, `"auc"`):]
+		auc = auc[:strings.IndexByte(auc, ',')]
+		if evalAUC == "" {
+			evalAUC = auc
+		} else if auc != evalAUC {
+			t.Errorf("evaluate --eval-source %s: %s, the first source %s", c.source, auc, evalAUC)
 		}
 	}
 	for _, c := range []struct {

@@ -87,7 +87,7 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 			return err
 		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
-	} else if cfg.Reader == nil && c.String("model") != "" && (j.Train.Format != "Norm" || slotLocal(j.Train)) {
+	} else if cfg.Reader == nil && c.String("model") != "" && modelOffsets(j, train) {
 		// Raw and Parquet keys are slot-local (SPEC §3.3), and Norm keys
 		// whose sidecar says so; the reference model's vocabulary is the
 		// slot sizes.

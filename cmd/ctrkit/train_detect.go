@@ -159,6 +159,18 @@ func warnKeyConvention(w io.Writer, j *model.Job, train bool) {
 	}
 }
 
+// modelOffsets reports whether a reference model's reader adds slot
+// offsets: for Raw and Parquet data, and Norm data whose sidecar says its
+// keys are slot-local — of the training source, or for evaluate and
+// predict of the evaluation source (whose format was detected alone).
+func modelOffsets(j *model.Job, train bool) bool {
+	src := j.Train
+	if !train {
+		src = j.Eval
+	}
+	return src.Format != "Norm" || slotLocal(src)
+}
+
 // slotLocal reports whether src's sidecar says its keys are slot-local.
 func slotLocal(src model.Source) bool {
 	ki, ok := sourceKeys(src)
