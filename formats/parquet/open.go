@@ -55,10 +55,10 @@ func (o Options) WithDefaults() Options {
 // Validate checks the options against a schema.
 func (o *Options) Validate(s *formats.Schema) error {
 	if o.KeyType > formats.KeyI64 {
-		return fmt.Errorf("ctrkit/parquet: invalid key type %d", o.KeyType)
+		return fmt.Errorf("invalid key type %d", o.KeyType)
 	}
 	if o.Prefetch < 0 || o.MaxRowGroupRows < 0 {
-		return fmt.Errorf("ctrkit/parquet: negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
+		return fmt.Errorf("negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
 	}
 	return o.Options.Validate(s)
 }
@@ -125,10 +125,10 @@ func OpenList(fileListPath string, s *formats.Schema, o Options) (*Reader, error
 // with the number of files. Every file must have a file_stats entry.
 func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*Reader, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("ctrkit/parquet: no data files")
+		return nil, errors.New("no data files")
 	}
 	if meta == nil {
-		return nil, errors.New("ctrkit/parquet: nil metadata")
+		return nil, errors.New("nil metadata")
 	}
 	rows := make(map[string]int64, len(meta.FileStats))
 	for _, fs := range meta.FileStats {

@@ -22,7 +22,7 @@ import (
 const streamBufferSize = 64 << 10
 
 // errClosed is returned by Read after Close.
-var errClosed = errors.New("ctrkit/parquet: reader closed")
+var errClosed = errors.New("reader closed")
 
 var (
 	_ formats.Reader = (*Reader)(nil)
@@ -546,11 +546,11 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	s := r.schema
 	if b.Schema == nil || b.Schema.LabelDim != s.LabelDim || b.Schema.DenseDim != s.DenseDim ||
 		len(b.Schema.Slots) != len(s.Slots) || b.Schema.KeyType != s.KeyType {
-		return 0, errors.New("ctrkit/parquet: batch schema does not match the reader's")
+		return 0, errors.New("batch schema does not match the reader's")
 	}
 	bs := r.o.BatchSize
 	if b.Cap() < bs {
-		return 0, fmt.Errorf("ctrkit/parquet: batch capacity %d < batch size %d", b.Cap(), bs)
+		return 0, fmt.Errorf("batch capacity %d < batch size %d", b.Cap(), bs)
 	}
 	r.release()
 	labels, dense, offsets, k32, k64 := b.Full()
