@@ -16,8 +16,8 @@ import (
 // command shares.
 type detectedSource struct {
 	format dataset.Format // Norm, Raw or Parquet
-	path   string // a directory's file list replaces the directory
-	note   string // for the note line, "" when nothing was detected
+	path   string         // a directory's file list replaces the directory
+	note   string         // for the note line, "" when nothing was detected
 }
 
 // detectTrainSource detects what the trainer must read at path for the flag
@@ -55,8 +55,9 @@ func detectTrainSource(flag, path string, given dataset.Format) (detectedSource,
 	// Raw is the detector's fallback, never a contradiction; Norm and
 	// Parquet are found by their content.
 	if got := det.Format; got != dataset.Raw && got != given {
+		name := func(f dataset.Format) string { return (&model.Source{Format: f}).FormatName() }
 		return ds, fmt.Errorf("--%s %s holds %s data, but the format is %s (the config's format or --format): give --format %s",
-			flag, path, got, given, det.Format)
+			flag, path, name(got), name(given), det.Format)
 	}
 	return ds, nil
 }
