@@ -6,6 +6,10 @@
 #   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [python] [conformance] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
+# The repository copy the folder sits in: test binaries run from their
+# package directory there, where their testdata/ is.
+R=$(cd "$G/.." && pwd)
+pkgdir() { if [ -d "$R/$1" ]; then echo "$R/$1"; else echo "$G"; fi; }
 for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
 chmod +x "$G"/ctrkit "$G"/*.test 2>/dev/null
 OUT=${OUT:-/tmp/ctrkit-gpu}
@@ -25,11 +29,11 @@ tests|parity|model)
 	if [ $s != model ]; then
 	"$G/cuda.test" -test.v -test.count=1 >"$OUT/cuda_test.log" 2>&1
 	row "cuda binding tests (trainer/cuda)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/cuda_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/cuda_test.log")"
-	"$G/gpu.test" -test.v -test.count=1 >"$OUT/gpu_test.log" 2>&1
+	( cd "$(pkgdir trainer/tensor/gpu)" && "$G/gpu.test" -test.v -test.count=1 ) >"$OUT/gpu_test.log" 2>&1
 	row "gpu parity tests (trainer/tensor/gpu)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/gpu_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/gpu_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/gpu_test.log")"
 	fi
 	[ $s = parity ] && continue
-	"$G/model.test" -test.v -test.count=1 -test.run 'GPU' >"$OUT/model_test.log" 2>&1
+	( cd "$(pkgdir trainer/model)" && "$G/model.test" -test.v -test.count=1 -test.run 'GPU|TestInputPipelineMatchesReference' ) >"$OUT/model_test.log" 2>&1
 	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
 	grep -h "worst relative\|relative error\|configs trained" "$OUT"/*_test.log | head -20 | tee -a "$summary"
 	;;
@@ -92,7 +96,7 @@ python)
 	fi
 	;;
 conformance)
-	CTRKIT_CONFORMANCE_OUT="$OUT/CONFORMANCE_GPU.md" "$G/model.test" -test.run 'TestConformance$' -test.v >"$OUT/conformance.log" 2>&1
+	( cd "$(pkgdir trainer/model)" && CTRKIT_CONFORMANCE_OUT="$OUT/CONFORMANCE_GPU.md" "$G/model.test" -test.run 'TestConformance$' -test.v ) >"$OUT/conformance.log" 2>&1
 	row "conformance on the GPU" "rc=$? $(grep -h 'configs trained\|pass,' "$OUT/conformance.log" | tail -2 | tr '\n' ' ')"
 	;;
 planted)

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -266,6 +267,17 @@ func TestGPUHugeCTRConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if m.Inference() {
+			// An inference graph (no loss layer) predicts; the
+			// conformance test checks it against trained weights.
+			scores, err := m.PredictSamples(nil, &batchesReader{s: &s, bs: bs}, 0)
+			if err != nil || len(scores) == 0 {
+				t.Errorf("%s: predict: %d scores, %v", name, len(scores), err)
+			}
+			built++
+			t.Logf("%s: inference graph: %d GPU predictions", name, len(scores))
+			continue
+		}
 		var first float64
 		for i, b := range bs {
 			if err := m.TrainStep(b); err != nil {
@@ -369,3 +381,28 @@ func TestGPUEpochShortBatch(t *testing.T) {
 		}
 	}
 }
+
+// batchesReader serves batches already in memory as a formats.Reader.
+type batchesReader struct {
+	s  *formats.Schema
+	bs []*formats.Batch
+}
+
+func (r *batchesReader) Schema() *formats.Schema { return r.s }
+
+func (r *batchesReader) Read(b *formats.Batch) (int, error) {
+	if len(r.bs) == 0 {
+		return 0, io.EOF
+	}
+	src := r.bs[0]
+	r.bs = r.bs[1:]
+	b.SetLen(0)
+	for i := range src.N {
+		if err := b.CopySample(src, i); err != nil {
+			return 0, err
+		}
+	}
+	return b.N, nil
+}
+
+func (r *batchesReader) Close() error { return nil }
