@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"io"
+	"reflect"
 	"sync"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -39,18 +40,20 @@ type staged struct {
 }
 
 type prefetcher struct {
-	m     *Model
-	r     formats.Reader
-	lend  formats.Lender // r's lending side when staging (nil: Read)
-	stg   tensor.Staging // nil on the CPU
-	out   chan staged
-	free  chan *formats.Batch
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	bufs  []*formats.Batch
-	dsts  []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
-	keyAt int             // index of the keys among the staged buffers
-	srcs  [][]byte
+	m      *Model
+	r      formats.Reader
+	lend   formats.Lender // r's lending side when staging (nil: Read)
+	stg    tensor.Staging // nil on the CPU
+	keys   formats.KeyType
+	schema formats.Schema // of bufs
+	out    chan staged
+	free   chan *formats.Batch
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	bufs   []*formats.Batch
+	dsts   []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
+	keyAt  int             // index of the keys among the staged buffers
+	srcs   [][]byte
 }
 
 // hostAlloc is the allocator of batches that the backend stages without a
@@ -62,48 +65,79 @@ func (m *Model) hostAlloc() formats.Allocator {
 	return nil
 }
 
-// newPrefetcher starts reading r.
+// newPrefetcher starts reading r. One prefetcher serves a whole run:
+// rearm points it at the next pass's reader and keeps its staging slots
+// and pinned batches.
 func (m *Model) newPrefetcher(r formats.Reader) (*prefetcher, error) {
-	pf := &prefetcher{m: m, r: r, out: make(chan staged, 1), free: make(chan *formats.Batch, 2), quit: make(chan struct{})}
-	f := m.feed
+	pf := &prefetcher{m: m}
+	if err := pf.rearm(r); err != nil {
+		pf.close()
+		return nil, err
+	}
+	return pf, nil
+}
+
+// rearm starts reading r (the prefetcher is stopped: new, or after stop).
+// The staging slots and batches of the previous reader are kept when r's
+// schema is the same (a new pass over the same data).
+func (pf *prefetcher) rearm(r formats.Reader) error {
+	m, f := pf.m, pf.m.feed
+	pf.r = r
 	st, onStager := m.be.(tensor.Stager)
+	sch := r.Schema()
+	if pf.bufs != nil && !reflect.DeepEqual(*sch, pf.schema) {
+		for _, b := range pf.bufs {
+			b.Free()
+		}
+		pf.bufs = nil
+	}
+	if pf.stg != nil && pf.keys != sch.KeyType {
+		pf.stg.Close()
+		pf.stg = nil
+	}
 	nb := 2
 	if onStager {
-		shape := []tensor.Tensor{f.label.Value}
-		pf.dsts = []tensor.Tensor{f.label.Value}
-		if f.dense != nil {
-			shape = append(shape, f.dense.Value)
-			pf.dsts = append(pf.dsts, f.dense.Value)
+		if pf.stg == nil {
+			shape := []tensor.Tensor{f.label.Value}
+			pf.dsts = []tensor.Tensor{f.label.Value}
+			if f.dense != nil {
+				shape = append(shape, f.dense.Value)
+				pf.dsts = append(pf.dsts, f.dense.Value)
+			}
+			pf.keyAt = len(shape)
+			shape = append(shape, f.rawKeys(sch.KeyType), f.rawOff)
+			pf.dsts = append(pf.dsts, tensor.Tensor{}, tensor.Tensor{})
+			if err := m.be.Err(); err != nil {
+				return err
+			}
+			stg, err := st.NewStaging(shape, nil)
+			if err != nil {
+				return err
+			}
+			pf.stg, pf.keys = stg, sch.KeyType
 		}
-		pf.keyAt = len(shape)
-		shape = append(shape, f.rawKeys(r.Schema().KeyType), f.rawOff)
-		pf.dsts = append(pf.dsts, tensor.Tensor{}, tensor.Tensor{})
-		if err := m.be.Err(); err != nil {
-			return nil, err
-		}
-		stg, err := st.NewStaging(shape, nil)
-		if err != nil {
-			return nil, err
-		}
-		pf.stg = stg
 		pf.lend, _ = r.(formats.Lender)
 		nb = 1 // Stage returns once the copy has read the batch
 		if pf.lend != nil {
 			nb = 0
 		}
 	}
-	for i := 0; i < nb; i++ {
-		b, err := formats.NewBatch(r.Schema(), m.batch, m.hostAlloc())
+	pf.schema = sch.Clone()
+	for len(pf.bufs) < nb {
+		b, err := formats.NewBatch(sch, m.batch, m.hostAlloc())
 		if err != nil {
-			pf.close()
-			return nil, err
+			return err
 		}
 		pf.bufs = append(pf.bufs, b)
+	}
+	pf.free = make(chan *formats.Batch, len(pf.bufs))
+	for _, b := range pf.bufs {
 		pf.free <- b
 	}
+	pf.out, pf.quit = make(chan staged, 1), make(chan struct{})
 	pf.wg.Add(1)
 	go pf.run()
-	return pf, nil
+	return nil
 }
 
 func (pf *prefetcher) run() {
@@ -257,23 +291,30 @@ func (pf *prefetcher) release(st staged) {
 	}
 }
 
-// close stops the goroutine and frees the buffers (the reader is the
-// caller's).
-func (pf *prefetcher) close() {
-	select {
-	case <-pf.quit:
+// stop stops the goroutine and hands back what it staged; rearm starts
+// it again on another reader (the reader is the caller's).
+func (pf *prefetcher) stop() {
+	if pf.quit == nil {
 		return
-	default:
-		close(pf.quit)
 	}
+	close(pf.quit)
 	for st := range pf.out {
 		pf.release(st)
 	}
 	pf.wg.Wait()
+	pf.quit = nil
+}
+
+// close stops the goroutine and frees the buffers (the reader is the
+// caller's).
+func (pf *prefetcher) close() {
+	pf.stop()
 	if pf.stg != nil {
 		pf.stg.Close()
+		pf.stg = nil
 	}
 	for _, b := range pf.bufs {
 		b.Free()
 	}
+	pf.bufs = nil
 }

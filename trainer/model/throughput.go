@@ -36,7 +36,9 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 	}
 	defer func() {
 		pf.close()
-		r.Close()
+		if r != nil {
+			r.Close()
+		}
 	}()
 	var start time.Time
 	for i := 0; i < warmup+steps; {
@@ -67,12 +69,13 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 			pf.release(st)
 		}
 		if st.err == io.EOF {
-			pf.close()
+			pf.stop()
 			r.Close()
 			if r, err = open(); err != nil {
+				r = nil
 				return res, err
 			}
-			if pf, err = m.newPrefetcher(r); err != nil {
+			if err = pf.rearm(r); err != nil {
 				return res, err
 			}
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // TrainStep runs one forward/backward/update on batch b and returns
@@ -490,12 +489,12 @@ func (m *Model) aucColumn(score, label, p, y []float32, c aucCol) {
 // backend (on the GPU: a device radix sort) instead of the host's sort.
 const deviceAUCMin = 1 << 16
 
-// auc is the exact AUC of the accumulated scores: on a GPU backend by its
-// AUC operation (bit-identical to the host's for 0/1 labels), else on the
-// host.
+// auc is the exact AUC of the accumulated scores: on a device backend
+// (tensor.DeviceMemory, the GPU) by its AUC operation (bit-identical to
+// the host's for 0/1 labels), else on the host.
 func (m *Model) auc(a *metrics.AUCAccumulator) (float64, error) {
 	s, l := a.Data()
-	if _, ok := m.be.(*gpu.Backend); !ok || len(s) < deviceAUCMin {
+	if _, ok := m.be.(tensor.DeviceMemory); !ok || len(s) < deviceAUCMin {
 		return a.Value(), nil
 	}
 	ts, tl := m.be.Alloc(tensor.Float32, len(s)), m.be.Alloc(tensor.Float32, len(l))
@@ -850,7 +849,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
-			pf.close()
+			pf.stop()
 			r.Close()
 			r = nil
 			epoch++
@@ -884,7 +883,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if r, err = o.OpenTrain(); err != nil {
 				return res, err
 			}
-			if pf, err = m.newPrefetcher(r); err != nil {
+			if err = pf.rearm(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
