@@ -75,10 +75,13 @@ type Model struct {
 	be tensor.Backend
 	// bar counts the samples of Evaluate and Predict (RunEvaluate,
 	// RunPredict); nil: none.
-	bar    *progress.Bar
-	ctx    *layers.Ctx
-	batch  int
-	feed   *feeder
+	bar   *progress.Bar
+	ctx   *layers.Ctx
+	batch int
+	feed  *feeder
+	// evalPf is the evaluation pipeline of a Fit (kept across its
+	// evaluations); nil: each evaluation builds its own.
+	evalPf *prefetcher
 	embs   []*embedding
 	dense  []layers.Layer // one per Graph.Layers entry
 	params []layers.Param // dense parameters in file order

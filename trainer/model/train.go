@@ -120,6 +120,12 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 	if err := m.feed.load(b); err != nil {
 		return nil, err
 	}
+	return m.forwardLoaded(b.N, scores)
+}
+
+// forwardLoaded runs inference on the inputs already loaded (n samples)
+// and returns their logits ([n·T]) in scores.
+func (m *Model) forwardLoaded(n int, scores []float32) ([]float32, error) {
 	p := layers.Pass{Training: false, Iter: m.iter}
 	m.runLabels(p)
 	for _, e := range m.embs {
@@ -135,7 +141,7 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 		return nil, err
 	}
 	t := m.predW
-	out := scores[:b.N*t]
+	out := scores[:n*t]
 	if i := firstNonFinite(out); i >= 0 {
 		return nil, &NonFiniteError{What: "prediction", Sample: int64(i / t), Value: float64(out[i])}
 	}
@@ -375,64 +381,56 @@ func (m *Model) EvaluateSamples(r formats.Reader, maxSamples int64) (EvalResult,
 // evaluate is EvaluateSamples; export, when not nil, receives every batch's
 // scores and labels of the first AUC column (aucColumn).
 func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores, labels []float32) error) (EvalResult, error) {
+	return m.evaluateFrom(func() (formats.Reader, error) { return keepOpen{r}, nil }, maxSamples, export, nil)
+}
+
+// keepOpen is a reader whose Close leaves it open (the caller's).
+type keepOpen struct{ formats.Reader }
+
+func (keepOpen) Close() error { return nil }
+
+// evaluateFrom is evaluate over the batches of cache (nil: none) and then
+// those of the reader open returns (opened only when the cache does not
+// hold the evaluation; closed at the end).
+func (m *Model) evaluateFrom(open func() (formats.Reader, error), maxSamples int64, export func(scores, labels []float32) error, cache *evalCache) (EvalResult, error) {
 	var res EvalResult
 	var avg metrics.AverageLoss
 	var hr metrics.HitRate
-	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
-	if err != nil {
-		return res, err
-	}
-	defer b.Free()
 	cols := m.aucColumnList()
 	aucs := make([]metrics.AUCAccumulator, len(cols))
 	taskLoss := make([]metrics.AverageLoss, len(m.heads))
-	scores := make([]float32, m.batch*m.predW)
 	col := make([]float32, m.batch)
 	lab := make([]float32, m.batch)
-	for maxSamples <= 0 || int64(res.Samples) < maxSamples {
-		n, err := r.Read(b)
-		if maxSamples > 0 {
-			n = int(min(int64(n), maxSamples-int64(res.Samples)))
+	err := m.scan(open, maxSamples, cache, func(n int, x, labels []float32) error {
+		lss, lerr := m.lossSums(x, labels, n)
+		if lerr != nil {
+			return fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
 		}
-		if n > 0 {
-			x, ferr := m.forwardLogits(b, scores)
-			if ferr != nil {
-				return res, atSample(ferr, int64(res.Samples))
-			}
-			L := b.Schema.LabelDim
-			lss, lerr := m.lossSums(x, b.Labels[:n*L], n)
-			if lerr != nil {
-				return res, fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
-			}
-			var ls float64
-			for h, s := range lss {
-				ls += m.heads[h].weight * s
-				taskLoss[h].Add(s/float64(n), n)
-			}
-			m.probabilities(x)
-			for c := range aucs {
-				m.aucColumn(col[:n], lab[:n], x, b.Labels, cols[c])
-				if c == 0 {
-					if export != nil {
-						if err := export(col[:n], lab[:n]); err != nil {
-							return res, err
-						}
+		var ls float64
+		for h, s := range lss {
+			ls += m.heads[h].weight * s
+			taskLoss[h].Add(s/float64(n), n)
+		}
+		m.probabilities(x)
+		for c := range aucs {
+			m.aucColumn(col[:n], lab[:n], x, labels, cols[c])
+			if c == 0 {
+				if export != nil {
+					if err := export(col[:n], lab[:n]); err != nil {
+						return err
 					}
-					hr.Add(col[:n], lab[:n])
 				}
-				aucs[c].Add(col[:n], lab[:n])
+				hr.Add(col[:n], lab[:n])
 			}
-			avg.Add(ls/float64(n), n)
-			res.Samples += n
-			m.bar.Add(int64(n))
-			res.Batches++
+			aucs[c].Add(col[:n], lab[:n])
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return res, err
-		}
+		avg.Add(ls/float64(n), n)
+		res.Samples += n
+		res.Batches++
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Loss, res.HitRate = avg.Value(), hr.Value()
 	// HugeCTR's AUC of a multi-label model is the mean of the columns' AUCs.
@@ -523,35 +521,108 @@ func (m *Model) Predict(dst []float32, r formats.Reader, maxBatches int) ([]floa
 
 // PredictSamples is Predict over the first maxSamples samples (0: all).
 func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64) ([]float32, error) {
-	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
-	if err != nil {
-		return dst, err
-	}
-	defer b.Free()
-	scores := make([]float32, m.batch*m.predW)
 	t := m.predW
-	for seen := int64(0); maxSamples <= 0 || seen < maxSamples; {
-		n, err := r.Read(b)
+	err := m.scan(func() (formats.Reader, error) { return keepOpen{r}, nil }, maxSamples, nil, func(n int, x, _ []float32) error {
+		m.probabilities(x)
+		dst = append(dst, x[:n*t]...)
+		return nil
+	})
+	return dst, err
+}
+
+// scan runs inference over the first maxSamples samples (0: all): the
+// batches of cache (nil: none), then those of the reader open returns,
+// through the input pipeline (m.evalPf, or one of its own), and calls fn
+// with each batch's sample count n, logits [n·T] (valid until fn returns;
+// fn may overwrite them) and labels [n·L]. A batch of the reader is added
+// to cache when it has room.
+func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cache *evalCache, fn func(n int, x, labels []float32) error) error {
+	f := m.feed
+	scores := make([]float32, m.batch*m.predW)
+	labels := make([]float32, m.batch*f.labelDim)
+	var seen int64
+	more := func() bool { return maxSamples <= 0 || seen < maxSamples }
+	run := func(n int) error {
 		if maxSamples > 0 {
 			n = int(min(int64(n), maxSamples-seen))
 		}
-		if n > 0 {
-			s, ferr := m.forward(b, scores)
-			if ferr != nil {
-				return dst, atSample(ferr, seen)
-			}
-			dst = append(dst, s[:n*t]...)
-			seen += int64(n)
-			m.bar.Add(int64(n))
-		}
-		if err == io.EOF {
-			return dst, nil
-		}
+		x, err := m.forwardLoaded(n, scores)
 		if err != nil {
-			return dst, err
+			return atSample(err, seen)
+		}
+		if err := m.be.Download(labels, f.label.Value); err != nil {
+			return err
+		}
+		if err := fn(n, x, labels[:n*f.labelDim]); err != nil {
+			return err
+		}
+		seen += int64(n)
+		m.bar.Add(int64(n))
+		return nil
+	}
+	pos := 0 // batches seen
+	if cache != nil {
+		for ; pos < len(cache.batches) && more(); pos++ {
+			cb := &cache.batches[pos]
+			if err := cb.restore(m); err != nil {
+				return err
+			}
+			if err := run(cb.n); err != nil {
+				return err
+			}
+		}
+		if cache.complete || !more() {
+			return nil
 		}
 	}
-	return dst, nil
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	pf := m.evalPf
+	if pf == nil {
+		pf = &prefetcher{m: m}
+		defer pf.close()
+	}
+	if err := pf.rearm(r); err != nil {
+		return err
+	}
+	defer pf.stop()
+	for skip := pos; more(); {
+		st := pf.next()
+		if st.err != nil && st.err != io.EOF {
+			pf.release(st)
+			return st.err
+		}
+		switch {
+		case st.n == 0:
+			pf.release(st)
+		case skip > 0: // cached
+			skip--
+			pf.release(st)
+		default:
+			if err := pf.commit(st); err != nil {
+				return err
+			}
+			if cache != nil && pos == len(cache.batches) {
+				if err := cache.add(m, st.n); err != nil {
+					return err
+				}
+			}
+			pos++
+			if err := run(st.n); err != nil {
+				return err
+			}
+		}
+		if st.err == io.EOF {
+			if cache != nil && pos == len(cache.batches) {
+				cache.complete = true
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // FitOptions are HugeCTR's fit() arguments plus where data and output go.
@@ -561,6 +632,11 @@ type FitOptions struct {
 	OpenTrain func() (formats.Reader, error)
 	// OpenEval opens the evaluation data for each evaluation; nil: none.
 	OpenEval func() (formats.Reader, error)
+	// CacheEvalBatches keeps the first CacheEvalBatches evaluation batches
+	// on the backend after the first evaluation reads them (HugeCTR's
+	// cache_eval_data): later evaluations run on them without opening
+	// OpenEval's data again, and read only the batches past them.
+	CacheEvalBatches int
 	// NumEpochs > 0 selects epoch mode; else training runs until the
 	// iteration count reaches MaxIter, counting the model's iterations
 	// so far (Model.Iter: those of a loaded snapshot or earlier calls).
@@ -602,6 +678,9 @@ type FitOptions struct {
 func (o *FitOptions) Validate() error {
 	if o.OpenTrain == nil {
 		return errors.New("FitOptions.OpenTrain is nil")
+	}
+	if o.CacheEvalBatches < 0 {
+		return errors.New("FitOptions.CacheEvalBatches < 0")
 	}
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
 		return errors.New("give NumEpochs or MaxIter")
@@ -728,15 +807,23 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	lastBatch := 0         // samples of the last batch trained
 	watch := newLossWatch(m)
 	defer watch.free()
+	// One evaluation pipeline for the run, and the cached eval batches.
+	m.evalPf = &prefetcher{m: m}
+	defer func() {
+		m.evalPf.close()
+		m.evalPf = nil
+	}()
+	var cache *evalCache
+	if o.CacheEvalBatches > 0 && o.OpenEval != nil {
+		cache = newEvalCache(o.CacheEvalBatches)
+		defer cache.free(m)
+	}
+	noted := false
 	evaluate := func() (bool, error) {
 		if o.OpenEval == nil {
 			return false, nil
 		}
 		if err := watch.check(res.Iters); err != nil {
-			return false, err
-		}
-		er, err := o.OpenEval()
-		if err != nil {
 			return false, err
 		}
 		var export func(s, l []float32) error
@@ -752,10 +839,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return nil
 			}
 		}
-		ev, err := m.evaluate(er, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export)
-		er.Close()
+		ev, err := m.evaluateFrom(o.OpenEval, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export, cache)
 		if err != nil {
 			return false, fmt.Errorf("evaluation at iteration %d: %w", res.Iters, err)
+		}
+		if cache != nil && cache.note != "" && !noted {
+			fmt.Fprintln(logw, cache.note)
+			noted = true
 		}
 		if export != nil {
 			p := fmt.Sprintf("%s_pred_%d", o.ExportPredictionsPrefix, res.Iters)
