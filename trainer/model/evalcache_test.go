@@ -10,6 +10,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 )
@@ -87,8 +88,8 @@ func TestEvalCacheDevice(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					cache := newEvalCache(c.limit)
-					defer cache.free(m)
+					cache := input.NewEvalCache(c.limit)
+					defer cache.Free(m.be)
 					for pass := range 3 {
 						before := cached
 						got, err := m.evaluateFrom(cached.open(data, batch), c.maxSamples, nil, cache)
@@ -108,8 +109,8 @@ func TestEvalCacheDevice(t *testing.T) {
 							t.Errorf("pass %d read %d batches from a closed source", pass, reads)
 						}
 					}
-					if n := min(c.limit, 16); c.maxSamples == 0 && len(cache.batches) != n {
-						t.Errorf("%d batches cached, want %d", len(cache.batches), n)
+					if n := min(c.limit, 16); c.maxSamples == 0 && cache.Len() != n {
+						t.Errorf("%d batches cached, want %d", cache.Len(), n)
 					}
 				})
 			}
@@ -187,9 +188,9 @@ func TestEvalCacheDeviceMemory(t *testing.T) {
 	}
 	data := newPlanted(2, 640, 4, smallSlots)
 	var c countedReads
-	cache := newEvalCache(10)
-	defer cache.free(m)
-	be.free = evalCacheReserve + 1 // the reserve only: nothing fits
+	cache := input.NewEvalCache(10)
+	defer cache.Free(m.be)
+	be.free = input.EvalCacheReserve + 1 // the reserve only: nothing fits
 	want, err := m.evaluateFrom(c.open(data, 64), 0, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -203,8 +204,8 @@ func TestEvalCacheDeviceMemory(t *testing.T) {
 			t.Errorf("%+v, want %+v", got, want)
 		}
 	}
-	if len(cache.batches) != 0 || !strings.Contains(cache.note, "cache_eval_data 10") || c.opens != 3 {
-		t.Errorf("%d cached, %d opens, note %q", len(cache.batches), c.opens, cache.note)
+	if cache.Len() != 0 || !strings.Contains(cacheNote(cache), "cache_eval_data 10") || c.opens != 3 {
+		t.Errorf("%d cached, %d opens, note %q", cache.Len(), c.opens, cacheNote(cache))
 	}
 }
 

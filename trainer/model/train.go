@@ -13,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -31,7 +32,7 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 	if b.N <= 0 || b.N > m.batch {
 		return fmt.Errorf("training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
-	if err := m.feed.load(b); err != nil {
+	if err := m.feed.Load(b); err != nil {
 		return err
 	}
 	return m.step(b.N)
@@ -117,7 +118,7 @@ func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 // forwardLogits runs inference on b and returns the logits of its b.N
 // samples ([n·T]) in scores.
 func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, error) {
-	if err := m.feed.load(b); err != nil {
+	if err := m.feed.Load(b); err != nil {
 		return nil, err
 	}
 	return m.forwardLoaded(b.N, scores)
@@ -193,7 +194,7 @@ func (m *Model) lossSums(x, y []float32, n int) ([]float64, error) {
 
 func (m *Model) headLossSum(h *head, x, y []float32, n int) (float64, error) {
 	t, T, off := h.width(), m.predW, h.off
-	L, lc := m.feed.labelDim, h.col
+	L, lc := m.feed.LabelDim, h.col
 	var s float64
 	if h.loss == nil {
 		for i := 0; i < n; i++ {
@@ -392,7 +393,7 @@ func (keepOpen) Close() error { return nil }
 // evaluateFrom is evaluate over the batches of cache (nil: none) and then
 // those of the reader open returns (opened only when the cache does not
 // hold the evaluation; closed at the end).
-func (m *Model) evaluateFrom(open func() (formats.Reader, error), maxSamples int64, export func(scores, labels []float32) error, cache *evalCache) (EvalResult, error) {
+func (m *Model) evaluateFrom(open func() (formats.Reader, error), maxSamples int64, export func(scores, labels []float32) error, cache *input.EvalCache) (EvalResult, error) {
 	var res EvalResult
 	var avg metrics.AverageLoss
 	var hr metrics.HitRate
@@ -464,7 +465,7 @@ func (m *Model) evaluateFrom(open func() (formats.Reader, error), maxSamples int
 // click = label ≥ 0.5).
 func (m *Model) aucColumn(score, label, p, y []float32, c aucCol) {
 	h := m.heads[c.h]
-	t, T, L := h.width(), m.predW, m.feed.labelDim
+	t, T, L := h.width(), m.predW, m.feed.LabelDim
 	o, lc := h.off, h.col
 	for i := range score {
 		if h.loss == nil || h.loss.Kind != layers.CrossEntropy {
@@ -536,10 +537,10 @@ func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64
 // with each batch's sample count n, logits [n·T] (valid until fn returns;
 // fn may overwrite them) and labels [n·L]. A batch of the reader is added
 // to cache when it has room.
-func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cache *evalCache, fn func(n int, x, labels []float32) error) error {
+func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cache *input.EvalCache, fn func(n int, x, labels []float32) error) error {
 	f := m.feed
 	scores := make([]float32, m.batch*m.predW)
-	labels := make([]float32, m.batch*f.labelDim)
+	labels := make([]float32, m.batch*f.LabelDim)
 	var seen int64
 	more := func() bool { return maxSamples <= 0 || seen < maxSamples }
 	run := func(n int) error {
@@ -550,10 +551,10 @@ func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cach
 		if err != nil {
 			return atSample(err, seen)
 		}
-		if err := m.be.Download(labels, f.label.Value); err != nil {
+		if err := m.be.Download(labels, f.Label.Value); err != nil {
 			return err
 		}
-		if err := fn(n, x, labels[:n*f.labelDim]); err != nil {
+		if err := fn(n, x, labels[:n*f.LabelDim]); err != nil {
 			return err
 		}
 		seen += int64(n)
@@ -562,16 +563,16 @@ func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cach
 	}
 	pos := 0 // batches seen
 	if cache != nil {
-		for ; pos < len(cache.batches) && more(); pos++ {
-			cb := &cache.batches[pos]
-			if err := cb.restore(m); err != nil {
+		for ; pos < cache.Len() && more(); pos++ {
+			n, err := cache.Replay(f, pos)
+			if err != nil {
 				return err
 			}
-			if err := run(cb.n); err != nil {
+			if err := run(n); err != nil {
 				return err
 			}
 		}
-		if cache.complete || !more() {
+		if cache.Complete || !more() {
 			return nil
 		}
 	}
@@ -582,42 +583,42 @@ func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cach
 	defer r.Close()
 	pf := m.evalPf
 	if pf == nil {
-		pf = &prefetcher{m: m}
-		defer pf.close()
+		pf = input.NewPrefetcher(m.feed)
+		defer pf.Close()
 	}
-	if err := pf.rearm(r); err != nil {
+	if err := pf.Start(r); err != nil {
 		return err
 	}
-	defer pf.stop()
+	defer pf.Stop()
 	for skip := pos; more(); {
-		st := pf.next()
-		if st.err != nil && st.err != io.EOF {
-			pf.release(st)
-			return st.err
+		st := pf.Next()
+		if st.Err != nil && st.Err != io.EOF {
+			pf.Release(st)
+			return st.Err
 		}
 		switch {
-		case st.n == 0:
-			pf.release(st)
+		case st.N == 0:
+			pf.Release(st)
 		case skip > 0: // cached
 			skip--
-			pf.release(st)
+			pf.Release(st)
 		default:
-			if err := pf.commit(st); err != nil {
+			if err := pf.Commit(st); err != nil {
 				return err
 			}
-			if cache != nil && pos == len(cache.batches) {
-				if err := cache.add(m, st.n); err != nil {
+			if cache != nil && pos == cache.Len() {
+				if err := cache.Add(f, st.N); err != nil {
 					return err
 				}
 			}
 			pos++
-			if err := run(st.n); err != nil {
+			if err := run(st.N); err != nil {
 				return err
 			}
 		}
-		if st.err == io.EOF {
-			if cache != nil && pos == len(cache.batches) {
-				cache.complete = true
+		if st.Err == io.EOF {
+			if cache != nil && pos == cache.Len() {
+				cache.Complete = true
 			}
 			break
 		}
@@ -799,7 +800,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { pf.close() }()
+	defer func() { pf.Close() }()
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
@@ -808,15 +809,15 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	watch := newLossWatch(m)
 	defer watch.free()
 	// One evaluation pipeline for the run, and the cached eval batches.
-	m.evalPf = &prefetcher{m: m}
+	m.evalPf = input.NewPrefetcher(m.feed)
 	defer func() {
-		m.evalPf.close()
+		m.evalPf.Close()
 		m.evalPf = nil
 	}()
-	var cache *evalCache
+	var cache *input.EvalCache
 	if o.CacheEvalBatches > 0 && o.OpenEval != nil {
-		cache = newEvalCache(o.CacheEvalBatches)
-		defer cache.free(m)
+		cache = input.NewEvalCache(o.CacheEvalBatches)
+		defer cache.Free(m.be)
 	}
 	noted := false
 	evaluate := func() (bool, error) {
@@ -843,8 +844,8 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		if err != nil {
 			return false, fmt.Errorf("evaluation at iteration %d: %w", res.Iters, err)
 		}
-		if cache != nil && cache.note != "" && !noted {
-			fmt.Fprintln(logw, cache.note)
+		if note := cacheNote(cache); note != "" && !noted {
+			fmt.Fprintln(logw, note)
 			noted = true
 		}
 		if export != nil {
@@ -879,20 +880,20 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		if o.NumEpochs <= 0 && res.Iters >= int64(o.MaxIter) {
 			break
 		}
-		st := pf.next()
-		n, rerr := st.n, st.err
+		st := pf.Next()
+		n, rerr := st.N, st.Err
 		passSamples += int64(n)
 		if rerr != nil && rerr != io.EOF {
-			pf.release(st)
+			pf.Release(st)
 			return res, rerr
 		}
 		// Epoch mode trains the short last batch (HugeCTR does); a repeating
 		// reader (max_iter mode) trains full batches only.
 		if n == 0 || (n != m.batch && o.NumEpochs <= 0) {
-			pf.release(st)
+			pf.Release(st)
 		} else {
 			lr := m.LR()
-			if err := pf.commit(st); err != nil {
+			if err := pf.Commit(st); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			if err := m.step(n); err != nil {
@@ -939,7 +940,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
-			pf.stop()
+			pf.Stop()
 			r.Close()
 			r = nil
 			epoch++
@@ -973,7 +974,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if r, err = o.OpenTrain(); err != nil {
 				return res, err
 			}
-			if err = pf.rearm(r); err != nil {
+			if err = pf.Start(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
