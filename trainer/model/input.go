@@ -8,14 +8,7 @@ import (
 // Schema returns the dataset schema the model reads: its label and dense
 // widths and one slot per sparse-input slot (MaxNNZ from nnz_per_slot;
 // Hotness 1 for fixed-length one-hot slots), keys of type kt.
-func (m *Model) Schema(kt formats.KeyType) formats.Schema {
-	var nnz []int
-	for _, s := range m.Graph.Input.Sparse {
-		nnz = append(nnz, s.NNZPerSlot...)
-	}
-	s := formats.NewSchema(m.feed.LabelDim, m.feed.DenseDim, nnz, nil, kt)
-	return s
-}
+func (m *Model) Schema(kt formats.KeyType) formats.Schema { return input.Schema(&m.Graph.Input, kt) }
 
 // hostAlloc is the allocator of batches that the backend stages without a
 // copy (pinned memory on the GPU), or nil (Go heap).
