@@ -43,6 +43,7 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	cp scripts/gpu_check.sh bench/readers_16core.sh bench/convert_compare.sh .gpu/
 	-cp ../shared/anchors/pytorch_dlrm.py ../shared/anchors/pytorch_dcnv2.py ../shared/anchors/dcnv2_mlperf_1gpu.json .gpu/
 	-mkdir -p .gpu/hugectr-json && cp -r ../shared/data/hugectr-json/* .gpu/hugectr-json/
+	rm -rf .gpu/python && cp -r python .gpu/python
 
 kernels-check: ## syntax-check the CUDA kernels with the host C++ compiler (no CUDA needed)
 	trainer/tensor/gpu/check_kernels.sh

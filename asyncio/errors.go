@@ -7,7 +7,7 @@ import (
 
 // ErrClosed is returned by Next and Get once Close has been called, also to
 // callers that were waiting when it was.
-var ErrClosed = errors.New("ctrkit/asyncio: reader closed")
+var ErrClosed = errors.New("reader closed")
 
 // Error is a failed request of the engine: Op ("read") of Len bytes at byte
 // Offset of the file Path, and its cause Err (an OS error such as EIO,

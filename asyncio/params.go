@@ -25,7 +25,7 @@ func ParseAlignedType(s string) (AlignedType, error) {
 	case "auto", "Auto":
 		return AlignAuto, nil
 	}
-	return 0, fmt.Errorf("ctrkit/asyncio: unknown aligned type %q (want none or auto)", s)
+	return 0, fmt.Errorf("unknown aligned type %q (want none or auto)", s)
 }
 
 func (a AlignedType) String() string {
@@ -89,17 +89,17 @@ func (p Params) WithDefaults() Params {
 // Validate reports parameters the engine cannot use.
 func (p *Params) Validate() error {
 	if p.IOAlignment&(p.IOAlignment-1) != 0 {
-		return fmt.Errorf("ctrkit/asyncio: io_alignment %d must be a power of two", p.IOAlignment)
+		return fmt.Errorf("io_alignment %d must be a power of two", p.IOAlignment)
 	}
 	if p.NumThreads > 1024 || p.IODepth > 1024 || p.NumBatchesPerThread > 1<<16 {
-		return fmt.Errorf("ctrkit/asyncio: num_threads %d, io_depth %d or num_batches_per_thread %d too large",
+		return fmt.Errorf("num_threads %d, io_depth %d or num_batches_per_thread %d too large",
 			p.NumThreads, p.IODepth, p.NumBatchesPerThread)
 	}
 	if p.Engine != "" && p.Engine != "io_uring" && p.Engine != "pread" {
-		return fmt.Errorf("ctrkit/asyncio: engine %q: want io_uring or pread", p.Engine)
+		return fmt.Errorf("engine %q: want io_uring or pread", p.Engine)
 	}
 	if p.IOBlockSize > 1<<30 {
-		return fmt.Errorf("ctrkit/asyncio: io_block_size %d too large", p.IOBlockSize)
+		return fmt.Errorf("io_block_size %d too large", p.IOBlockSize)
 	}
 	return nil
 }

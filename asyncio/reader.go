@@ -96,7 +96,7 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 		return nil, err
 	}
 	if maxLen <= 0 {
-		return nil, fmt.Errorf("ctrkit/asyncio: max range length %d must be > 0", maxLen)
+		return nil, fmt.Errorf("max range length %d must be > 0", maxLen)
 	}
 	align := p.IOAlignment
 	if bs := f.BlockSize(); f.Direct() && bs > align {
@@ -130,7 +130,7 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 			readers, start, r.engine = 1, s, "io_uring"
 		case p.Engine == "io_uring":
 			r.cancel()
-			return nil, fmt.Errorf("ctrkit/asyncio: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 	}
 	r.wg.Add(1 + p.NumThreads*(1+readers))
@@ -310,7 +310,7 @@ func (r *Reader) errorf(off, n int64, err error, format string, args ...any) err
 // eventually be taken for the reader to move on. Do not mix Get with Next.
 func (r *Reader) Get(seq int64) (*Buffer, error) {
 	if seq < 0 {
-		return nil, fmt.Errorf("ctrkit/asyncio: negative sequence number %d", seq)
+		return nil, fmt.Errorf("negative sequence number %d", seq)
 	}
 	if r.closed.Load() {
 		return nil, ErrClosed

@@ -15,5 +15,5 @@ func CachedFraction(paths []string) float64 { return -1 }
 
 // DropCache is not supported on this system.
 func DropCache(paths []string) error {
-	return errors.New("ctrkit/bench: dropping the page cache is not supported on this system")
+	return errors.New("dropping the page cache is not supported on this system")
 }

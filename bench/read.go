@@ -143,7 +143,7 @@ epochs:
 			break
 		}
 		if res.Samples == 0 {
-			return res, fmt.Errorf("ctrkit/bench: the dataset holds no samples")
+			return res, fmt.Errorf("the dataset holds no samples")
 		}
 	}
 	wall := time.Since(start)

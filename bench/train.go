@@ -122,8 +122,8 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if err := finiteLoss("pipeline", res.Pipeline); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(log, "pipeline: %.3f M samples/s (%.2f ms/step), loss %.4f → %.4f\n",
-		res.Pipeline.SamplesPerSec/1e6, res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	fmt.Fprintf(log, "pipeline: %s (%.2f ms/step), loss %.4f → %.4f\n",
+		Rate(res.Pipeline.SamplesPerSec), res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
 	if !o.Resident {
 		return res, nil
 	}
@@ -151,8 +151,8 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	res.Resident = &rt
 	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
-	fmt.Fprintf(log, "resident: %.3f M samples/s (%.2f ms/step); the pipeline costs %.1f%%\n",
-		rt.SamplesPerSec/1e6, rt.StepMillis, 100*res.PipelineLoss)
+	fmt.Fprintf(log, "resident: %s (%.2f ms/step); the pipeline costs %.1f%%\n",
+		Rate(rt.SamplesPerSec), rt.StepMillis, 100*res.PipelineLoss)
 	return res, nil
 }
 
@@ -188,4 +188,16 @@ func trainSource(d *dataset.Dataset, async *asyncio.Params) (model.Source, bool)
 		return src, false
 	}
 	return src, async == nil || d.Format == dataset.Raw
+}
+
+// Rate prints samples/s with a unit that keeps three digits: "7.031 M
+// samples/s", "12.4 k samples/s", "183 samples/s".
+func Rate(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.3f M samples/s", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1f k samples/s", v/1e3)
+	}
+	return fmt.Sprintf("%.0f samples/s", v)
 }

@@ -60,7 +60,7 @@ func (w *CriteoWriter) Write(b *formats.Batch) error {
 	}
 	s := b.Schema
 	if s.LabelDim != 1 {
-		w.err = fmt.Errorf("ctrkit/datagen: criteo text needs exactly one label, schema has %d", s.LabelDim)
+		w.err = fmt.Errorf("criteo text needs exactly one label, schema has %d", s.LabelDim)
 		return w.err
 	}
 	S := len(s.Slots)
@@ -77,7 +77,7 @@ func (w *CriteoWriter) Write(b *formats.Batch) error {
 			buf = append(buf, '\t')
 			lo, hi := b.Row(i, sl)
 			if hi-lo != 1 {
-				w.err = fmt.Errorf("ctrkit/datagen: criteo text: sample %d slot %d has %d keys, want 1", i, sl, hi-lo)
+				w.err = fmt.Errorf("criteo text: sample %d slot %d has %d keys, want 1", i, sl, hi-lo)
 				return w.err
 			}
 			k := b.Key(lo)
@@ -109,12 +109,12 @@ func (w *CriteoWriter) Close() error {
 		w.f.Abort()
 		return err
 	}
-	w.err = fmt.Errorf("ctrkit/datagen: criteo writer closed")
+	w.err = fmt.Errorf("criteo writer closed")
 	return w.f.Commit()
 }
 
 // Abort removes the temporary file.
 func (w *CriteoWriter) Abort() error {
-	w.err = fmt.Errorf("ctrkit/datagen: criteo writer aborted")
+	w.err = fmt.Errorf("criteo writer aborted")
 	return w.f.Abort()
 }

@@ -194,7 +194,7 @@ func (g *generator) writeFile(ctx context.Context, f OutputFile, evalBase int64,
 	}
 	w, err := g.create(f.Path)
 	if err != nil {
-		return 0, fmt.Errorf("ctrkit/datagen: creating %s: %w", f.Path, err)
+		return 0, fmt.Errorf("creating %s: %w", f.Path, err)
 	}
 	nchunks := int((f.Samples + ChunkSamples - 1) / ChunkSamples)
 	if workers > nchunks {
@@ -202,7 +202,7 @@ func (g *generator) writeFile(ctx context.Context, f OutputFile, evalBase int64,
 	}
 	write := func(b *formats.Batch) error {
 		if err := w.Write(b); err != nil {
-			return fmt.Errorf("ctrkit/datagen: writing %s: %w", f.Path, err)
+			return fmt.Errorf("writing %s: %w", f.Path, err)
 		}
 		if progress != nil {
 			progress(int64(b.N))
@@ -232,7 +232,7 @@ func (g *generator) writeFile(ctx context.Context, f OutputFile, evalBase int64,
 		return 0, err
 	}
 	if err := w.Close(); err != nil {
-		return 0, fmt.Errorf("ctrkit/datagen: closing %s: %w", f.Path, err)
+		return 0, fmt.Errorf("closing %s: %w", f.Path, err)
 	}
 	st, err := g.files.stat(f.Path)
 	if err != nil {

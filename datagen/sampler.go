@@ -88,10 +88,10 @@ const (
 // (> 0, ≠ 1).
 func NewPowerLaw(lo, hi int64, alpha float64) (*PowerLaw, error) {
 	if hi < lo {
-		return nil, fmt.Errorf("ctrkit/datagen: empty key range [%d, %d]", lo, hi)
+		return nil, fmt.Errorf("empty key range [%d, %d]", lo, hi)
 	}
 	if !(alpha > 0) || alpha == 1 || math.IsInf(alpha, 0) {
-		return nil, fmt.Errorf("ctrkit/datagen: power-law alpha %v must be > 0 and ≠ 1", alpha)
+		return nil, fmt.Errorf("power-law alpha %v must be > 0 and ≠ 1", alpha)
 	}
 	m := float64(hi - lo + 1)
 	p := &PowerLaw{lo: lo, hi: hi, alpha: alpha, a: math.Pow(m, 1-alpha) - 1, inv: 1 / (1 - alpha), shift: 64}
@@ -179,7 +179,7 @@ type Uniform struct {
 // NewUniform returns a uniform sampler on [lo, hi].
 func NewUniform(lo, hi int64) (*Uniform, error) {
 	if hi < lo {
-		return nil, fmt.Errorf("ctrkit/datagen: empty key range [%d, %d]", lo, hi)
+		return nil, fmt.Errorf("empty key range [%d, %d]", lo, hi)
 	}
 	return &Uniform{lo: lo, n: uint64(hi-lo) + 1}, nil
 }

@@ -125,7 +125,7 @@ func (s *stages) CreateFile(final string) (*atomicfile.File, error) {
 			return f, err
 		}
 		if d == filepath.Dir(d) {
-			return nil, fmt.Errorf("ctrkit/datagen: %s lies outside the output directories", final)
+			return nil, fmt.Errorf("%s lies outside the output directories", final)
 		}
 	}
 }
@@ -136,7 +136,7 @@ func (s *stages) stat(final string) (os.FileInfo, error) {
 	f := s.made[final]
 	s.mu.Unlock()
 	if f == nil {
-		return nil, fmt.Errorf("ctrkit/datagen: %s was not written", final)
+		return nil, fmt.Errorf("%s was not written", final)
 	}
 	return f.Stat()
 }
@@ -148,16 +148,19 @@ const ParamsFile = "gen_params.json"
 // Record is the content of gen_params.json.
 type Record struct {
 	Params
-	FormatName       string   `json:"format"`
-	CheckTypeName    string   `json:"check_type"`
-	DistTypeName     string   `json:"dist_type"`
-	PowerLawTypeName string   `json:"power_law_type"`
-	EffectiveAlpha   float64  `json:"effective_alpha"`
-	LabelModeName    string   `json:"label_mode"`
-	RawLayoutName    string   `json:"raw_layout,omitempty"`
-	SeedText         string   `json:"seed_text"`
-	PlantedAUC       *float64 `json:"planted_auc,omitempty"`
-	CTR              *float64 `json:"planted_ctr,omitempty"`
+	FormatName       string  `json:"format"`
+	CheckTypeName    string  `json:"check_type"`
+	DistTypeName     string  `json:"dist_type"`
+	PowerLawTypeName string  `json:"power_law_type"`
+	EffectiveAlpha   float64 `json:"effective_alpha"`
+	LabelModeName    string  `json:"label_mode"`
+	RawLayoutName    string  `json:"raw_layout,omitempty"`
+	// KeyConvention is "global" (Norm: slot offsets added) or
+	// "slot_local" (docs/sidecar.md).
+	KeyConvention string   `json:"key_convention"`
+	SeedText      string   `json:"seed_text"`
+	PlantedAUC    *float64 `json:"planted_auc,omitempty"`
+	CTR           *float64 `json:"planted_ctr,omitempty"`
 	// PlantedAUCs and CTRs are those of every label column (each its own
 	// hidden model) when label_dim > 1.
 	PlantedAUCs []float64 `json:"planted_aucs,omitempty"`
@@ -194,7 +197,10 @@ func (g *generator) writeIndex(res *Result) error {
 		Params: *p, FormatName: p.Format.String(), CheckTypeName: p.EffectiveCheckType().String(),
 		DistTypeName: p.DistType.String(), PowerLawTypeName: p.PowerLawType.String(),
 		EffectiveAlpha: p.EffectiveAlpha(), LabelModeName: p.LabelMode.String(),
-		SeedText: formatSeed(p.Seed),
+		SeedText: formatSeed(p.Seed), KeyConvention: "slot_local",
+	}
+	if p.Format == Norm {
+		rec.KeyConvention = "global"
 	}
 	dir := filepath.Dir(p.Source)
 	for _, f := range res.Files {

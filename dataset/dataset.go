@@ -80,6 +80,10 @@ type Spec struct {
 	// hashes into them.
 	SlotSizeArray []int64
 	Offsets       bool
+	// Keys is the key convention (KeysUnknown: from the dataset's sidecar,
+	// else unknown). Key range checks of global keys allow slot s the
+	// range [P_s, P_s + size_s).
+	Keys KeyConvention
 	// NNZ is the max nnz per slot (Norm, Parquet) or the hotness per slot
 	// (Raw multi-hot).
 	NNZ []int
@@ -114,7 +118,10 @@ type Dataset struct {
 	Bytes int64
 	// Notes say what was detected or assumed.
 	Notes []string
-	meta  *parquet.Metadata
+	// KeyInfo is the dataset's sidecar (slot sizes, key convention), nil
+	// when it has none.
+	KeyInfo *KeyInfo
+	meta    *parquet.Metadata
 	// detected: the format of a single file was sniffed, not given.
 	detected bool
 }
@@ -152,6 +159,30 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 		}
 		d.Bytes += n
 	}
+	var fromSidecar []int64
+	if f != CriteoTSV && f != CriteoCSV {
+		ki, ok, err := FindKeyInfo(d.List, d.Files[0])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			d.KeyInfo = &ki
+			if d.Spec.Keys == KeysUnknown {
+				d.Spec.Keys = ki.Keys
+			}
+			if len(d.Spec.SlotSizeArray) == 0 && len(ki.SlotSizeArray) > 0 {
+				fromSidecar = ki.SlotSizeArray
+			}
+			d.note("keys %s, %d slot sizes (from %s)", d.Spec.Keys.Phrase(), len(ki.SlotSizeArray), ki.File)
+		}
+	}
+	if d.Spec.Offsets && d.Spec.Keys == KeysGlobal {
+		src := "--slot-offsets"
+		if d.KeyInfo != nil {
+			src = d.KeyInfo.File
+		}
+		return nil, fmt.Errorf("%s: the keys are already global (%s says so): --slot-offsets would add the slot offsets twice", path, src)
+	}
 	switch f {
 	case Norm:
 		err = d.resolveNorm()
@@ -167,6 +198,19 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	if fromSidecar != nil && f != CriteoTSV && f != CriteoCSV {
+		if len(fromSidecar) != len(d.Schema.Slots) {
+			return nil, fmt.Errorf("%s: %s holds %d slot sizes, the data %d slots: fix or remove it, or give --slot-size-array",
+				path, d.KeyInfo.File, len(fromSidecar), len(d.Schema.Slots))
+		}
+		d.Spec.SlotSizeArray = fromSidecar
+		for i := range d.Schema.Slots {
+			d.Schema.Slots[i].Size = fromSidecar[i]
+		}
+	}
+	if d.Spec.Offsets && len(d.Spec.SlotSizeArray) == 0 {
+		return nil, fmt.Errorf("--slot-offsets needs the slot sizes: give --slot-size-array (or --slot-size-array @FILE); %s has no %s", path, KeyInfoName)
+	}
 	return d, nil
 }
 
@@ -177,6 +221,36 @@ func Resolve(path string, spec Spec) (*Dataset, error) {
 func DetectFormat(path string, f Format) (Format, []string, error) {
 	f, _, files, _, err := locate(path, f)
 	return f, files, err
+}
+
+// Detected is what Detect found at a path.
+type Detected struct {
+	// Format is the format detected (or the one given).
+	Format Format
+	// Path is what a reader opens: the file list (a directory's own) or
+	// the data file.
+	Path string
+	// List is the file list, "" for a single data file.
+	List string
+	// Files are the data files.
+	Files []string
+	// Note says how the format was found ("" when it was given).
+	Note string
+}
+
+// Detect is the one detector every command uses: the format at path (f
+// Auto: by content — file lists and directories by their first data file,
+// Parquet by its magic, Criteo text by its first line, Norm by a header
+// that passes its sanity checks, Raw otherwise), the file list a directory
+// holds, and the data files. f not Auto is taken as given, but text under
+// Raw is refused.
+func Detect(path string, f Format) (Detected, error) {
+	f, list, files, note, err := locate(path, f)
+	d := Detected{Format: f, Path: path, List: list, Files: files, Note: note}
+	if list != "" {
+		d.Path = list
+	}
+	return d, err
 }
 
 // locate finds the file list (if any), the data files and the format (f
@@ -238,11 +312,16 @@ func locate(path string, f Format) (Format, string, []string, string, error) {
 	if err != nil {
 		return f, "", nil, "", err
 	}
-	f = Norm // a bad Norm file is reported by the Norm reader
+	f = Norm
 	if bytes.HasPrefix(first, []byte("PAR1")) {
 		f = Parquet
 	} else if t := sniffText(first); t != Auto {
 		f = t
+	} else if _, nerr := norm.Detect(files[0]); nerr != nil && !isText(first) {
+		// Neither Parquet, text nor a Norm header: most likely Raw data,
+		// which HugeCTR reads as one file, never through a file list.
+		return f, "", nil, "", notDataset(path, "a file list whose first file %s is neither Norm (%v) nor Parquet nor Criteo text; "+
+			"a Raw dataset is one file: give that file's path (with --from raw or --format raw)", files[0], nerr)
 	}
 	return f, path, files, fmt.Sprintf("format %s (from the first file of the list)", f), nil
 }
@@ -323,6 +402,9 @@ func checkRegular(path string) error {
 // not a count is the file list's error to report ("abc", "-1"): text is
 // never Raw or Norm data.
 func LooksLikeFileList(head []byte) bool {
+	if bytes.HasPrefix(head, []byte("PAR1")) {
+		return false // a Parquet file, whatever follows its magic
+	}
 	if len(head) > 0 && isText(head) && sniffText(head) == Auto {
 		return true
 	}
@@ -708,7 +790,7 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 		}
 		// Without offsets the readers pass keys through: the slot sizes
 		// are checked here (--slot-size-array promises key range checks).
-		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray), nil
+		return checkKeys(r, d.Format.String(), d.Path, sp.SlotSizeArray, sp.Keys == KeysGlobal), nil
 	}
 	switch d.Format {
 	case CriteoTSV, CriteoCSV: // keys hashed into the slot sizes
@@ -723,8 +805,14 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 
 // checkKeys wraps r so that every key is checked against its slot's size,
 // an ErrKeyRange error naming the sample otherwise. A Lender stays one.
-func checkKeys(r formats.Reader, format, path string, sizes []int64) formats.Reader {
-	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes}
+func checkKeys(r formats.Reader, format, path string, sizes []int64, global bool) formats.Reader {
+	k := &keyChecker{Reader: r, format: format, path: path, sizes: sizes, lo: make([]int64, len(sizes))}
+	if global { // slot s holds [P_s, P_s + size_s)
+		var o int64
+		for i, n := range sizes {
+			k.lo[i], o = o, o+n
+		}
+	}
 	if l, ok := r.(formats.Lender); ok {
 		return &lendingKeyChecker{keyChecker: k, l: l}
 	}
@@ -735,7 +823,8 @@ type keyChecker struct {
 	formats.Reader
 	format, path string
 	sizes        []int64
-	read         int64 // samples handed out before the current batch
+	lo           []int64 // each slot's first key: 0, or its offset for global keys
+	read         int64   // samples handed out before the current batch
 }
 
 func (k *keyChecker) Read(b *formats.Batch) (int, error) {
@@ -762,14 +851,22 @@ func (k *keyChecker) check(b *formats.Batch) error {
 				} else {
 					key = int64(b.Keys32[i])
 				}
-				if key < 0 || key >= k.sizes[s] {
+				if key < k.lo[s] || key >= k.lo[s]+k.sizes[s] {
 					return formats.Errorf(k.format, k.path, -1, first+int64(r), formats.ErrKeyRange,
-						"slot %d key %d outside [0, %d) (--slot-size-array)", s, key, k.sizes[s])
+						"slot %d key %d outside [%d, %d) (--slot-size-array, keys %s)", s, key, k.lo[s], k.lo[s]+k.sizes[s], k.Keys())
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// Keys names the convention checked.
+func (k *keyChecker) Keys() string {
+	if len(k.lo) > 1 && k.lo[len(k.lo)-1] > 0 {
+		return "global"
+	}
+	return "slot-local"
 }
 
 type lendingKeyChecker struct {

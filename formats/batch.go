@@ -24,7 +24,7 @@ type HeapAllocator struct{}
 // Alloc implements Allocator.
 func (HeapAllocator) Alloc(n int) ([]byte, error) {
 	if n < 0 {
-		return nil, fmt.Errorf("ctrkit/formats: negative allocation %d", n)
+		return nil, fmt.Errorf("negative allocation %d", n)
 	}
 	return hostmem.AlignedAlloc(n, 64), nil
 }
@@ -63,7 +63,7 @@ type Batch struct {
 // per slot and sample and grows on demand. a may be nil (Go heap).
 func NewBatch(s *Schema, capacity int, a Allocator) (*Batch, error) {
 	if capacity <= 0 {
-		return nil, fmt.Errorf("ctrkit/formats: batch capacity %d must be > 0", capacity)
+		return nil, fmt.Errorf("batch capacity %d must be > 0", capacity)
 	}
 	if a == nil {
 		a = HeapAllocator{}
@@ -82,7 +82,7 @@ func NewBatch(s *Schema, capacity int, a Allocator) (*Batch, error) {
 		buf, err := a.Alloc(n)
 		if err != nil {
 			b.Free()
-			return nil, fmt.Errorf("ctrkit/formats: allocating batch buffer of %d bytes: %w", n, err)
+			return nil, fmt.Errorf("allocating batch buffer of %d bytes: %w", n, err)
 		}
 		b.bufs[i] = buf
 	}
@@ -187,7 +187,7 @@ func (b *Batch) ReserveKeys(n int) error {
 	ks := b.Schema.KeyType.Size()
 	buf, err := b.alloc.Alloc(c * ks)
 	if err != nil {
-		return fmt.Errorf("ctrkit/formats: growing key buffer to %d keys: %w", c, err)
+		return fmt.Errorf("growing key buffer to %d keys: %w", c, err)
 	}
 	copy(buf, b.bufs[3][:b.NumKeys()*ks])
 	b.alloc.Free(b.bufs[3])
@@ -273,10 +273,10 @@ func (b *Batch) Free() {
 func (b *Batch) AppendSample(label, dense []float32, keys [][]int64) error {
 	s := b.Schema
 	if b.N >= b.cap {
-		return fmt.Errorf("ctrkit/formats: batch full (%d samples)", b.cap)
+		return fmt.Errorf("batch full (%d samples)", b.cap)
 	}
 	if len(label) != s.LabelDim || len(dense) != s.DenseDim || len(keys) != len(s.Slots) {
-		return fmt.Errorf("ctrkit/formats: sample shape %d/%d/%d, schema %d/%d/%d",
+		return fmt.Errorf("sample shape %d/%d/%d, schema %d/%d/%d",
 			len(label), len(dense), len(keys), s.LabelDim, s.DenseDim, len(s.Slots))
 	}
 	total := 0

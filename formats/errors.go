@@ -12,7 +12,7 @@ import (
 // errors.Is, so callers can test the class or the kind.
 var (
 	// ErrCorrupt is the class of every error caused by bad file contents.
-	ErrCorrupt = errors.New("ctrkit/formats: corrupt data")
+	ErrCorrupt = errors.New("corrupt data")
 	// ErrChecksum: a Norm record's check byte disagrees with its payload.
 	ErrChecksum = corrupt("checksum mismatch")
 	// ErrHeader: a header field is invalid or disagrees with the schema.

@@ -155,7 +155,7 @@ func WriteFileList(path string, files []string) error { return WriteFileListTo(n
 // atomicfile.Direct).
 func WriteFileListTo(c atomicfile.Creator, path string, files []string) error {
 	if len(files) == 0 {
-		return fmt.Errorf("ctrkit/formats: writing %s: empty file list", path)
+		return fmt.Errorf("writing %s: empty file list", path)
 	}
 	dir := filepath.Dir(path)
 	var buf bytes.Buffer

@@ -55,23 +55,23 @@ func (o Options) WithDefaults() Options {
 // Validate checks the options against a schema.
 func (o *Options) Validate(s *Schema) error {
 	if o.BatchSize < 0 {
-		return fmt.Errorf("ctrkit/formats: batch size %d must be > 0", o.BatchSize)
+		return fmt.Errorf("batch size %d must be > 0", o.BatchSize)
 	}
 	if len(o.SlotSizeArray) == 0 {
 		return nil
 	}
 	if len(o.SlotSizeArray) != len(s.Slots) {
-		return fmt.Errorf("ctrkit/formats: slot_size_array has %d entries, schema has %d slots", len(o.SlotSizeArray), len(s.Slots))
+		return fmt.Errorf("slot_size_array has %d entries, schema has %d slots", len(o.SlotSizeArray), len(s.Slots))
 	}
 	var total uint64
 	for i, n := range o.SlotSizeArray {
 		if n <= 0 {
-			return fmt.Errorf("ctrkit/formats: slot_size_array[%d] = %d must be > 0", i, n)
+			return fmt.Errorf("slot_size_array[%d] = %d must be > 0", i, n)
 		}
 		total += uint64(n)
 	}
 	if total-1 > s.KeyType.Max() {
-		return fmt.Errorf("ctrkit/formats: slot_size_array sums to %d, more keys than key type %s holds", total, s.KeyType)
+		return fmt.Errorf("slot_size_array sums to %d, more keys than key type %s holds", total, s.KeyType)
 	}
 	return nil
 }

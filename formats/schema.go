@@ -47,7 +47,7 @@ func ParseKeyType(s string) (KeyType, error) {
 	case "i64", "int64", "long long":
 		return KeyI64, nil
 	}
-	return 0, fmt.Errorf("ctrkit/formats: unknown key type %q (want i32 or i64)", s)
+	return 0, fmt.Errorf("unknown key type %q (want i32 or i64)", s)
 }
 
 // ValueType is the on-disk type of Raw label and dense values.
@@ -76,7 +76,7 @@ func ParseValueType(s string) (ValueType, error) {
 	case "int32", "int", "i32":
 		return Int32, nil
 	}
-	return 0, fmt.Errorf("ctrkit/formats: unknown value type %q (want int32 or float32)", s)
+	return 0, fmt.Errorf("unknown value type %q (want int32 or float32)", s)
 }
 
 // Slot describes one categorical input.
@@ -138,23 +138,23 @@ func (s *Schema) SlotSizes() []int64 {
 // Validate reports a schema no format can hold.
 func (s *Schema) Validate() error {
 	if s.LabelDim < 0 || s.DenseDim < 0 {
-		return fmt.Errorf("ctrkit/formats: negative label_dim %d or dense_dim %d", s.LabelDim, s.DenseDim)
+		return fmt.Errorf("negative label_dim %d or dense_dim %d", s.LabelDim, s.DenseDim)
 	}
 	if s.LabelDim > MaxDim || s.DenseDim > MaxDim || len(s.Slots) > MaxDim {
-		return fmt.Errorf("ctrkit/formats: label_dim %d, dense_dim %d or %d slots above %d", s.LabelDim, s.DenseDim, len(s.Slots), MaxDim)
+		return fmt.Errorf("label_dim %d, dense_dim %d or %d slots above %d", s.LabelDim, s.DenseDim, len(s.Slots), MaxDim)
 	}
 	if s.LabelDim+s.DenseDim+len(s.Slots) == 0 {
-		return fmt.Errorf("ctrkit/formats: empty schema (no label, dense or slot)")
+		return fmt.Errorf("empty schema (no label, dense or slot)")
 	}
 	if s.KeyType > KeyI64 {
-		return fmt.Errorf("ctrkit/formats: invalid key type %d", s.KeyType)
+		return fmt.Errorf("invalid key type %d", s.KeyType)
 	}
 	for i, sl := range s.Slots {
 		if sl.MaxNNZ < 0 || sl.Hotness < 0 || sl.Size < 0 {
-			return fmt.Errorf("ctrkit/formats: slot %d: negative max nnz, hotness or size", i)
+			return fmt.Errorf("slot %d: negative max nnz, hotness or size", i)
 		}
 		if sl.Size > 0 && uint64(sl.Size) > s.KeyType.Max()+1 {
-			return fmt.Errorf("ctrkit/formats: slot %d: size %d does not fit key type %s", i, sl.Size, s.KeyType)
+			return fmt.Errorf("slot %d: size %d does not fit key type %s", i, sl.Size, s.KeyType)
 		}
 	}
 	return nil

@@ -37,7 +37,7 @@ func (w *SplitWriter) Write(b *Batch) error {
 		return w.err
 	}
 	if w.done {
-		return errors.New("ctrkit/formats: write after Close or Abort")
+		return errors.New("write after Close or Abort")
 	}
 	for lo := 0; lo < b.N; {
 		if w.cur == nil {
@@ -93,7 +93,7 @@ func (w *SplitWriter) Close() error {
 		w.err = w.commit()
 	}
 	if w.err == nil && len(w.files) == 0 {
-		w.err = fmt.Errorf("ctrkit/formats: no samples written")
+		w.err = fmt.Errorf("no samples written")
 	}
 	if w.err == nil && w.Finish != nil {
 		w.err = w.Finish(w.Files(), append([]int64(nil), w.counts...))
@@ -128,7 +128,7 @@ func (w *SplitWriter) Abort() error {
 	}
 	w.done = true
 	if w.err == nil {
-		w.err = errors.New("ctrkit/formats: writer aborted")
+		w.err = errors.New("writer aborted")
 	}
 	w.abortCur()
 	w.removeCommitted()

@@ -146,7 +146,7 @@ func (p *Panel) plot() (*plot.Plot, error) {
 			pl.Add(h)
 			th = h
 		default:
-			return nil, fmt.Errorf("ctrkit/inspect: unknown series kind %d", s.Kind)
+			return nil, fmt.Errorf("unknown series kind %d", s.Kind)
 		}
 		if p.Legend && s.Name != "" {
 			pl.Legend.Add(s.Name, th)
@@ -179,7 +179,7 @@ func (p *Panel) plot() (*plot.Plot, error) {
 func (f *Figure) WritePNG(path string) error {
 	rows, cols := f.Grid()
 	if rows == 0 {
-		return errors.New("ctrkit/inspect: figure without panels")
+		return errors.New("figure without panels")
 	}
 	pw, ph := f.PanelW, f.PanelH
 	if pw <= 0 {
@@ -244,7 +244,7 @@ func (f *Figure) WritePNG(path string) error {
 	}
 	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(out); err != nil {
 		out.Abort()
-		return fmt.Errorf("ctrkit/inspect: writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return out.Commit()
 }

@@ -39,11 +39,11 @@ const rankPoints = 400
 // Validate reports options that cannot work.
 func (o *Options) Validate() error {
 	if o.ExactKeys < 0 || o.RMin < 0 || o.LabelBins < 0 {
-		return errors.New("ctrkit/inspect: negative ExactKeys, RMin or LabelBins")
+		return errors.New("negative ExactKeys, RMin or LabelBins")
 	}
 	for i, n := range o.SlotSizes {
 		if n < 0 {
-			return fmt.Errorf("ctrkit/inspect: slot size %d of slot %d is negative", n, i)
+			return fmt.Errorf("slot size %d of slot %d is negative", n, i)
 		}
 	}
 	return nil
@@ -149,7 +149,7 @@ func NewCollector(s *formats.Schema, o Options) (*Collector, error) {
 		return nil, err
 	}
 	if len(o.SlotSizes) > 0 && len(o.SlotSizes) != len(s.Slots) {
-		return nil, fmt.Errorf("ctrkit/inspect: %d slot sizes for %d slots", len(o.SlotSizes), len(s.Slots))
+		return nil, fmt.Errorf("%d slot sizes for %d slots", len(o.SlotSizes), len(s.Slots))
 	}
 	o = o.withDefaults()
 	c := &Collector{o: o, schema: s}

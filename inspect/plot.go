@@ -29,7 +29,7 @@ type PlotOptions struct {
 // the nnz histogram of every slot (NNZFigure). It returns the paths written.
 func WritePlots(dir string, r *Report, o PlotOptions) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("ctrkit/inspect: creating plot directory: %w", err)
+		return nil, fmt.Errorf("creating plot directory: %w", err)
 	}
 	var out []string
 	for _, f := range []struct {

@@ -55,7 +55,7 @@ func (s *Set) Add(b *formats.Batch) error {
 		k := b.Key(j)
 		if s.bitmap != nil {
 			if k < 0 || k >= int64(len(s.bitmap))*64 {
-				return fmt.Errorf("ctrkit/keysets: key %d outside the key space of %d: %w", k, int64(len(s.bitmap))*64, formats.ErrKeyRange)
+				return fmt.Errorf("key %d outside the key space of %d: %w", k, int64(len(s.bitmap))*64, formats.ErrKeyRange)
 			}
 			w, m := k>>6, uint64(1)<<(k&63)
 			if s.bitmap[w]&m == 0 {
@@ -99,7 +99,7 @@ func (s *Set) Keys() []int64 {
 // in the key type.
 func (s *Set) WriteTo(w io.Writer) (int64, error) {
 	if s.n == 0 {
-		return 0, errors.New("ctrkit/keysets: empty keyset (HugeCTR rejects it)")
+		return 0, errors.New("empty keyset (HugeCTR rejects it)")
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var buf [8]byte
@@ -111,7 +111,7 @@ func (s *Set) WriteTo(w io.Writer) (int64, error) {
 			n += 8
 		} else {
 			if k < 0 || k > 1<<32-1 {
-				return n, fmt.Errorf("ctrkit/keysets: key %d does not fit i32 keys: %w", k, formats.ErrKeyRange)
+				return n, fmt.Errorf("key %d does not fit i32 keys: %w", k, formats.ErrKeyRange)
 			}
 			binary.LittleEndian.PutUint32(buf[:], uint32(k))
 			bw.Write(buf[:4])
@@ -163,7 +163,7 @@ func Build(r formats.Reader, space int64, batchSize int, progress func(int)) (*S
 func Read(data []byte, kt formats.KeyType) ([]int64, error) {
 	ks := kt.Size()
 	if len(data) == 0 || len(data)%ks != 0 {
-		return nil, fmt.Errorf("ctrkit/keysets: %d bytes is not a non-empty array of %d-byte keys: %w", len(data), ks, formats.ErrSize)
+		return nil, fmt.Errorf("%d bytes is not a non-empty array of %d-byte keys: %w", len(data), ks, formats.ErrSize)
 	}
 	out := make([]int64, len(data)/ks)
 	for i := range out {

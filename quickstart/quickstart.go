@@ -141,7 +141,7 @@ func Run(ctx context.Context, w io.Writer, o Options) (*Result, error) {
 	}
 	defer model.CloseBackend(be)
 	res.Backend = be.Name()
-	fmt.Fprintf(w, "4. train: a small DLRM (embeddings 16 wide, MLPs at 1/8 of SPEC §9's widths) for %d epochs on the %s backend\n", o.Epochs, res.Backend)
+	fmt.Fprintf(w, "4. train: a small DLRM (embeddings 16 wide, MLPs at 1/8 of the reference DLRM's widths) for %d epochs on the %s backend\n", o.Epochs, res.Backend)
 	opt := graph.DefaultOptimizer()
 	opt.LearningRate = 0.02
 	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: p.DenseDim, SlotSizes: p.SlotSizeArray, VecSize: 16, Width: 1.0 / 8, Optimizer: opt})

@@ -3,7 +3,7 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [planted] [readers] [convert]
+#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [python] [conformance] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 for f in "$G"/*.gz; do [ -f "$f" ] && gunzip -f "$f"; done
@@ -58,6 +58,42 @@ dlrm)
 		python3 "$G/pytorch_dlrm.py" 65536 1000000 tf32,fp32,bf16 >"$OUT/pytorch_dlrm.log" 2>&1
 		row "pytorch DLRM B=65536" "$(tail -3 "$OUT/pytorch_dlrm.log" | tr '\n' ' ')"
 	fi
+	;;
+pipeline)
+	# issue #14: pipeline vs resident batches for DLRM and WDL from a Raw file
+	# read with O_DIRECT (--reader async) and from Parquet, and DCNv2 multi-hot.
+	S=$(python3 -c "print(','.join(['1000000']*26))")
+	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
+		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
+	[ -f "$W/pq/_file_list.txt" ] || "$G/ctrkit" gen --format parquet --out-source "$W/pq/_file_list.txt" --out-eval-source "$W/pq/_file_list_eval.txt" \
+		--num-files 4 --eval-num-files 1 --num-samples-per-file 262144 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/pq_gen.log" 2>&1
+	for m in dlrm wdl; do
+		"$G/ctrkit" bench train "$W/dlrm.bin" --model $m --slot-size-array 1000000 --device gpu --tf32 --resident --reader async \
+			--warmup 5 --steps 30 >"$OUT/pipe_${m}_raw.log" 2>&1
+		row "bench train $m raw O_DIRECT" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_${m}_raw.log" | tr '\n' ' ')"
+		"$G/ctrkit" bench train "$W/pq/_file_list.txt" --model $m --slot-size-array 1000000 --device gpu --tf32 --resident \
+			--warmup 5 --steps 30 >"$OUT/pipe_${m}_pq.log" 2>&1
+		row "bench train $m parquet" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_${m}_pq.log" | tr '\n' ' ')"
+	done
+	NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
+	D=$(python3 -c "import json;print(','.join(str(min(s,2000000)) for s in json.load(open('$G/dcnv2_mlperf_1gpu.json'))['layers'][1]['sparse_embedding_hparam']['slot_size_array']))" 2>/dev/null)
+	if [ -n "$D" ]; then
+		[ -f "$W/dcnv2.bin" ] || "$G/ctrkit" gen --format raw --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" \
+			--out-source "$W/dcnv2.bin" --out-eval-source "$W/dcnv2_eval.bin" --num-samples 1048576 --eval-num-samples 65536 --seed 1 >"$OUT/dcnv2_gen.log" 2>&1
+		"$G/ctrkit" bench train "$W/dcnv2.bin" --model dcnv2 --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --device gpu --tf32 \
+			--resident --reader async --warmup 5 --steps 20 >"$OUT/pipe_dcnv2.log" 2>&1
+		row "bench train dcnv2 raw O_DIRECT" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_dcnv2.log" | tr '\n' ' ')"
+	fi
+	;;
+python)
+	if [ -d "$G/python" ]; then
+		( cd "$G/python" && CTRKIT_BIN="$G/ctrkit" CTRKIT_DEVICE=gpu python3 -m unittest discover -s tests -t . ) >"$OUT/python.log" 2>&1
+		row "python unittest (CTRKIT_DEVICE=gpu)" "rc=$? $(tail -3 "$OUT/python.log" | tr '\n' ' ')"
+	fi
+	;;
+conformance)
+	CTRKIT_CONFORMANCE_OUT="$OUT/CONFORMANCE_GPU.md" "$G/model.test" -test.run 'TestConformance$' -test.v >"$OUT/conformance.log" 2>&1
+	row "conformance on the GPU" "rc=$? $(grep -h 'configs trained\|pass,' "$OUT/conformance.log" | tail -2 | tr '\n' ' ')"
 	;;
 planted)
 	S=$(python3 -c "print(','.join(['1000']*26))")

@@ -87,6 +87,18 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if v.spec.Keys == dataset.KeysUnknown {
+		// The sidecar says whether keys are global: slot s's keys are
+		// then checked against [P_s, P_s + size_s).
+		list, first := "", path
+		if dataset.LooksLikeFileList(head) {
+			list, first = path, ""
+		}
+		if ki, ok, err := dataset.FindKeyInfo(list, first); err == nil && ok && ki.Keys != dataset.KeysUnknown {
+			v.spec.Keys = ki.Keys
+			v.note("keys %s (from %s)", ki.Keys.Phrase(), ki.File)
+		}
+	}
 	if st, err := os.Stat(path); err == nil && (!st.Mode().IsRegular() || st.Size() == 0) {
 		// A device or an empty file: dataset.Resolve says which.
 		_, err := dataset.Resolve(path, spec)
@@ -112,7 +124,16 @@ func Run(path string, spec dataset.Spec, o Options) (*Report, error) {
 			if h, _ := dataset.ReadHead(files[0], 4); string(h) == "PAR1" {
 				f = dataset.Parquet
 			}
-			v.note("format %s (from the first file of the list)", f)
+			// The detector every command uses: Criteo text lists, and a
+			// list of Raw files refused (Raw is one file).
+			if det, err := dataset.Detect(path, dataset.Auto); err == nil {
+				f = det.Format
+			} else if errors.Is(err, dataset.ErrNotDataset) {
+				return nil, err
+			}
+			if f != dataset.CriteoTSV && f != dataset.CriteoCSV { // (their reader's notes say it)
+				v.note("format %s (from the first file of the list)", f)
+			}
 		}
 	} else {
 		files = []string{path}

@@ -3,6 +3,7 @@ package validate
 import (
 	"math"
 
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 )
 
@@ -45,6 +46,15 @@ func (v *run) checkValues(file string, b *formats.Batch, rec0 int64, l *layout, 
 		// length is a caller's bug, never an index panic.
 		r.add(KindIO, file, -1, -1, "internal: %d slot sizes and %d nnz limits for %d slots", len(sizes), len(maxNNZ), S)
 		return
+	}
+	var first []int64 // each slot's first key: 0, or its offset for global keys
+	if sizes != nil {
+		first = make([]int64, S)
+		if v.spec.Keys == dataset.KeysGlobal {
+			for si := 1; si < S; si++ {
+				first[si] = first[si-1] + sizes[si-1]
+			}
+		}
 	}
 	for i := 0; i < b.N; i++ {
 		rec := rec0 + int64(i)
@@ -99,8 +109,11 @@ func (v *run) checkValues(file string, b *formats.Batch, rec0 int64, l *layout, 
 				switch {
 				case key < 0:
 					r.add(KindKeyRange, file, ko, rec, "slot %d key %d: negative key %d", si, k-lo, key)
-				case sizes != nil && key >= sizes[si]:
+				case sizes != nil && first[si] == 0 && key >= sizes[si]:
 					r.add(KindKeyRange, file, ko, rec, "slot %d key %d: key %d ≥ slot size %d", si, k-lo, key, sizes[si])
+				case sizes != nil && first[si] > 0 && (key < first[si] || key >= first[si]+sizes[si]):
+					r.add(KindKeyRange, file, ko, rec, "slot %d key %d: key %d outside [%d, %d) (global keys: slot offset %d + slot size %d)",
+						si, k-lo, key, first[si], first[si]+sizes[si], first[si], sizes[si])
 				}
 			}
 			if pos >= 0 && l.nnz {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -85,6 +86,7 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 		return err
 	}
 	defer stop()
+	defer setBenchGC(os.Getenv)()
 	rep := benchReport{Path: d.Path, Format: d.Format.String(), Reader: c.String("reader"), BatchSize: c.Int("batchsize"), Workers: c.Int("num-workers")}
 	// Several epochs are read through one reader in repeat mode, as a
 	// training run does, so that opening (and allocating buffers) once per

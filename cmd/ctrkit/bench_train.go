@@ -86,6 +86,6 @@ func runBenchTrain(c *cli.Context) error {
 		e.SetIndent("", "  ")
 		return e.Encode(res)
 	}
-	fmt.Fprintf(c.App.Writer, "%s %s batch %d: %.3f M samples/s through the pipeline\n", res.Model, res.Backend, res.Batch, res.Pipeline.SamplesPerSec/1e6)
+	fmt.Fprintf(c.App.Writer, "%s %s batch %d: %s through the pipeline\n", res.Model, res.Backend, res.Batch, bench.Rate(res.Pipeline.SamplesPerSec))
 	return nil
 }

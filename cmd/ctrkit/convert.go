@@ -53,13 +53,15 @@ Examples:
 			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
-			&cli.StringFlag{Name: "vocab-out", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
+			&cli.StringFlag{Name: "out-vocab", Usage: "with --vocab: save the vocabulary to `FILE` (reuse with --vocab-file)"},
+			renamed("vocab-out", "out-vocab"),
 			vflag("num-workers"),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the conversion to `FILE` (go tool pprof)"},
 			&cli.StringFlag{Name: "read-memory", Value: "768MiB", Usage: "bound on the reader's decoded buffers (`SIZE`; Parquet row groups): fewer reader goroutines run to stay under it; 0: none"},
 			&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output (atomically: the old dataset stays whole until the new one is complete)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the output's final rename (scratch data: a crash may then lose it)"},
+			jsonFlag("samples, seconds, samples_per_s, formats, slot_size_array_file, key_convention"),
 		),
 		Action: func(c *cli.Context) error { return runConvert(c, c.App.Writer) },
 	})
@@ -113,14 +115,9 @@ func runConvert(c *cli.Context, w io.Writer) error {
 		return &exitError{2, err}
 	}
 	defer stop()
-	sidecar := ""
-	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
-		data, err := criteo.SlotSizeJSON(d.Schema.SlotSizes())
-		if err != nil {
-			return err
-		}
-		out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: "slot_size_array.json", Data: data})
-		sidecar = dataset.SidecarPath(dst, out.Format, "slot_size_array.json")
+	sidecar, keys, err := convertKeys(c, d, &out)
+	if err != nil {
+		return &exitError{2, err}
 	}
 	out.Force, out.NoSync = c.Bool("force"), c.Bool("no-sync")
 	bar := progress.New(c.App.ErrWriter, d.Samples, "converting", "samples")
@@ -136,8 +133,16 @@ func runConvert(c *cli.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("json") {
+		j := convertJSON{Source: src, SourceFormat: d.Format.String(), Output: dst, OutputFormat: out.Format.String(), Samples: st.Samples,
+			Seconds: num(st.Seconds), SamplesPerS: num(float64(st.Samples) / st.Seconds), ReadWorkers: st.ReadWorkers, KeyConvention: keys.String()}
+		if sidecar != "" {
+			j.SlotSizeFile = &sidecar
+		}
+		return printJSON(w, j)
+	}
 	if sidecar != "" {
-		fmt.Fprintf(w, "slot_size_array written to %s\n", sidecar)
+		fmt.Fprintf(w, "slot_size_array written to %s (keys %s)\n", sidecar, keys)
 	}
 	fmt.Fprintf(w, "converted %d samples from %s (%s) to %s (%s)", st.Samples, src, d.Format, dst, out.Format)
 	if os.Getenv(noTimingsEnv) == "" {
@@ -158,7 +163,7 @@ func checkConvertFlags(c *cli.Context) error {
 		return fmt.Errorf("--to is required: norm, raw or parquet")
 	}
 	if !c.Bool("vocab") {
-		for _, n := range []string{"min-count", "vocab-memory", "vocab-out"} {
+		for _, n := range []string{"min-count", "vocab-memory", "out-vocab"} {
 			if c.IsSet(n) {
 				return fmt.Errorf("--%s needs --vocab", n)
 			}
@@ -278,7 +283,7 @@ func buildVocab(c *cli.Context, files []string, sp dataset.Spec, w io.Writer) (*
 	st := v.Stats()
 	fmt.Fprintf(w, "vocabulary: %d distinct values, %d seen at least %d times, %d spilled runs, peak %d bytes counted\n",
 		st.Distinct, st.Frequent, v.MinCount(), st.Runs, st.PeakBytes)
-	if p := c.String("vocab-out"); p != "" {
+	if p := c.String("out-vocab"); p != "" {
 		if err := v.Save(p); err != nil {
 			return nil, err
 		}
@@ -304,4 +309,44 @@ func parseSize(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size like 512MiB or 2GiB", s)
 	}
 	return int64(v * float64(mult)), nil
+}
+
+// convertKeys settles the output's key convention and adds its sidecar
+// (slot_size_array.json with key_convention, docs/sidecar.md) to out:
+// slot-local input keys (Criteo text's hashed or vocabulary ids, a sidecar
+// saying so) become global keys in a Norm output unless --slot-offsets is
+// given (HugeCTR's convention, and gen's: its Norm reader adds no offsets),
+// and stay slot-local in Raw and Parquet outputs; --slot-offsets makes them
+// global. It returns the sidecar's path ("" when the slot sizes are
+// unknown) and the output's convention.
+func convertKeys(c *cli.Context, d *dataset.Dataset, out *dataset.Output) (string, dataset.KeyConvention, error) {
+	in := d.Spec.Keys
+	sizes := d.Spec.SlotSizeArray
+	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
+		in, sizes = dataset.KeysSlotLocal, d.Schema.SlotSizes()
+	}
+	if !c.IsSet("slot-offsets") && in == dataset.KeysSlotLocal && len(sizes) > 0 && out.Format == dataset.Norm {
+		d.Spec.Offsets = true
+		if len(d.Spec.SlotSizeArray) == 0 {
+			d.Spec.SlotSizeArray = sizes
+		}
+		fmt.Fprintln(c.App.ErrWriter, "note: adding slot offsets: Norm keys are global (HugeCTR's convention, as gen writes them); --slot-offsets=false keeps them slot-local")
+	}
+	keys := in
+	if d.Spec.Offsets {
+		keys = dataset.KeysGlobal
+	}
+	if keys == dataset.KeysUnknown && out.Format == dataset.Norm && d.Format != dataset.Norm {
+		fmt.Fprintln(c.App.ErrWriter, "note: keys copied as they are (no slot_size_array.json says whether they are slot-local); "+
+			"HugeCTR reads Norm keys as global: if they are slot-local, give --slot-offsets --slot-size-array")
+	}
+	if len(sizes) == 0 {
+		return "", keys, nil
+	}
+	data, err := dataset.KeyInfoJSON(sizes, keys)
+	if err != nil {
+		return "", keys, err
+	}
+	out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: dataset.KeyInfoName, Data: data})
+	return dataset.SidecarPath(c.Args().Get(1), out.Format, dataset.KeyInfoName), keys, nil
 }

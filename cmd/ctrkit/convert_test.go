@@ -242,9 +242,10 @@ var criteoOutputs = []struct {
 }
 
 // checkCriteoConversion converts src with the mapping flags to every output
-// and compares what reads back with want and the slot_size_array.json with
-// sizes.
-func checkCriteoConversion(t *testing.T, src string, mapping []string, want *formatstest.Dataset, sizes []int64) {
+// and compares what reads back with want (wantGlobal for Norm, whose keys
+// convert offsets by default, HugeCTR's convention) and the
+// slot_size_array.json with sizes.
+func checkCriteoConversion(t *testing.T, src string, mapping []string, want, wantGlobal *formatstest.Dataset, sizes []int64) {
 	t.Helper()
 	for _, o := range criteoOutputs {
 		dst := filepath.Join(t.TempDir(), o.dst)
@@ -258,7 +259,11 @@ func checkCriteoConversion(t *testing.T, src string, mapping []string, want *for
 		if sp.Format == dataset.Raw {
 			sp.LabelDim, sp.DenseDim, sp.NumSlot = 1, want.Schema.DenseDim, len(want.Schema.Slots)
 		}
-		if diff := formatstest.Diff(want, readDataset(t, dst, sp)); diff != "" {
+		w := want
+		if o.to == "norm" {
+			w = wantGlobal
+		}
+		if diff := formatstest.Diff(w, readDataset(t, dst, sp)); diff != "" {
 			t.Errorf("%s: %s", strings.Join(args, " "), diff)
 		}
 		// Beside a Raw file under its name (never a shared name in the
@@ -273,7 +278,7 @@ func checkCriteoConversion(t *testing.T, src string, mapping []string, want *for
 		if err != nil || !slices.Equal(got, sizes) {
 			t.Errorf("%s: slot_size_array.json %v, %v; want %v", strings.Join(args, " "), got, err, sizes)
 		}
-		if !strings.Contains(out, "slot_size_array written to "+jsonPath+"\n") {
+		if !strings.Contains(out, "slot_size_array written to "+jsonPath+" (keys ") {
 			t.Errorf("%s: output does not name %s:\n%s", strings.Join(args, " "), jsonPath, out)
 		}
 	}
@@ -294,7 +299,8 @@ func TestConvertCriteoSample(t *testing.T) {
 	if want.Len() != 200 {
 		t.Fatalf("direct read: %d samples", want.Len())
 	}
-	checkCriteoConversion(t, src, []string{"--slot-size-array", strings.Join(ssa, ",")}, want, buckets)
+	wantGlobal := directCriteo(t, src, criteo.Options{Buckets: buckets, Options: formats.Options{SlotSizeArray: buckets}})
+	checkCriteoConversion(t, src, []string{"--slot-size-array", strings.Join(ssa, ",")}, want, wantGlobal, buckets)
 
 	prev := int64(0)
 	for _, mc := range []int{6, 2} {
@@ -307,7 +313,8 @@ func TestConvertCriteoSample(t *testing.T) {
 		if mc != criteo.DefaultMinCount {
 			mapping = append(mapping, "--min-count", strconv.Itoa(mc))
 		}
-		checkCriteoConversion(t, src, mapping, want, v.SlotSizes())
+		wantGlobal := directCriteo(t, src, criteo.Options{Vocab: v, Options: formats.Options{SlotSizeArray: v.SlotSizes()}})
+		checkCriteoConversion(t, src, mapping, want, wantGlobal, v.SlotSizes())
 		// A lower threshold gives more ids: --min-count was applied.
 		var sum int64
 		for _, n := range v.SlotSizes() {
@@ -330,7 +337,7 @@ func TestConvertCriteoFixture(t *testing.T) {
 	os.Symlink(src, "day.tsv")
 	got := transcript(t, 0,
 		[]string{"convert", "day.tsv", "h.bin", "--to", "raw", "--slot-size-array", "11", "--num-workers", "2"},
-		[]string{"convert", "day.tsv", "v", "--to", "parquet", "--vocab", "--min-count", "2", "--vocab-out", "day.vocab", "--num-workers", "2"},
+		[]string{"convert", "day.tsv", "v", "--to", "parquet", "--vocab", "--min-count", "2", "--out-vocab", "day.vocab", "--num-workers", "2"},
 		[]string{"convert", "day.tsv", "w/list.txt", "--to", "norm", "--vocab-file", "day.vocab", "--i64-input-key"},
 	)
 	goldenConvert(t, "convert_criteo.golden", []byte(got))
@@ -364,8 +371,13 @@ func TestConvertCriteoFixture(t *testing.T) {
 		t.Errorf("saved vocabulary has min count %d, want 2", v.MinCount())
 	}
 	want = directCriteo(t, src, criteo.Options{Vocab: v})
+	wantGlobal := directCriteo(t, src, criteo.Options{Vocab: v, Options: formats.Options{SlotSizeArray: v.SlotSizes()}})
 	for _, p := range []string{"v", "w/list.txt"} {
-		if diff := formatstest.Diff(want, readDataset(t, p, dataset.Spec{})); diff != "" {
+		w := want
+		if p == "w/list.txt" { // Norm: global keys
+			w = wantGlobal
+		}
+		if diff := formatstest.Diff(w, readDataset(t, p, dataset.Spec{})); diff != "" {
 			t.Errorf("vocabulary, %s: %s", p, diff)
 		}
 	}
@@ -406,7 +418,7 @@ func TestConvertVocabMemory(t *testing.T) {
 			src = files[0]
 		}
 		out, code := ctrkitArgs(t, "convert", src, budget+".bin", "--to", "raw", "--vocab", "--min-count", "2",
-			"--vocab-memory", budget, "--vocab-out", budget+".vocab", "--num-workers", "2")
+			"--vocab-memory", budget, "--out-vocab", budget+".vocab", "--num-workers", "2")
 		if code != 0 {
 			t.Fatalf("%s: exit %d\n%s", budget, code, out)
 		}

@@ -56,6 +56,7 @@ func init() {
 			vflag("num-workers", withDefaultText("GOMAXPROCS")),
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing dataset (atomically: the old one stays whole until the new one is complete)"},
 			&cli.BoolFlag{Name: "no-sync", Usage: "skip the fsync before the final renames (scratch data: a crash may then lose it)"},
+			jsonFlag("samples, bytes, seconds, bytes_per_s, seed, planted_auc, key_convention, files"),
 		},
 		Action: runGen,
 	})
@@ -130,8 +131,26 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 	return p, nil
 }
 
+// parseInts parses the comma-separated integers of a flag's value.
+//
+// A slot-size flag (--slot-size-array, --data-slot-size-array) also takes
+// @FILE: the sizes of a slot_size_array.json, gen_params.json, or the
+// sidecar of the dataset (directory, file list, Raw file) FILE names.
 func parseInts[T int | int64](flag, s string) ([]T, error) {
 	var out []T
+	if file, ok := strings.CutPrefix(strings.TrimSpace(s), "@"); ok && strings.HasSuffix(flag, "slot-size-array") {
+		sizes, err := dataset.SlotSizesFromFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--%s @%s: %w", flag, file, err)
+		}
+		for _, v := range sizes {
+			if int64(T(v)) != v {
+				return nil, fmt.Errorf("--%s @%s: slot size %d is too large", flag, file, v)
+			}
+			out = append(out, T(v))
+		}
+		return out, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		v, err := strconv.ParseInt(f, 10, 64)
@@ -151,8 +170,15 @@ func runGen(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed"),
-		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, c.App.Writer)
+	w := c.App.Writer
+	if c.Bool("json") {
+		w = c.App.ErrWriter // stdout holds the JSON alone
+	}
+	res, err := datagen.Run(c.Context, p, datagen.RunOptions{RandomSeed: !c.IsSet("seed"),
+		Output: datagen.Output{Force: c.Bool("force"), NoSync: c.Bool("no-sync")}}, w)
+	if err == nil && c.Bool("json") {
+		return printJSON(c.App.Writer, genResultJSON(res))
+	}
 	if err != nil && c.Context.Err() != nil {
 		return interrupted(genOutputs(p))
 	}

@@ -25,15 +25,16 @@ func init() {
 			"streaming pass prints the schema, file and sample counts, the label mean and histogram,\n" +
 			"dense min/mean/max, and per slot the distinct keys, key range, nnz histogram and the\n" +
 			"exponent α of a power law fitted by maximum likelihood to the slot's rank–frequency.\n" +
-			"--plot DIR writes rank_frequency.png (a log-log panel per slot, with the fitted line),\n" +
+			"--out-plot DIR writes rank_frequency.png (a log-log panel per slot, with the fitted line),\n" +
 			"labels.png and nnz.png (a panel per slot).\n\n" +
 			"Examples:\n" +
 			"  ctrkit inspect data/file_list.txt\n" +
-			"  ctrkit inspect --slot-size-array 10000,10000 --plot plots/ data/file_list.txt\n" +
+			"  ctrkit inspect --slot-size-array 10000,10000 --out-plot plots/ data/file_list.txt\n" +
 			"  ctrkit inspect --label-dim 1 --dense-dim 13 --num-slot 26 --json train.bin",
 		Flags: append(schemaFlags(true),
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
-			&cli.StringFlag{Name: "plot", Usage: "write PNG charts into `DIR`"},
+			&cli.StringFlag{Name: "out-plot", Usage: "write PNG charts into `DIR`"},
+			renamed("plot", "out-plot"),
 			&cli.IntFlag{Name: "exact-keys", Value: inspect.DefaultExactKeys, Usage: "distinct keys counted exactly per slot before estimating (memory bound)"},
 			&cli.IntFlag{Name: "rmin", Value: 3, Usage: "first rank of the power-law fit (rank 1 = most frequent key)"},
 		),
@@ -71,9 +72,9 @@ func runInspect(c *cli.Context) error {
 		return fmt.Errorf("reading %s: %w (run ctrkit validate %s to list every problem)", d.Path, err, d.Path)
 	}
 	var plots []string
-	if dir := c.String("plot"); dir != "" {
+	if dir := c.String("out-plot"); dir != "" {
 		if plots, err = inspect.WritePlots(dir, rep, inspect.PlotOptions{Source: d.Path}); err != nil {
-			return fmt.Errorf("--plot: %w", err)
+			return fmt.Errorf("--out-plot: %w", err)
 		}
 	}
 	if c.Bool("json") {

@@ -44,11 +44,11 @@ func TestInspectDetects(t *testing.T) {
 }
 
 // TestInspectText compares the text report with a golden file and checks
-// that the --plot PNGs decode.
+// that the --out-plot PNGs decode.
 func TestInspectText(t *testing.T) {
 	t.Chdir(t.TempDir())
 	writeNormFixture(t, "a.data", 70, norm.CheckSum, formats.KeyU32)
-	out, code := execCtrkit(t, "inspect", "--slot-size-array", "7,5", "--plot", "plots", "a.data")
+	out, code := execCtrkit(t, "inspect", "--slot-size-array", "7,5", "--out-plot", "plots", "a.data")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}

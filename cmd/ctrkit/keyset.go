@@ -20,7 +20,7 @@ func init() {
 		Usage:     "write the keyset file (unique keys, slot offsets applied) of a file list or a Raw file",
 		ArgsUsage: "PATH",
 		Description: `A keyset is a bare little-endian array of the dataset's unique keys in the key
-type (SPEC §6), what HugeCTR's embedding cache loads. Slot offsets from
+type, what HugeCTR's embedding cache loads. Slot offsets from
 --slot-size-array are applied, as HugeCTR does.
 
 Examples:
@@ -31,6 +31,7 @@ Examples:
 			&cli.StringFlag{Name: "out", Usage: "keyset `FILE` (with --per-file: a directory, created if missing) (required)"},
 			&cli.BoolFlag{Name: "per-file", Usage: "one keyset per data file (<out>/<file>.keyset) instead of one per list"},
 			vflag("num-workers"),
+			jsonFlag("source, keysets with path, unique_keys, key_type"),
 		),
 		Action: func(c *cli.Context) error { return runKeyset(c, c.App.Writer) },
 	})
@@ -53,13 +54,14 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 	if d.Format == dataset.CriteoTSV || d.Format == dataset.CriteoCSV {
 		return &exitError{2, fmt.Errorf("keyset: %s is Criteo text; convert it first (keysets are for Norm, Raw and Parquet data)", d.Path)}
 	}
-	if len(d.Spec.SlotSizeArray) > 0 {
-		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do
+	if len(d.Spec.SlotSizeArray) > 0 && d.Spec.Keys != dataset.KeysGlobal {
+		d.Spec.Offsets = true // keysets hold offset keys, as HugeCTR's do (global keys have them)
 	}
 	var space int64
 	for _, n := range d.Spec.SlotSizeArray {
 		space += n
 	}
+	js := keysetJSON{Source: d.Path, Keysets: []keysetFileJSON{}}
 	groups := [][]string{d.Files}
 	outs := []string{c.String("out")}
 	if c.Bool("per-file") {
@@ -98,7 +100,13 @@ func runKeyset(c *cli.Context, w io.Writer) error {
 		if err := set.WriteFile(outs[i]); err != nil {
 			return fmt.Errorf("writing %s: %w", outs[i], err)
 		}
-		fmt.Fprintf(w, "%s: %d unique %s keys\n", outs[i], set.Len(), d.Schema.KeyType)
+		js.Keysets = append(js.Keysets, keysetFileJSON{Path: outs[i], UniqueKeys: set.Len(), KeyType: d.Schema.KeyType.String()})
+		if !c.Bool("json") {
+			fmt.Fprintf(w, "%s: %d unique %s keys\n", outs[i], set.Len(), d.Schema.KeyType)
+		}
+	}
+	if c.Bool("json") {
+		return printJSON(w, js)
 	}
 	return nil
 }

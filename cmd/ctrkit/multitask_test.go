@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,51 @@ func TestMultiTaskCLI(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error()+out, "loss") {
 			t.Errorf("--loss-weights %s: %v\n%s", bad, err, out)
 		}
+	}
+}
+
+// TestMultiTaskSession: a session loaded with --loss-weights trains a
+// two-task model and its eval carries the tasks (label, weight, AUC, loss)
+// with the model's loss their weighted sum (before: only auc and loss).
+func TestMultiTaskSession(t *testing.T) {
+	dir := t.TempDir()
+	src, eval := filepath.Join(dir, "file_list.txt"), filepath.Join(dir, "file_list_test.txt")
+	if out, err := runCtrkit(t, "gen", "--format", "norm", "--label-dim", "2", "--dense-dim", "4", "--num-slot", "3",
+		"--slot-size-array", "50,60,70", "--num-files", "1", "--eval-num-files", "1", "--num-samples-per-file", "1024",
+		"--out-source", src, "--out-eval-source", eval); err != nil {
+		t.Fatalf("gen: %v\n%s", err, out)
+	}
+	cfg := filepath.Join(dir, "mt.json")
+	if err := os.WriteFile(cfg, []byte(mtConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs := sessionRun(t, loadArgs(t, "--config", cfg, "--source", src, "--eval-source", eval, "--batchsize", "128",
+		"--lr", "0.01", "--loss-weights", "click=1,buy=0.5", "--device", "cpu"),
+		`{"cmd":"train"}`, `{"cmd":"train"}`, `{"cmd":"eval","batches":2}`)
+	for i, r := range rs {
+		if r["error"] != nil {
+			t.Fatalf("response %d: %v", i, r["error"])
+		}
+	}
+	ev := rs[3]
+	tasks, _ := ev["tasks"].([]any)
+	if len(tasks) != 2 {
+		t.Fatalf("eval: tasks %v", ev)
+	}
+	var sum float64
+	for i, want := range []struct {
+		label  string
+		weight float64
+	}{{"click", 1}, {"buy", 0.5}} {
+		tk, _ := tasks[i].(map[string]any)
+		auc, _ := tk["auc"].(float64)
+		loss, _ := tk["loss"].(float64)
+		if tk["label"] != want.label || tk["weight"] != want.weight || !(auc > 0 && auc < 1) || !(loss > 0) {
+			t.Errorf("task %d: %v, want label %s weight %v", i, tk, want.label, want.weight)
+		}
+		sum += want.weight * loss
+	}
+	if l, _ := ev["loss"].(float64); !(math.Abs(l-sum) <= 1e-9*sum) {
+		t.Errorf("eval loss %v, Σ weight·task loss %v", l, sum)
 	}
 }

@@ -65,10 +65,7 @@ func specFromFlags(c *cli.Context) (dataset.Spec, error) {
 			}
 		}
 	}
-	sp.Offsets = c.Bool("slot-offsets")
-	if sp.Offsets && sp.SlotSizeArray == nil {
-		return sp, fmt.Errorf("--slot-offsets needs --slot-size-array")
-	}
+	sp.Offsets = c.Bool("slot-offsets") // (the sizes may come from the dataset's sidecar: dataset.Resolve checks)
 	if c.IsSet("nnz-array") {
 		if sp.NNZ, err = parseInts[int]("nnz-array", c.String("nnz-array")); err != nil {
 			return sp, err

@@ -16,10 +16,12 @@ func init() {
 		Usage: "print a model's layers, tensor shapes and parameter counts",
 		Description: "Reads a HugeCTR model description (graph JSON from graph_to_json, or a JSON config\n" +
 			"with solver/optimizer/layers, old or new schema) with --config, or builds a reference\n" +
-			"model with --model. --graph-out writes the graph JSON HugeCTR's graph_to_json would.",
+			"model with --model. --out-graph writes the graph JSON HugeCTR's graph_to_json would.",
 		Flags: append(modelFlags(),
-			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON to `FILE`"},
-			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --graph-out (default: as read, else 1)"},
+			&cli.StringFlag{Name: "out-graph", Usage: "write the model's graph JSON to `FILE`"},
+			renamed("graph-out", "out-graph"),
+			&cli.IntFlag{Name: "gpus", Usage: "GPU count for max_vocabulary_size_global in --out-graph (default: as read, else 1)"},
+			jsonFlag("layers with output_shapes and params, dense_params, embedding_params, bytes"),
 		),
 		Action: runSummary,
 	})
@@ -29,7 +31,7 @@ func init() {
 func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "HugeCTR model JSON `FILE` (graph JSON or JSON config)"},
-		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm"},
+		&cli.StringFlag{Name: "model", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm (HugeCTR's sample models; --width, --vec-size scale them)"},
 		vflag("dense-dim", withDefaultText("--model: 13")),
 		vflag("slot-size-array", withDefaultText("--model: 26 slots of 10000")),
 		vflag("num-slot", withDefaultText("--model: --slot-size-array's count, else 26")),
@@ -112,15 +114,27 @@ func runSummary(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := graph.Summary(c.App.Writer, cfg); err != nil {
+	if c.Bool("json") {
+		s, err := summaryOf(cfg)
+		if err != nil {
+			return err
+		}
+		if err := printJSON(c.App.Writer, s); err != nil {
+			return err
+		}
+	} else if err := graph.Summary(c.App.Writer, cfg); err != nil {
 		return err
 	}
-	if out := c.String("graph-out"); out != "" {
+	if out := c.String("out-graph"); out != "" {
 		o := graph.WriteOptions{Optimizer: cfg.Optimizer, GPUs: c.Int("gpus")}
 		if err := cfg.Graph.WriteFile(out, o); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "wrote %s\n", out)
+		w := c.App.Writer
+		if c.Bool("json") {
+			w = c.App.ErrWriter // stdout holds the JSON alone
+		}
+		fmt.Fprintf(w, "wrote %s\n", out)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func TestSummaryConfig(t *testing.T) {
 func TestSummaryModelGraphOut(t *testing.T) {
 	dir := t.TempDir()
 	g := filepath.Join(dir, "dcn.json")
-	out, err := runCtrkit(t, "summary", "--model", "dcn", "--slot-size-array", "10,20,30", "--dense-dim", "4", "--graph-out", g)
+	out, err := runCtrkit(t, "summary", "--model", "dcn", "--slot-size-array", "10,20,30", "--dense-dim", "4", "--out-graph", g)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func init() {
 			Description: "The model comes from --config FILE (HugeCTR graph JSON or JSON config; its solver,\n" +
 				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|dcnv2|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
-				"lr, samples/s) and one per evaluation (AUC); --metrics-out writes them as JSON lines.",
+				"lr, samples/s) and one per evaluation (AUC); --out-metrics writes them as JSON lines.",
 			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...)),
 			Action: runTrain,
 		},
@@ -42,11 +42,12 @@ func init() {
 			Name:  "predict",
 			Usage: "write the predictions of saved model files on Norm, Raw or Parquet data",
 			Description: "Loads the model as evaluate does and writes one line per sample of --eval-source\n" +
-				"(or the config's eval_source) to --output.\n\n" +
+				"(or the config's eval_source) to --out-predictions.\n\n" +
 				"Example:\n" +
 				"  ctrkit predict --config model.json --load-prefix snap/wdl --load-iter 1000 --eval-source data/file_list_test.txt -o pred.txt",
 			Flags: withSchemaFlags(append(append(append(modelFlags(), dataFlags(false)...), solverFlags(false)...),
-				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample)", Required: true})),
+				&cli.StringFlag{Name: "out-predictions", Aliases: []string{"o"}, Usage: "predictions `FILE` (one line per sample; required)"},
+				renamed("output", "out-predictions"))),
 			Action: runPredict,
 		},
 	)
@@ -54,10 +55,10 @@ func init() {
 
 func dataFlags(train bool) []cli.Flag {
 	fs := []cli.Flag{
-		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | raw-async | parquet (default: the config's, else norm)"},
+		&cli.StringFlag{Name: "format", Usage: "data format: norm | raw | raw-async | parquet (default: the config's, else detected from the data)"},
 		vflag("reader"),
 		vflag("eval-source"),
-		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets (default: the config's; with --model, --slot-size-array for raw and parquet)"},
+		&cli.StringFlag{Name: "data-slot-size-array", Usage: "slot sizes the reader turns into key offsets, or @FILE (default: the config's; with --model, --slot-size-array for raw and parquet and for data whose sidecar says slot-local keys)"},
 		vflag("num-workers"),
 		&cli.StringFlag{Name: "load-prefix", Usage: "load `PREFIX`_dense_<iter>.model, PREFIX<i>_sparse_<iter>.model… first"},
 		&cli.Int64Flag{Name: "load-iter", Usage: "iteration of the files to load (training continues from it)"},
@@ -66,9 +67,12 @@ func dataFlags(train bool) []cli.Flag {
 		fs = append(fs,
 			&cli.BoolFlag{Name: "load-optimizer", Value: true, Usage: "load the optimizer state with --load-prefix (false: start it fresh)"},
 			vflag("source"),
-			&cli.StringFlag{Name: "metrics-out", Usage: "write display and eval records as JSON lines to `FILE`"},
-			&cli.StringFlag{Name: "plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
-			&cli.StringFlag{Name: "graph-out", Usage: "write the model's graph JSON (HugeCTR graph_to_json) to `FILE`"},
+			renamed("metrics-out", "out-metrics"),
+			&cli.StringFlag{Name: "out-metrics", Usage: "write display and eval records as JSON lines to `FILE`"},
+			renamed("plot", "out-plot"),
+			&cli.StringFlag{Name: "out-plot", Usage: "write a PNG of loss and AUC against iterations to `FILE`"},
+			renamed("graph-out", "out-graph"),
+			&cli.StringFlag{Name: "out-graph", Usage: "write the model's graph JSON (HugeCTR graph_to_json) to `FILE`"},
 			&cli.BoolFlag{Name: "freeze-dense", Usage: "do not update the dense network (HugeCTR freeze_dense)"},
 			&cli.StringSliceFlag{Name: "freeze-embedding", Usage: "do not update the embedding `NAME` (its top, e.g. sparse_embedding1; repeatable)"},
 			&cli.StringFlag{Name: "export-predictions-prefix", Usage: "write each evaluation's scores and labels to `PREFIX`_pred_<iter> and PREFIX_label_<iter>"},
@@ -254,7 +258,7 @@ func runTrain(c *cli.Context) error {
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}
-	if g := c.String("graph-out"); g != "" {
+	if g := c.String("out-graph"); g != "" {
 		if err := cfg.Graph.WriteFile(g, graph.WriteOptions{Optimizer: j.Optimizer}); err != nil {
 			return err
 		}
@@ -264,7 +268,7 @@ func runTrain(c *cli.Context) error {
 		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
 	}
 	var mf *os.File
-	if p := c.String("metrics-out"); p != "" {
+	if p := c.String("out-metrics"); p != "" {
 		if mf, err = os.Create(p); err != nil {
 			return err
 		}
@@ -280,7 +284,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	if p := c.String("plot"); p != "" {
+	if p := c.String("out-plot"); p != "" {
 		if err := plotHistory(p, plotSource(&j), res.History); err != nil {
 			return err
 		}
@@ -303,15 +307,18 @@ func runEvaluate(c *cli.Context) error {
 }
 
 func runPredict(c *cli.Context) error {
+	if c.String("out-predictions") == "" {
+		return &exitError{2, fmt.Errorf("predict: --out-predictions FILE (-o) is required")}
+	}
 	j, _, err := buildJob(c, false)
 	if err != nil {
 		return err
 	}
 	defer model.CloseBackend(j.Backend)
-	n, err := model.RunPredict(j, c.String("output"))
+	n, err := model.RunPredict(j, c.String("out-predictions"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %d predictions to %s\n", n, c.String("output"))
+	fmt.Fprintf(c.App.Writer, "wrote %d predictions to %s\n", n, c.String("out-predictions"))
 	return nil
 }

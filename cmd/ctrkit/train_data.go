@@ -81,6 +81,9 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 			return fmt.Errorf("--reader: want sync or async, not %q", r)
 		}
 	}
+	if err := detectSources(c, j, cfg, train); err != nil {
+		return err
+	}
 	if c.IsSet("check-type") {
 		mode, err := norm.ParseCheckMode(c.String("check-type"))
 		if err != nil {
@@ -97,9 +100,10 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 			return err
 		}
 		apply(func(s *model.Source) { s.SlotSizeArray = sizes })
-	} else if cfg.Reader == nil && c.String("model") != "" && j.Train.Format != dataset.Norm {
-		// Raw and Parquet keys are slot-local (SPEC §3.3); the reference
-		// model's vocabulary is the slot sizes.
+	} else if cfg.Reader == nil && c.String("model") != "" && modelOffsets(j, train) {
+		// Raw and Parquet keys are slot-local (SPEC §3.3), and Norm keys
+		// whose sidecar says so; the reference model's vocabulary is the
+		// slot sizes.
 		var sizes []int64
 		for _, e := range cfg.Graph.Embeddings {
 			sizes = append(sizes, e.SlotSizeArray...)
@@ -112,14 +116,7 @@ func dataFromConfigAndFlags(c *cli.Context, j *model.Job, cfg *graph.Config, tra
 	if err := schemaOntoSources(c, j, cfg); err != nil {
 		return err
 	}
-	// num_samples and eval_num_samples count the config's files, not the
-	// ones flags name instead.
-	if train && c.IsSet("source") {
-		j.Train.Path, j.Train.Paths, j.Train.NumSamples = c.String("source"), nil, 0
-	}
-	if c.IsSet("eval-source") {
-		j.Eval.Path, j.Eval.NumSamples = c.String("eval-source"), 0
-	}
+	warnKeyConvention(c.App.ErrWriter, j, train)
 	if train && j.Train.Path == "" {
 		return fmt.Errorf("no training data: give --source")
 	}

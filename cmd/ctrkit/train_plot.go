@@ -35,7 +35,7 @@ func historyFigure(source string, h []model.Point) (*inspect.Figure, error) {
 		}
 	}
 	if len(loss) == 0 && len(evalLoss) == 0 && len(auc) == 0 {
-		return nil, fmt.Errorf("--plot: nothing to plot (set --display or --eval-interval)")
+		return nil, fmt.Errorf("--out-plot: nothing to plot (set --display or --eval-interval)")
 	}
 	f := &inspect.Figure{Cols: 1, PanelW: 8 * 72, PanelH: 3.6 * 72, SharedX: true,
 		Caption: []string{fmt.Sprintf("training of %s", source)}}
@@ -89,7 +89,7 @@ func plotHistory(path, source string, h []model.Point) error {
 		return err
 	}
 	if err := f.WritePNG(path); err != nil {
-		return fmt.Errorf("--plot: %w", err)
+		return fmt.Errorf("--out-plot: %w", err)
 	}
 	return nil
 }

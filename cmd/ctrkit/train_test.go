@@ -46,8 +46,8 @@ func TestTrainEvaluatePredict(t *testing.T) {
 		"--vec-size", "8", "--width", "0.03125", "--batchsize", "256"}
 	args := append([]string{"train"}, common...)
 	args = append(args, "--source", src, "--eval-source", eval, "--num-epochs", "2", "--display", "16",
-		"--eval-interval", "32", "--lr", "0.01", "--snapshot-prefix", prefix, "--metrics-out", metrics, "--plot", png,
-		"--graph-out", filepath.Join(dir, "wdl.json"))
+		"--eval-interval", "32", "--lr", "0.01", "--snapshot-prefix", prefix, "--out-metrics", metrics, "--out-plot", png,
+		"--out-graph", filepath.Join(dir, "wdl.json"))
 	out, err := runCtrkit(t, args...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -48,7 +48,7 @@ var vocabulary = []vocabFlag{
 	{name: "num-slot", cmds: readCmds + modelCmds + ", gen, summary", kind: intKind, group: "schema", usage: "categorical slots per sample (Raw: its shape; Norm, Parquet: checked against the header)"},
 	{name: "i64-input-key", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "64-bit keys (HugeCTR i64_input_key; detected for Norm when not given)"},
 	{name: "check-type", cmds: readCmds + modelCmds + ", gen", kind: stringKind, group: "schema", deprecated: []string{"check"}, usage: "Norm framing: sum | none (default: the header's, the config's, else sum)"},
-	{name: "slot-size-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
+	{name: "slot-size-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", usage: "comma-separated slot sizes, one value: every slot, or @FILE (a slot_size_array.json, or a dataset whose sidecar has them) (key range checks; hash buckets for Criteo text; vocabulary of gen and --model)"},
 	{name: "slot-offsets", cmds: readCmds, kind: boolKind, group: "schema", usage: "add slot offsets (Σ earlier slot sizes) to keys when reading"},
 	{name: "nnz-array", cmds: readCmds + modelCmds + ", gen, summary", kind: stringKind, group: "schema", deprecated: []string{"nnz"}, usage: "comma-separated max keys per slot (Raw multihot: hotness), one value: every slot"},
 	{name: "float-label-dense", cmds: readCmds + modelCmds + ", gen", kind: boolKind, group: "schema", usage: "Raw: float32 label and dense values instead of int32"},
@@ -56,7 +56,7 @@ var vocabulary = []vocabFlag{
 	{name: "label-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw label type: int32 | float32 (default: multihot int32 (HugeCTR v25), onehot by --float-label-dense)"},
 	{name: "dense-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
 	{name: "skip-corrupt", cmds: readCmds + modelCmds, kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
-	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --vocab-out)"},
+	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --out-vocab)"},
 	{name: "num-workers", cmds: "bench read, convert, gen, keyset" + modelCmds, kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
 	{name: "reader", cmds: "bench read, bench train" + modelCmds, kind: stringKind, group: "reader", usage: "sync | async (Raw only: HugeCTR's RawAsync, the O_DIRECT engine; same as --format raw-async for train)"},
 	{name: "source", cmds: "train", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
@@ -131,6 +131,12 @@ func vflags(names ...string) []cli.Flag {
 		fs[i] = vflag(n)
 	}
 	return fs
+}
+
+// renamed is the hidden old spelling old of a command's own string flag
+// canon (resolveDeprecated moves its value, with a note).
+func renamed(old, canon string) cli.Flag {
+	return &cli.StringFlag{Name: old, Usage: deprecatedPrefix + canon, Hidden: true}
 }
 
 // deprecatedPrefix marks the usage of a hidden old spelling.

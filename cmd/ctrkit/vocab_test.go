@@ -56,6 +56,28 @@ func TestDeprecatedSpellings(t *testing.T) {
 	if err1 != nil || err2 != nil || strings.TrimPrefix(nnz, "note: --nnz is now --nnz-array\n") != arr || !strings.Contains(arr, "≤ 3 keys") {
 		t.Errorf("summary --nnz 3 vs --nnz-array 3 (%v, %v):\n%s\n---\n%s", err1, err2, nnz, arr)
 	}
+	// Outputs are --out-* where a command has inputs too; the old names
+	// still work, with a note.
+	g1, _ := runCtrkit(t, "summary", "--model", "wdl", "--slot-size-array", "10,10", "--graph-out", "g1.json")
+	g2, _ := runCtrkit(t, "summary", "--model", "wdl", "--slot-size-array", "10,10", "--out-graph", "g2.json")
+	if !strings.Contains(g1, "note: --graph-out is now --out-graph") || string(readFile(t, "g1.json")) != string(readFile(t, "g2.json")) || strings.Contains(g2, "note:") {
+		t.Errorf("summary --graph-out vs --out-graph:\n%s\n---\n%s", g1, g2)
+	}
+	for cmd, olds := range map[string][]string{"train": {"--metrics-out", "--graph-out", "--plot"}, "predict": {"--output"},
+		"convert": {"--vocab-out"}, "inspect": {"--plot"}, "summary": {"--graph-out"}} {
+		help, _ := runCtrkit(t, cmd, "--help")
+		for _, old := range olds {
+			if strings.Contains(help, old+" ") {
+				t.Errorf("%s --help lists the old spelling %s", cmd, old)
+			}
+		}
+		if !strings.Contains(help, "--out-") {
+			t.Errorf("%s --help lists no --out-* output", cmd)
+		}
+	}
+	if out, code := ctrkitArgs(t, "predict", "--model", "wdl", "--eval-source", "a/file_list.txt"); code != 2 || !strings.Contains(out, "--out-predictions FILE (-o) is required") {
+		t.Errorf("predict without -o: exit %d\n%s", code, out)
+	}
 	// Hidden: help lists the new names only.
 	help, _ := runCtrkit(t, "gen", "--help")
 	for _, old := range []string{"--source", "--eval-source", "--threads"} {
@@ -184,7 +206,7 @@ func TestVocabulary(t *testing.T) {
 	}
 	vocabFile := filepath.Join(dir, "v.vocab")
 	if out, code := ctrkitArgs(t, "convert", tsv, filepath.Join(dir, "out.raw"), "--to", "raw", "--dense-dim", "3", "--num-slot", "4",
-		"--vocab", "--min-count", "1", "--vocab-out", vocabFile); code != 0 {
+		"--vocab", "--min-count", "1", "--out-vocab", vocabFile); code != 0 {
 		t.Fatalf("writing a vocabulary: exit %d\n%s", code, out)
 	}
 	values := map[string]string{"vocab-file": vocabFile}
@@ -245,7 +267,7 @@ func TestVocabulary(t *testing.T) {
 		case "summary":
 			args = append(args, "--model", "dlrm")
 		case "predict":
-			args = append(args, "--output", "p.txt")
+			args = append(args, "--out-predictions", "p.txt")
 		}
 		// Run the command's own flag parsing, without its action.
 		cp := *cmd

@@ -195,7 +195,7 @@ func (p *pipeline) produce() error {
 			return nil
 		}
 		if lines == 0 {
-			err := p.fail(fmt.Errorf("ctrkit/formats/criteo: no data lines to repeat in %d files", len(p.paths)))
+			err := p.fail(fmt.Errorf("no data lines to repeat in %d files", len(p.paths)))
 			if err == errStop {
 				return nil
 			}

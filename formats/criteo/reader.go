@@ -53,7 +53,7 @@ func ParseFormat(s string) (Format, error) {
 	case "auto", "criteo", "":
 		return Auto, nil
 	}
-	return 0, fmt.Errorf("ctrkit/formats/criteo: unknown text format %q (want tsv, csv or auto)", s)
+	return 0, fmt.Errorf("unknown text format %q (want tsv, csv or auto)", s)
 }
 
 // Default column counts of Criteo's logs.
@@ -97,11 +97,11 @@ func (l Layout) withDefaults() Layout {
 // Validate reports an impossible layout.
 func (l *Layout) Validate() error {
 	if l.Format > CSV {
-		return fmt.Errorf("ctrkit/formats/criteo: invalid format %d", l.Format)
+		return fmt.Errorf("invalid format %d", l.Format)
 	}
 	d := l.withDefaults()
 	if d.NumDense > 1<<16 || d.NumCat > 1<<16 {
-		return fmt.Errorf("ctrkit/formats/criteo: %d dense and %d categorical columns: too many", d.NumDense, d.NumCat)
+		return fmt.Errorf("%d dense and %d categorical columns: too many", d.NumDense, d.NumCat)
 	}
 	return nil
 }
@@ -138,24 +138,24 @@ func (o *Options) Validate() error {
 	}
 	l := o.Layout.withDefaults()
 	if o.Shuffle {
-		return errors.New("ctrkit/formats/criteo: Shuffle is not supported for text input")
+		return errors.New("Shuffle is not supported for text input")
 	}
 	if (o.Buckets == nil) == (o.Vocab == nil) {
-		return errors.New("ctrkit/formats/criteo: exactly one of Buckets (hashing) and Vocab must be set")
+		return errors.New("exactly one of Buckets (hashing) and Vocab must be set")
 	}
 	sizes := o.slotSizes()
 	if len(sizes) != l.NumCat {
-		return fmt.Errorf("ctrkit/formats/criteo: %d slot sizes for %d categorical columns", len(sizes), l.NumCat)
+		return fmt.Errorf("%d slot sizes for %d categorical columns", len(sizes), l.NumCat)
 	}
 	for s, n := range sizes {
 		if n < 2 {
-			return fmt.Errorf("ctrkit/formats/criteo: slot %d has %d keys, want ≥ 2", s, n)
+			return fmt.Errorf("slot %d has %d keys, want ≥ 2", s, n)
 		}
 		if uint64(n)-1 > o.KeyType.Max() {
-			return fmt.Errorf("ctrkit/formats/criteo: slot %d has %d keys, more than key type %s holds", s, n, o.KeyType)
+			return fmt.Errorf("slot %d has %d keys, more than key type %s holds", s, n, o.KeyType)
 		}
 		if len(o.SlotSizeArray) == len(sizes) && o.SlotSizeArray[s] < n {
-			return fmt.Errorf("ctrkit/formats/criteo: slot_size_array[%d] = %d below the slot's %d keys", s, o.SlotSizeArray[s], n)
+			return fmt.Errorf("slot_size_array[%d] = %d below the slot's %d keys", s, o.SlotSizeArray[s], n)
 		}
 	}
 	sc := o.schema()
@@ -175,7 +175,7 @@ func (o *Options) schema() formats.Schema {
 }
 
 // ErrClosed is returned by Read after Close.
-var ErrClosed = errors.New("ctrkit/formats/criteo: reader closed")
+var ErrClosed = errors.New("reader closed")
 
 // Stats counts what a Reader or BuildVocab has seen.
 type Stats struct {
@@ -209,7 +209,7 @@ func Open(paths []string, o Options) (*Reader, error) {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("ctrkit/formats/criteo: no input files")
+		return nil, errors.New("no input files")
 	}
 	o.Options = o.Options.WithDefaults()
 	l := o.Layout.withDefaults()
@@ -240,11 +240,11 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	}
 	s := b.Schema
 	if s.LabelDim != 1 || s.DenseDim != r.nd || len(s.Slots) != r.nc || s.KeyType != r.schema.KeyType {
-		return 0, fmt.Errorf("ctrkit/formats/criteo: batch schema %d/%d/%d %s, reader %d/%d/%d %s",
+		return 0, fmt.Errorf("batch schema %d/%d/%d %s, reader %d/%d/%d %s",
 			s.LabelDim, s.DenseDim, len(s.Slots), s.KeyType, 1, r.nd, r.nc, r.schema.KeyType)
 	}
 	if b.Cap() < r.bsize {
-		return 0, fmt.Errorf("ctrkit/formats/criteo: batch capacity %d below batch size %d", b.Cap(), r.bsize)
+		return 0, fmt.Errorf("batch capacity %d below batch size %d", b.Cap(), r.bsize)
 	}
 	if err := b.ReserveKeys(r.bsize * r.nc); err != nil {
 		return 0, err

@@ -60,10 +60,10 @@ func (o *VocabOptions) Validate() error {
 		return err
 	}
 	if o.MinCount < 0 {
-		return fmt.Errorf("ctrkit/formats/criteo: negative min count %d", o.MinCount)
+		return fmt.Errorf("negative min count %d", o.MinCount)
 	}
 	if o.MemoryBudget != 0 && o.MemoryBudget < MinMemoryBudget {
-		return fmt.Errorf("ctrkit/formats/criteo: memory budget %d below the minimum %d", o.MemoryBudget, MinMemoryBudget)
+		return fmt.Errorf("memory budget %d below the minimum %d", o.MemoryBudget, MinMemoryBudget)
 	}
 	return nil
 }
@@ -186,7 +186,7 @@ func BuildVocab(paths []string, o VocabOptions) (*Vocab, error) {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("ctrkit/formats/criteo: no input files")
+		return nil, errors.New("no input files")
 	}
 	l := o.Layout.withDefaults()
 	if o.MinCount == 0 {
@@ -456,16 +456,16 @@ func (b *builder) spill() error {
 	b.account(b.fixed + 16*int64(len(b.t)) + int64(b.bufSize))
 	f, w, err := b.newRun()
 	if err != nil {
-		return fmt.Errorf("ctrkit/formats/criteo: spilling vocabulary counts: %w", err)
+		return fmt.Errorf("spilling vocabulary counts: %w", err)
 	}
 	for _, e := range b.t[:b.n] {
 		if err := putRecord(w, e); err != nil {
 			f.Close()
-			return fmt.Errorf("ctrkit/formats/criteo: spilling vocabulary counts: %w", err)
+			return fmt.Errorf("spilling vocabulary counts: %w", err)
 		}
 	}
 	if err := finishRun(f, w); err != nil {
-		return fmt.Errorf("ctrkit/formats/criteo: spilling vocabulary counts: %w", err)
+		return fmt.Errorf("spilling vocabulary counts: %w", err)
 	}
 	clear(b.t[:b.n])
 	b.n = 0
@@ -488,7 +488,7 @@ func (rr *runReader) advance() (bool, error) {
 		if err == io.EOF {
 			return false, nil
 		}
-		return false, fmt.Errorf("ctrkit/formats/criteo: reading vocabulary run %s: %w", rr.f.Name(), err)
+		return false, fmt.Errorf("reading vocabulary run %s: %w", rr.f.Name(), err)
 	}
 	rr.cur = entry{v: binary.LittleEndian.Uint64(rec[0:]), s: binary.LittleEndian.Uint32(rec[8:]), c: binary.LittleEndian.Uint32(rec[12:])}
 	return true, nil
@@ -501,7 +501,7 @@ func (b *builder) mergeAll() error {
 	for len(b.runs) > fanIn {
 		f, w, err := b.newRun()
 		if err != nil {
-			return fmt.Errorf("ctrkit/formats/criteo: merging vocabulary runs: %w", err)
+			return fmt.Errorf("merging vocabulary runs: %w", err)
 		}
 		var werr error
 		err = b.merge(b.runs[:fanIn], func(e entry) {
@@ -516,7 +516,7 @@ func (b *builder) mergeAll() error {
 			err = ferr
 		}
 		if err != nil {
-			return fmt.Errorf("ctrkit/formats/criteo: merging vocabulary runs: %w", err)
+			return fmt.Errorf("merging vocabulary runs: %w", err)
 		}
 		for _, r := range b.runs[:fanIn] {
 			os.Remove(r)
@@ -641,12 +641,12 @@ func (v *Vocab) Save(path string) error {
 	}
 	if err := w.Flush(); err != nil {
 		f.Abort()
-		return fmt.Errorf("ctrkit/formats/criteo: writing vocabulary %s: %w", path, err)
+		return fmt.Errorf("writing vocabulary %s: %w", path, err)
 	}
 	binary.LittleEndian.PutUint32(b[:4], crc.Sum32())
 	if _, err := f.Write(b[:4]); err != nil {
 		f.Abort()
-		return fmt.Errorf("ctrkit/formats/criteo: writing vocabulary %s: %w", path, err)
+		return fmt.Errorf("writing vocabulary %s: %w", path, err)
 	}
 	return f.Commit()
 }

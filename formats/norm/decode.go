@@ -45,7 +45,7 @@ func NewDecoder(s *formats.Schema, o DecoderOptions) (*Decoder, error) {
 		return nil, err
 	}
 	if !o.Check.valid() {
-		return nil, fmt.Errorf("ctrkit/formats/norm: invalid check mode %d", int(o.Check))
+		return nil, fmt.Errorf("invalid check mode %d", int(o.Check))
 	}
 	fo := formats.Options{SlotSizeArray: o.SlotSizeArray}
 	if err := fo.Validate(s); err != nil {
@@ -142,7 +142,7 @@ func (d *Decoder) decode(src []byte, b *formats.Batch, limit, maxN int, pos Pos)
 func (d *Decoder) checkBatch(b *formats.Batch) error {
 	s := b.Schema
 	if s.LabelDim != d.ld || s.DenseDim != d.dd || len(s.Slots) != d.nslots || s.KeyType.Size() != d.ks {
-		return fmt.Errorf("ctrkit/formats/norm: batch schema %d/%d/%d %s, decoder %d/%d/%d %s",
+		return fmt.Errorf("batch schema %d/%d/%d %s, decoder %d/%d/%d %s",
 			s.LabelDim, s.DenseDim, len(s.Slots), s.KeyType, d.ld, d.dd, d.nslots, d.schema.KeyType)
 	}
 	return nil
@@ -456,10 +456,10 @@ func (d *Decoder) decodeScanned(src []byte, b *formats.Batch, maxN int, pos Pos,
 				err = decodeLoop(d, chunk, &st, b, offsets, keys, p)
 			}
 			if err == nil && st.records != recs {
-				err = fmt.Errorf("ctrkit/formats/norm: internal error: chunk decoded %d of %d records", st.records, recs)
+				err = fmt.Errorf("internal error: chunk decoded %d of %d records", st.records, recs)
 			}
 			if err == errGrow {
-				err = fmt.Errorf("ctrkit/formats/norm: internal error: key buffer too small after reserve")
+				err = fmt.Errorf("internal error: key buffer too small after reserve")
 			}
 			errs[c], skipped[c] = err, st.skipped
 			return nil

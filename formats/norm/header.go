@@ -52,7 +52,7 @@ func ParseCheckMode(s string) (CheckMode, error) {
 	case "sum":
 		return CheckSum, nil
 	}
-	return 0, fmt.Errorf("ctrkit/formats/norm: unknown check mode %q (want none or sum)", s)
+	return 0, fmt.Errorf("unknown check mode %q (want none or sum)", s)
 }
 
 func (m CheckMode) valid() bool { return m == CheckNone || m == CheckSum }
@@ -86,7 +86,7 @@ type Header struct {
 func ParseHeader(src []byte, m CheckMode) (Header, int, error) {
 	var h Header
 	if !m.valid() {
-		return h, 0, fmt.Errorf("ctrkit/formats/norm: invalid check mode %d", int(m))
+		return h, 0, fmt.Errorf("invalid check mode %d", int(m))
 	}
 	n := m.headerLen()
 	if len(src) < n {

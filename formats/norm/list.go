@@ -26,7 +26,7 @@ func CreateList(listPath string, s *formats.Schema, o ListOptions) (*formats.Spl
 		return nil, err
 	}
 	if o.SamplesPerFile < 0 {
-		return nil, fmt.Errorf("ctrkit/formats/norm: samples per file %d must be ≥ 0", o.SamplesPerFile)
+		return nil, fmt.Errorf("samples per file %d must be ≥ 0", o.SamplesPerFile)
 	}
 	if o.Prefix == "" {
 		o.Prefix = "part_"

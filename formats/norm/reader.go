@@ -48,13 +48,13 @@ const readPiece = 1 << 20
 // Validate checks the options against a schema (nil: the key type alone).
 func (o *Options) Validate(s *formats.Schema) error {
 	if !o.Check.valid() {
-		return fmt.Errorf("ctrkit/formats/norm: invalid check mode %d", int(o.Check))
+		return fmt.Errorf("invalid check mode %d", int(o.Check))
 	}
 	if o.KeyType > formats.KeyI64 {
-		return fmt.Errorf("ctrkit/formats/norm: invalid key type %d", o.KeyType)
+		return fmt.Errorf("invalid key type %d", o.KeyType)
 	}
 	if o.BufferSize < 0 {
-		return fmt.Errorf("ctrkit/formats/norm: negative buffer size %d", o.BufferSize)
+		return fmt.Errorf("negative buffer size %d", o.BufferSize)
 	}
 	if s == nil {
 		return nil
@@ -117,7 +117,7 @@ func OpenList(fileListPath string, s *formats.Schema, o Options) (*Reader, error
 // key type o.KeyType, slot sizes from o.SlotSizeArray).
 func OpenFiles(files []string, s *formats.Schema, o Options) (*Reader, error) {
 	if len(files) == 0 {
-		return nil, errors.New("ctrkit/formats/norm: no files to read")
+		return nil, errors.New("no files to read")
 	}
 	if err := o.Validate(s); err != nil {
 		return nil, err
@@ -250,10 +250,10 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 		return 0, r.err
 	}
 	if r.dec == nil {
-		return 0, errors.New("ctrkit/formats/norm: read of closed reader")
+		return 0, errors.New("read of closed reader")
 	}
 	if b.Cap() < r.opts.BatchSize {
-		return 0, fmt.Errorf("ctrkit/formats/norm: batch capacity %d below batch size %d", b.Cap(), r.opts.BatchSize)
+		return 0, fmt.Errorf("batch capacity %d below batch size %d", b.Cap(), r.opts.BatchSize)
 	}
 	if err := r.dec.checkBatch(b); err != nil {
 		return 0, err

@@ -24,7 +24,7 @@ type WriterOptions struct {
 // Validate reports invalid options.
 func (o *WriterOptions) Validate() error {
 	if !o.Check.valid() {
-		return fmt.Errorf("ctrkit/formats/norm: invalid check mode %d", int(o.Check))
+		return fmt.Errorf("invalid check mode %d", int(o.Check))
 	}
 	return nil
 }
@@ -78,16 +78,16 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 	}
 	s := b.Schema
 	if s.LabelDim != w.schema.LabelDim || s.DenseDim != w.schema.DenseDim || len(s.Slots) != len(w.schema.Slots) || s.KeyType != w.schema.KeyType {
-		return fmt.Errorf("ctrkit/formats/norm: batch schema %d/%d/%d %s, writer %d/%d/%d %s", s.LabelDim, s.DenseDim, len(s.Slots), s.KeyType,
+		return fmt.Errorf("batch schema %d/%d/%d %s, writer %d/%d/%d %s", s.LabelDim, s.DenseDim, len(s.Slots), s.KeyType,
 			w.schema.LabelDim, w.schema.DenseDim, len(w.schema.Slots), w.schema.KeyType)
 	}
 	if lo < 0 || hi > b.N || lo > hi {
-		return fmt.Errorf("ctrkit/formats/norm: WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
+		return fmt.Errorf("WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
 	}
 	for i := lo; i < hi; i++ {
 		for si, sl := range w.schema.Slots {
 			if lo, hi := b.Row(i, si); sl.MaxNNZ > 0 && hi-lo > sl.MaxNNZ {
-				return fmt.Errorf("ctrkit/formats/norm: writing %s: sample %d slot %d has %d keys, max %d: %w", w.f.Final(), i, si, hi-lo, sl.MaxNNZ, formats.ErrNNZ)
+				return fmt.Errorf("writing %s: sample %d slot %d has %d keys, max %d: %w", w.f.Final(), i, si, hi-lo, sl.MaxNNZ, formats.ErrNNZ)
 			}
 		}
 		w.rec = AppendRecord(w.rec[:0], b, i, w.check)
@@ -153,7 +153,7 @@ func (w *Writer) Close() error {
 		w.f.Abort()
 		return fmt.Errorf("rewriting norm header of %s: %w", w.f.Final(), err)
 	}
-	w.err = errors.New("ctrkit/formats/norm: writer closed")
+	w.err = errors.New("writer closed")
 	return w.f.Commit()
 }
 
@@ -162,7 +162,7 @@ func (w *Writer) Abort() error {
 	if w == nil {
 		return nil
 	}
-	w.err = errors.New("ctrkit/formats/norm: writer aborted")
+	w.err = errors.New("writer aborted")
 	return w.f.Abort()
 }
 

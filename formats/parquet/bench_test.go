@@ -47,6 +47,21 @@ func criteoBatch(s *formats.Schema, n int, seed uint64) *formats.Batch {
 	return b
 }
 
+// genKeys redraws b's keys by a power law (α 1.2) over 10⁴ values per
+// slot and its dense values uniformly in [0, 1), as `ctrkit gen` does.
+func genKeys(b *formats.Batch, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	const a, n = 1.2, 1e4
+	lo, hi := 1.0, math.Pow(n+1, 1-a)
+	for i := range b.Keys64 {
+		u := rng.Float64()
+		b.Keys64[i] = int64(math.Pow(lo+u*(hi-lo), 1/(1-a))) - 1
+	}
+	for i := range b.Dense {
+		b.Dense[i] = rng.Float32()
+	}
+}
+
 // decodedBytes is what one Criteo sample occupies in a batch: label, dense
 // and keys (offsets not counted): 4·14 + 8·26 = 264 bytes.
 const decodedBytes = 4*14 + 8*26
@@ -75,12 +90,25 @@ func criteoDataset(b *testing.B, comp string) string {
 	}
 	s := criteoSchema()
 	dir := filepath.Join(benchDir, comp)
-	w, err := NewDatasetWriter(dir, &s, DatasetOptions{WriterOptions: WriterOptions{Compression: comp}})
+	// "gen" is the dataset of the DuckDB comparison: what `ctrkit gen
+	// --format parquet --num-files 4 --num-samples-per-file 250000` writes
+	// (snappy; keys drawn by a power law over 10⁴ values per slot; dense
+	// uniform in [0, 1)): row groups of 131072 and 118928 rows, so most
+	// batches straddle two row groups.
+	gen := comp == "gen"
+	opts := DatasetOptions{WriterOptions: WriterOptions{Compression: comp}}
+	if gen {
+		opts = DatasetOptions{WriterOptions: WriterOptions{Compression: "snappy"}, RowsPerFile: 250000}
+	}
+	w, err := NewDatasetWriter(dir, &s, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < benchRows/benchBatch; i++ {
 		bt := criteoBatch(&s, benchBatch, uint64(i))
+		if gen {
+			genKeys(bt, uint64(i))
+		}
 		if err := w.Write(bt); err != nil {
 			b.Fatal(err)
 		}
@@ -145,7 +173,7 @@ func BenchmarkRead(b *testing.B) {
 // decoded row groups (row groups of 131072 rows hold two batches), no copy.
 func BenchmarkNext(b *testing.B) {
 	s := criteoSchema()
-	for _, comp := range []string{"snappy", "none"} {
+	for _, comp := range []string{"snappy", "none", "gen"} {
 		for _, workers := range []int{1, 2, 4, 8, 16} {
 			b.Run(fmt.Sprintf("%s/workers=%d", comp, workers), func(b *testing.B) {
 				list := criteoDataset(b, comp)

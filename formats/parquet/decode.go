@@ -802,10 +802,10 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 		}
 	}
 	if t.bad || t.i > len(b) {
-		return h, 0, errors.New("parquet: truncated or malformed page header")
+		return h, 0, errors.New("truncated or malformed page header")
 	}
 	if h.hasType == 0 || h.hasSizes != 2 {
-		return h, 0, errors.New("parquet: page header lacks its type or sizes")
+		return h, 0, errors.New("page header lacks its type or sizes")
 	}
 	return h, t.i, nil
 }
@@ -829,10 +829,10 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			return d.corrupt(row, err)
 		}
 		if h.csize < 0 || h.usize < 0 || h.usize > maxRawPageSize {
-			return d.corrupt(row, fmt.Errorf("parquet: invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
+			return d.corrupt(row, fmt.Errorf("invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
 		}
 		if rest := st.left() - int64(n); int64(h.csize) > rest {
-			return d.corrupt(row, fmt.Errorf("parquet: page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, rest))
+			return d.corrupt(row, fmt.Errorf("page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, rest))
 		}
 		st.skip(int64(n))
 		csize := int64(h.csize)
@@ -840,10 +840,10 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 		switch h.typ {
 		case pageData, pageDataV2:
 			if !h.data || h.dataV2 != (h.typ == pageDataV2) {
-				return d.corrupt(row, errors.New("parquet: data page without its data page header"))
+				return d.corrupt(row, errors.New("data page without its data page header"))
 			}
 			if h.nv < 0 {
-				return d.corrupt(row, errors.New("parquet: invalid page header (negative number of values)"))
+				return d.corrupt(row, errors.New("invalid page header (negative number of values)"))
 			}
 			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
 				return d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
@@ -851,7 +851,7 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			codec := d.codec
 			if h.typ == pageDataV2 {
 				if h.defLen < 0 || h.repLen < 0 {
-					return d.corrupt(row, errors.New("parquet: invalid page header (negative levels byte length)"))
+					return d.corrupt(row, errors.New("invalid page header (negative levels byte length)"))
 				}
 				if h.nulls != 0 {
 					return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
@@ -869,7 +869,7 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			nv := int64(h.nv)
 			if codec == compress.Codecs.Uncompressed {
 				if body != usize {
-					return d.corrupt(row, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
+					return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
 				}
 				if nv*int64(size) > body {
 					return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", body, nv, size)
@@ -885,7 +885,7 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
 				// No snappy block of usize bytes is that long: refuse
 				// before reading (and allocating for) it.
-				return d.corrupt(row, fmt.Errorf("parquet: snappy page of %d bytes for %d bytes of data", body, usize))
+				return d.corrupt(row, fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize))
 			}
 			// A compressed page that fits the window is read through it;
 			// a larger one into the task's scratch, so that windows stay
@@ -962,16 +962,16 @@ func (d *decoder) inflate(src []byte, n int, codec compress.Compression) ([]byte
 	switch codec {
 	case compress.Codecs.Uncompressed:
 		if len(src) != n {
-			return nil, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", n, len(src))
+			return nil, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", n, len(src))
 		}
 		return src, nil
 	case compress.Codecs.Snappy:
 		got, err := s2.DecodedLen(src)
 		if err != nil {
-			return nil, fmt.Errorf("parquet: could not decompress page: %w", err)
+			return nil, fmt.Errorf("could not decompress page: %w", err)
 		}
 		if got != n {
-			return nil, fmt.Errorf("parquet: metadata said %d bytes uncompressed data page, got %d bytes", n, got)
+			return nil, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", n, got)
 		}
 		if cap(d.dec) < n {
 			if d.dec != nil {
@@ -981,9 +981,9 @@ func (d *decoder) inflate(src []byte, n int, codec compress.Compression) ([]byte
 		}
 		out, err := s2.Decode(d.dec[:n], src)
 		if err != nil {
-			return nil, fmt.Errorf("parquet: could not decompress page: %w", err)
+			return nil, fmt.Errorf("could not decompress page: %w", err)
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("parquet: codec %s on the raw page path", codec)
+	return nil, fmt.Errorf("codec %s on the raw page path", codec)
 }

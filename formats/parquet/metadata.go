@@ -150,7 +150,7 @@ func WriteMetadataTo(files atomicfile.Creator, path string, m *Metadata) error {
 	}
 	data, err := c.Marshal()
 	if err != nil {
-		return fmt.Errorf("ctrkit/parquet: encoding %s: %w", path, err)
+		return fmt.Errorf("encoding %s: %w", path, err)
 	}
 	return atomicfile.WriteFileTo(files, path, data)
 }

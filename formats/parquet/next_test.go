@@ -82,3 +82,87 @@ func TestNext(t *testing.T) {
 		})
 	}
 }
+
+// TestNextJoins checks the batches Next lends across row groups (the head
+// of the next row group copied into the room of the one the batch begins
+// in, rgBuf.room): files of 244 rows in row groups of 128 and 116, batches
+// of 64, the shape of `ctrkit gen`'s files of 250000 rows (row groups of
+// 131072 and 118928) and batches of 65536 scaled down, in epoch
+// and repeat mode, with shuffled files, both key types, 1–3 workers, with
+// Read and Next interleaved, and a memory limit; the batches are those
+// Read returns, and joins copy fewer rows than copying the batches would.
+func TestNextJoins(t *testing.T) {
+	for _, kt := range []formats.KeyType{formats.KeyI64, formats.KeyU32} {
+		rng := rand.New(rand.NewPCG(7, uint64(kt)))
+		s := formats.NewSchema(1, 3, []int{1, 1, 1, 1, 1}, nil, kt)
+		d := formatstest.NewDataset(rng, s, 4*244, 1, formatstest.AnyFloat)
+		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 128}, RowsPerFile: 244})
+		for _, workers := range []int{1, 2, 3} {
+			o := Options{Options: formats.Options{BatchSize: 64, Workers: workers}}
+			r, err := OpenList(list, &s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readNext(t, r)
+			joined := r.joined
+			r.Close()
+			if diff := formatstest.Diff(d, got); diff != "" {
+				t.Fatalf("%s workers=%d: %s", kt, workers, diff)
+			}
+			// Every row group but the first ends 52 rows into a batch
+			// that the next one completes (the last one's is the short
+			// last batch): 6 joins of 12 rows, where copying the batches
+			// would copy 6·64.
+			if joined != 6*12 {
+				t.Fatalf("%s workers=%d: %d rows joined, want %d", kt, workers, joined, 6*12)
+			}
+
+			// Repeat, shuffled, 3 epochs, Read and Next alternating.
+			o.Repeat, o.Shuffle, o.Seed = true, true, 9
+			const n = 64 * 47
+			want, err := readList(list, &s, o, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err = OpenList(list, &s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = &formatstest.Dataset{Schema: s}
+			rb, _ := formats.NewBatch(&s, 64, nil)
+			for i := 0; got.Len() < n; i++ {
+				b := rb
+				if i%3 == 2 {
+					if _, err := r.Read(rb); err != nil {
+						t.Fatal(err)
+					}
+				} else if b, err = r.Next(); err != nil {
+					t.Fatal(err)
+				}
+				if err := formatstest.CheckBatch(b); err != nil {
+					t.Fatal(err)
+				}
+				for j := 0; j < b.N; j++ {
+					got.AppendFrom(b, j)
+				}
+			}
+			if r.joined == 0 {
+				t.Fatalf("%s workers=%d repeat: no batch joined", kt, workers)
+			}
+			r.Close()
+			if diff := formatstest.Diff(want, got); diff != "" {
+				t.Fatalf("%s workers=%d repeat: %s", kt, workers, diff)
+			}
+		}
+	}
+}
+
+// readList reads n rows with Read only.
+func readList(list string, s *formats.Schema, o Options, n int) (*formatstest.Dataset, error) {
+	r, err := OpenList(list, s, o)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return formatstest.ReadAll(r, o.BatchSize, n)
+}

@@ -55,10 +55,10 @@ func (o Options) WithDefaults() Options {
 // Validate checks the options against a schema.
 func (o *Options) Validate(s *formats.Schema) error {
 	if o.KeyType > formats.KeyI64 {
-		return fmt.Errorf("ctrkit/parquet: invalid key type %d", o.KeyType)
+		return fmt.Errorf("invalid key type %d", o.KeyType)
 	}
 	if o.Prefetch < 0 || o.MaxRowGroupRows < 0 {
-		return fmt.Errorf("ctrkit/parquet: negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
+		return fmt.Errorf("negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
 	}
 	return o.Options.Validate(s)
 }
@@ -125,10 +125,10 @@ func OpenList(fileListPath string, s *formats.Schema, o Options) (*Reader, error
 // with the number of files. Every file must have a file_stats entry.
 func OpenFiles(paths []string, meta *Metadata, s *formats.Schema, o Options) (*Reader, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("ctrkit/parquet: no data files")
+		return nil, errors.New("no data files")
 	}
 	if meta == nil {
-		return nil, errors.New("ctrkit/parquet: nil metadata")
+		return nil, errors.New("nil metadata")
 	}
 	rows := make(map[string]int64, len(meta.FileStats))
 	for _, fs := range meta.FileStats {
@@ -527,7 +527,7 @@ func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefet
 		ncols = max(ncols, len(fp.cols))
 	}
 	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
-	decoded := rows * perRow
+	decoded := (rows + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow // with its room (rgBuf.room)
 	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
 	workers, prefetch = o.Workers, o.Prefetch
 	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {

@@ -98,7 +98,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 	rg := ownRowGroup{rows: int64(rows), chunks: make([]chunkMeta, ncol)}
 	for c := 0; c < ncol; c++ {
 		if _, err := w.bw.Write(o.bufs[c]); err != nil {
-			return fmt.Errorf("ctrkit/parquet: writing %s: %w", w.path, err)
+			return fmt.Errorf("writing %s: %w", w.path, err)
 		}
 		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c], pages: pages[c]}
 		o.off += int64(len(o.bufs[c]))

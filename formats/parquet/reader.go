@@ -22,7 +22,7 @@ import (
 const streamBufferSize = 64 << 10
 
 // errClosed is returned by Read after Close.
-var errClosed = errors.New("ctrkit/parquet: reader closed")
+var errClosed = errors.New("reader closed")
 
 var (
 	_ formats.Reader = (*Reader)(nil)
@@ -45,16 +45,23 @@ type Reader struct {
 	pool  *poolAllocator
 
 	cancel context.CancelFunc
-	jobs   chan *rgBuf   // row groups in hand-out order; closed by the producer at the end
-	free   chan *rgBuf   // recycled row-group buffers
-	nbuf   int           // row-group buffers made so far (at most cap(free))
-	busy   atomic.Int32  // decoding tasks started and not finished
-	idle   chan struct{} // a task has finished (cap 1, coalescing)
-	done   chan struct{} // closed when the producer (and every task) has returned
+	jobs   chan *rgBuf // row groups in hand-out order; closed by the producer at the end
+	free   chan *rgBuf // recycled row-group buffers
+	nbuf   int         // row-group buffers made so far (at most cap(free))
+	// tail is the producer's position in the stream of rows modulo
+	// BatchSize: the rows of the last batch begun but not completed by the
+	// row groups queued so far (see rgBuf.room).
+	tail int
+	busy atomic.Int32  // decoding tasks started and not finished
+	idle chan struct{} // a task has finished (cap 1, coalescing)
+	done chan struct{} // closed when the producer (and every task) has returned
 
 	// Consumer state, touched only by Read, Next and Close.
 	own    *formats.Batch // Next's batch when it cannot lend a view
 	view   formats.Batch  // Next's view into a decoded row group
+	lent   *rgBuf         // the row group the view lies in, when it is no longer cur
+	peek   *rgBuf         // the next row group, decoded, taken from jobs early by Next
+	joined int64          // rows Next copied into a row group's room (tests)
 	ones   []int32        // CSR offsets 0, 1, …, BatchSize·S of one-hot batches
 	cur    *rgBuf
 	err    error
@@ -70,6 +77,11 @@ type rgBuf struct {
 	rg    int
 	start int64 // first row of the row group within the file
 	rows  int
+	// room is how many rows the sample-major arrays hold beyond rows: the
+	// head of the next row group that completes the batch begun in this
+	// one, which Next copies there (see Reader.join) so as to lend that
+	// batch as a view instead of copying all of it.
+	room int
 	// nslots is the schema's slot count.
 	nslots int
 
@@ -365,9 +377,11 @@ func (b *rgBuf) finish() {
 	close(b.done)
 }
 
-func growF(s []float32, n int) []float32 {
+// growF returns s with capacity for at least n values, a new buffer of
+// alloc ≥ n values when it has less.
+func growF(s []float32, n, alloc int) []float32 {
 	if cap(s) < n {
-		return makeBuf[float32](n)
+		return makeBuf[float32](alloc)
 	}
 	return s[:n]
 }
@@ -394,21 +408,37 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 	b.rows = int(fp.rgStart[g+1] - fp.rgStart[g])
 	b.pos, b.err = 0, nil
 	b.done = make(chan struct{})
-	b.labels = growF(b.labels, b.rows*s.LabelDim)
-	b.dense = growF(b.dense, b.rows*s.DenseDim)
+	b.room = 0
+	bs := r.o.BatchSize
+	if bs > 0 {
+		if t := (r.tail + b.rows) % bs; fp.fixed && t > 0 && bs-t <= roomFor(b.rows, bs) {
+			b.room = bs - t
+		}
+		r.tail = (r.tail + b.rows) % bs
+	}
+	// A new buffer is made with the most room its row count can get, so
+	// that row groups of one size with and without room (or of two sizes,
+	// as a file's last is shorter) share buffers; room not used is never
+	// touched, so costs no page faults.
+	all, most := b.rows+b.room, b.rows
+	if fp.fixed && bs > 0 {
+		most += roomFor(b.rows, bs)
+	}
+	b.labels = growF(b.labels, all*s.LabelDim, most*s.LabelDim)[:b.rows*s.LabelDim]
+	b.dense = growF(b.dense, all*s.DenseDim, most*s.DenseDim)[:b.rows*s.DenseDim]
 	i64 := s.KeyType == formats.KeyI64
 	if fp.fixed {
-		n := b.rows * S
+		n := all * S
 		if i64 {
 			if cap(b.k64) < n {
-				b.k64 = makeBuf[int64](n)
+				b.k64 = makeBuf[int64](most * S)
 			}
-			b.k64 = b.k64[:n]
+			b.k64 = b.k64[:b.rows*S]
 		} else {
 			if cap(b.k32) < n {
-				b.k32 = makeBuf[uint32](n)
+				b.k32 = makeBuf[uint32](most * S)
 			}
-			b.k32 = b.k32[:n]
+			b.k32 = b.k32[:b.rows*S]
 		}
 	} else {
 		for len(b.off) < S {
@@ -435,6 +465,78 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 	clear(b.errs)
 }
 
+// roomFor is the most rows of room (rgBuf.room) a row group of rows rows
+// gets for batches of bs: half a batch, and no more than half the row group,
+// so that the room costs at most half the memory and a join copies at most
+// half of what a copied batch would.
+func roomFor(rows, bs int) int { return min(rows, bs) / 2 }
+
+// nextJob returns the next row group in hand-out order once it is decoded,
+// or nil (eof set) at the end of the stream.
+func (r *Reader) nextJob() *rgBuf {
+	if j := r.peek; j != nil {
+		r.peek = nil
+		return j
+	}
+	j, ok := <-r.jobs
+	if !ok {
+		r.eof = true
+		return nil
+	}
+	<-j.done
+	return j
+}
+
+// release frees the row group of the last view when it is no longer cur.
+func (r *Reader) release() {
+	if r.lent != nil {
+		r.free <- r.lent
+		r.lent = nil
+	}
+}
+
+// join makes the next batch, which begins in c (cur) with fewer than
+// BatchSize rows left there, one view when it can: it copies the rows that
+// complete it from the head of the next row group into c's room and lends
+// rows [c.pos, c.pos+BatchSize) of c, the next row group becoming cur. It
+// reports false (the next row group, if taken, kept in peek) when c has no
+// room for them or the next row group is missing, failed or too short.
+func (r *Reader) join(c *rgBuf) bool {
+	bs, need := r.o.BatchSize, r.o.BatchSize-(c.rows-c.pos)
+	if c.room < need || r.eof {
+		return false
+	}
+	j := r.nextJob()
+	if j == nil {
+		return false
+	}
+	if j.err != nil || j.fp == nil || !j.fp.fixed || j.rows < need {
+		r.peek = j
+		return false
+	}
+	s := r.schema
+	L, D, S, hi := s.LabelDim, s.DenseDim, len(s.Slots), c.rows+need
+	copy(c.labels[c.rows*L:hi*L], j.labels[:need*L])
+	copy(c.dense[c.rows*D:hi*D], j.dense[:need*D])
+	v := &r.view
+	*v = formats.Batch{Schema: s, N: bs,
+		Labels:  c.labels[c.pos*L : hi*L : hi*L],
+		Dense:   c.dense[c.pos*D : hi*D : hi*D],
+		Offsets: r.ones[: bs*S+1 : bs*S+1]}
+	if s.KeyType == formats.KeyI64 {
+		copy(c.k64[c.rows*S:hi*S], j.k64[:need*S])
+		v.Keys64 = c.k64[c.pos*S : hi*S : hi*S]
+	} else {
+		copy(c.k32[c.rows*S:hi*S], j.k32[:need*S])
+		v.Keys32 = c.k32[c.pos*S : hi*S : hi*S]
+	}
+	c.pos = c.rows
+	j.pos = need
+	r.lent, r.cur = c, j
+	r.joined += int64(need)
+	return true
+}
+
 // Read implements formats.Reader: it fills b with the next BatchSize rows
 // (fewer at the end of an epoch) and returns how many.
 func (r *Reader) Read(b *formats.Batch) (int, error) {
@@ -444,12 +546,13 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	s := r.schema
 	if b.Schema == nil || b.Schema.LabelDim != s.LabelDim || b.Schema.DenseDim != s.DenseDim ||
 		len(b.Schema.Slots) != len(s.Slots) || b.Schema.KeyType != s.KeyType {
-		return 0, errors.New("ctrkit/parquet: batch schema does not match the reader's")
+		return 0, errors.New("batch schema does not match the reader's")
 	}
 	bs := r.o.BatchSize
 	if b.Cap() < bs {
-		return 0, fmt.Errorf("ctrkit/parquet: batch capacity %d < batch size %d", b.Cap(), bs)
+		return 0, fmt.Errorf("batch capacity %d < batch size %d", b.Cap(), bs)
 	}
+	r.release()
 	labels, dense, offsets, k32, k64 := b.Full()
 	offsets[0] = 0
 	n, nk := 0, 0
@@ -463,12 +566,10 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 			if r.eof {
 				break
 			}
-			job, ok := <-r.jobs
-			if !ok {
-				r.eof = true
+			job := r.nextJob()
+			if job == nil {
 				break
 			}
-			<-job.done
 			if job.err != nil {
 				r.err = job.err
 				r.free <- job
@@ -510,8 +611,11 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 // Next returns the next batch without copying it when it can: when the
 // dataset is one-hot (every cat column scalar) and the next BatchSize rows
 // lie within one row group, the batch is a read-only view of the decoded row
-// group; otherwise the rows are copied, as Read does, into a batch of the
-// reader's own (allocated with Options.Alloc). Either way the batch belongs
+// group; when they begin in one row group and end in the next, and the first
+// has room for the rest (rgBuf.room: the producer leaves up to half a batch),
+// only those rows are copied there and the batch is a view too; otherwise the
+// rows are copied, as Read does, into a batch of the reader's own (allocated
+// with Options.Alloc). Either way the batch belongs
 // to the reader, must not be modified, and stays valid until the next call
 // of Next or Read, or Close. The batches are those Read would return. At the
 // end of data (epoch mode) it returns nil, io.EOF.
@@ -519,6 +623,7 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	r.release()
 	for r.cur == nil || r.cur.pos == r.cur.rows {
 		if r.cur != nil {
 			r.free <- r.cur
@@ -527,12 +632,10 @@ func (r *Reader) Next() (*formats.Batch, error) {
 		if r.eof {
 			return nil, io.EOF
 		}
-		job, ok := <-r.jobs
-		if !ok {
-			r.eof = true
+		job := r.nextJob()
+		if job == nil {
 			return nil, io.EOF
 		}
-		<-job.done
 		if job.err != nil {
 			r.err = job.err
 			r.free <- job
@@ -541,6 +644,12 @@ func (r *Reader) Next() (*formats.Batch, error) {
 		r.cur = job
 	}
 	c, bs, s := r.cur, r.o.BatchSize, r.schema
+	if c.fp.fixed {
+		r.makeOnes()
+	}
+	if c.fp.fixed && c.rows-c.pos < bs && r.join(c) {
+		return &r.view, nil
+	}
 	if !c.fp.fixed || c.rows-c.pos < bs {
 		if r.own == nil {
 			b, err := formats.NewBatch(s, bs, r.o.Alloc)
@@ -555,12 +664,6 @@ func (r *Reader) Next() (*formats.Batch, error) {
 		return r.own, nil
 	}
 	L, D, S, lo, hi := s.LabelDim, s.DenseDim, len(s.Slots), c.pos, c.pos+bs
-	if r.ones == nil {
-		r.ones = makeBuf[int32](bs*S + 1) // huge pages: 7 MB for 65536 Criteo rows
-		for i := range r.ones {
-			r.ones[i] = int32(i)
-		}
-	}
 	v := &r.view
 	*v = formats.Batch{Schema: s, N: bs,
 		Labels:  c.labels[lo*L : hi*L : hi*L],
@@ -573,6 +676,16 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	}
 	c.pos = hi
 	return v, nil
+}
+
+// makeOnes makes the CSR offsets of one-hot views.
+func (r *Reader) makeOnes() {
+	if r.ones == nil {
+		r.ones = makeBuf[int32](r.o.BatchSize*len(r.schema.Slots) + 1) // huge pages: 7 MB for 65536 Criteo rows
+		for i := range r.ones {
+			r.ones[i] = int32(i)
+		}
+	}
 }
 
 // views are a batch's buffers at full capacity.
@@ -668,10 +781,12 @@ func (r *Reader) Close() error {
 	// Every task has returned: hand the row group and page buffers to the
 	// next reader.
 	r.pool.release()
-	if r.cur != nil {
-		r.cur.recycle()
-		r.cur = nil
+	for _, b := range []*rgBuf{r.cur, r.lent, r.peek} {
+		if b != nil {
+			b.recycle()
+		}
 	}
+	r.cur, r.lent, r.peek = nil, nil, nil
 	for b := range r.jobs {
 		r.free <- b
 	}

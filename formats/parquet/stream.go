@@ -44,7 +44,7 @@ func (s *chunkStream) left() int64 { return int64(s.hi-s.lo) + s.end - s.off }
 
 // errShortFile reports a column chunk that runs past the end of its file
 // (truncated, possibly while being read).
-var errShortFile = errors.New("parquet: column chunk runs past the end of the file")
+var errShortFile = errors.New("column chunk runs past the end of the file")
 
 // fill makes at least k bytes (k ≤ left()) available in the window; see
 // load.

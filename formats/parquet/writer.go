@@ -65,7 +65,7 @@ func (o *WriterOptions) Validate() error {
 		return err
 	}
 	if o.RowGroupSize < 0 {
-		return fmt.Errorf("ctrkit/parquet: row group size %d must be > 0", o.RowGroupSize)
+		return fmt.Errorf("row group size %d must be > 0", o.RowGroupSize)
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func (o *WriterOptions) codec() (compress.Compression, error) {
 	case "none", "uncompressed":
 		return compress.Codecs.Uncompressed, nil
 	}
-	return 0, fmt.Errorf("ctrkit/parquet: unknown compression %q (want snappy, zstd or none)", o.Compression)
+	return 0, fmt.Errorf("unknown compression %q (want snappy, zstd or none)", o.Compression)
 }
 
 // catType returns the bit width and signedness of cat columns.
@@ -94,7 +94,7 @@ func (o *WriterOptions) catType() (bits int, signed bool, err error) {
 	case "uint32":
 		return 32, false, nil
 	}
-	return 0, false, fmt.Errorf("ctrkit/parquet: unknown cat type %q (want int64, int32, uint32 or uint64)", o.CatType)
+	return 0, false, fmt.Errorf("unknown cat type %q (want int64, int32, uint32 or uint64)", o.CatType)
 }
 
 // Writer writes one Parquet file in NVTabular's layout (see the package
@@ -172,7 +172,7 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	pw, err := file.NewParquetWriterWithError(w.bw, root, file.WithWriterProps(props))
 	if err != nil {
 		f.Abort()
-		return nil, fmt.Errorf("ctrkit/parquet: creating %s: %w", path, err)
+		return nil, fmt.Errorf("creating %s: %w", path, err)
 	}
 	w.pw = pw
 	return w, nil
@@ -313,11 +313,11 @@ func (w *Writer) writeRange(b *formats.Batch, lo, hi int) error {
 		return w.err
 	}
 	if w.done {
-		return errors.New("ctrkit/parquet: write after Close or Abort")
+		return errors.New("write after Close or Abort")
 	}
 	s := b.Schema
 	if s.LabelDim != w.s.LabelDim || s.DenseDim != w.s.DenseDim || len(s.Slots) != len(w.s.Slots) {
-		return fmt.Errorf("ctrkit/parquet: batch shape %d/%d/%d, writer schema %d/%d/%d",
+		return fmt.Errorf("batch shape %d/%d/%d, writer schema %d/%d/%d",
 			s.LabelDim, s.DenseDim, len(s.Slots), w.s.LabelDim, w.s.DenseDim, len(w.s.Slots))
 	}
 	for lo < hi {
@@ -548,14 +548,14 @@ func (w *Writer) rowsError(b *formats.Batch, lo, hi int, rec int64) error {
 				return w.nnzError(rec+int64(i-lo), si, khi-klo)
 			}
 			if klo < 0 || klo >= max(len(b.Keys32), len(b.Keys64)) {
-				return fmt.Errorf("ctrkit/parquet: writing %s: record %d slot %d: key index %d outside the batch", w.path, rec+int64(i-lo), si, klo)
+				return fmt.Errorf("writing %s: record %d slot %d: key index %d outside the batch", w.path, rec+int64(i-lo), si, klo)
 			}
 			if k := b.Key(klo); k < minK || k > maxK {
 				return w.keyError(rec+int64(i-lo), si, k)
 			}
 		}
 	}
-	return fmt.Errorf("ctrkit/parquet: writing %s: records %d–%d rejected but none is bad", w.path, rec, rec+int64(hi-lo)-1)
+	return fmt.Errorf("writing %s: records %d–%d rejected but none is bad", w.path, rec, rec+int64(hi-lo)-1)
 }
 
 // nnzError is the error of record rec, whose slot si holds n keys where
@@ -649,7 +649,7 @@ func (w *Writer) writeRowGroup(g *rowGroup) error {
 	defer g.reset()
 	rgw, err := w.pw.AppendBufferedRowGroupChecked()
 	if err != nil {
-		return fmt.Errorf("ctrkit/parquet: writing %s: %w", w.path, err)
+		return fmt.Errorf("writing %s: %w", w.path, err)
 	}
 	L, D := len(g.labels), len(g.dense)
 	var tasks errgroup.Group
@@ -657,7 +657,7 @@ func (w *Writer) writeRowGroup(g *rowGroup) error {
 	for c := 0; c < rgw.NumColumns(); c++ {
 		cw, err := rgw.Column(c)
 		if err != nil {
-			return fmt.Errorf("ctrkit/parquet: writing %s: %w", w.path, err)
+			return fmt.Errorf("writing %s: %w", w.path, err)
 		}
 		tasks.Go(func() error {
 			var err error
@@ -685,7 +685,7 @@ func (w *Writer) writeRowGroup(g *rowGroup) error {
 				err = f.FlushBufferedDataPages()
 			}
 			if err != nil {
-				return fmt.Errorf("ctrkit/parquet: writing %s column %s: %w", w.path, cw.Descr().Path(), err)
+				return fmt.Errorf("writing %s column %s: %w", w.path, cw.Descr().Path(), err)
 			}
 			return nil
 		})
@@ -694,7 +694,7 @@ func (w *Writer) writeRowGroup(g *rowGroup) error {
 		return err
 	}
 	if err := rgw.Close(); err != nil {
-		return fmt.Errorf("ctrkit/parquet: writing %s: %w", w.path, err)
+		return fmt.Errorf("writing %s: %w", w.path, err)
 	}
 	return nil
 }
@@ -724,7 +724,7 @@ func (w *Writer) Close() error {
 	}
 	if err != nil {
 		w.f.Abort()
-		w.err = fmt.Errorf("ctrkit/parquet: closing %s: %w", w.path, err)
+		w.err = fmt.Errorf("closing %s: %w", w.path, err)
 		return w.err
 	}
 	if err := w.f.Commit(); err != nil {
@@ -741,7 +741,7 @@ func (w *Writer) Abort() error {
 	}
 	w.done = true
 	if w.err == nil {
-		w.err = errors.New("ctrkit/parquet: writer aborted")
+		w.err = errors.New("writer aborted")
 	}
 	w.wait()
 	return w.f.Abort()
@@ -783,7 +783,7 @@ func NewDatasetWriter(dir string, s *formats.Schema, o DatasetOptions) (*Dataset
 		return nil, err
 	}
 	if o.RowsPerFile < 0 {
-		return nil, fmt.Errorf("ctrkit/parquet: rows per file %d must be ≥ 0", o.RowsPerFile)
+		return nil, fmt.Errorf("rows per file %d must be ≥ 0", o.RowsPerFile)
 	}
 	if o.Prefix == "" {
 		o.Prefix = "part_"
@@ -830,7 +830,7 @@ func (d *DatasetWriter) Write(b *formats.Batch) error {
 		return d.err
 	}
 	if d.done {
-		return errors.New("ctrkit/parquet: write after Close or Abort")
+		return errors.New("write after Close or Abort")
 	}
 	for lo := 0; lo < b.N; {
 		if d.cur == nil {
@@ -899,7 +899,7 @@ func (d *DatasetWriter) Abort() error {
 	}
 	d.done = true
 	if d.err == nil {
-		d.err = errors.New("ctrkit/parquet: dataset writer aborted")
+		d.err = errors.New("dataset writer aborted")
 	}
 	if d.cur != nil {
 		d.cur.Abort()

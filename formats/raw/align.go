@@ -19,7 +19,7 @@ func AlignedDenseDim(dim int) int { return (dim + 7) &^ 7 }
 // Clone keeps it.
 func (d *Decoder) SetDenseStride(stride int) error {
 	if stride < d.ddim || stride > maxSampleSize/8 {
-		return fmt.Errorf("ctrkit/formats/raw: dense stride %d below the dense width %d or too large", stride, d.ddim)
+		return fmt.Errorf("dense stride %d below the dense width %d or too large", stride, d.ddim)
 	}
 	d.dstride = stride
 	return nil
@@ -46,7 +46,7 @@ func alignDecoder(dec *Decoder, a asyncio.AlignedType) (*formats.Schema, error) 
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("ctrkit/formats/raw: invalid aligned type %d", int(a))
+		return nil, fmt.Errorf("invalid aligned type %d", int(a))
 	}
 	return dec.MemSchema(), nil
 }

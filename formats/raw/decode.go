@@ -118,7 +118,7 @@ func (d *Decoder) Clamped() int64 { return d.clamped }
 func (d *Decoder) compatible(b *formats.Batch) error {
 	s := b.Schema
 	if s == nil || s.LabelDim != d.ldim || s.DenseDim != d.dstride || len(s.Slots) != d.nslot || s.KeyType != d.schema.KeyType {
-		return fmt.Errorf("ctrkit/formats/raw: batch schema does not match the decoder's (%d label, %d dense, %d slots, %s keys)",
+		return fmt.Errorf("batch schema does not match the decoder's (%d label, %d dense, %d slots, %s keys)",
 			d.ldim, d.dstride, d.nslot, d.schema.KeyType)
 	}
 	return nil
@@ -131,7 +131,7 @@ func (d *Decoder) fits(b *formats.Batch, bsize int) error {
 		return err
 	}
 	if b.Cap() < bsize {
-		return fmt.Errorf("ctrkit/formats/raw: batch capacity %d below batch size %d", b.Cap(), bsize)
+		return fmt.Errorf("batch capacity %d below batch size %d", b.Cap(), bsize)
 	}
 	return nil
 }
@@ -158,14 +158,14 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 		return nil
 	}
 	if b.N+n > b.Cap() {
-		return fmt.Errorf("ctrkit/formats/raw: %d samples do not fit a batch holding %d of %d", n, b.N, b.Cap())
+		return fmt.Errorf("%d samples do not fit a batch holding %d of %d", n, b.N, b.Cap())
 	}
 	S := d.nslot
 	start := b.N
 	base := int64(b.Offsets[:cap(b.Offsets)][start*S])
 	total := base + int64(n)*int64(d.nkeys)
 	if total > math.MaxInt32 {
-		return fmt.Errorf("ctrkit/formats/raw: %d keys overflow a batch's int32 offsets", total)
+		return fmt.Errorf("%d keys overflow a batch's int32 offsets", total)
 	}
 	if err := b.ReserveKeys(int(total)); err != nil {
 		return err
@@ -175,7 +175,7 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 	// checks let the loops below index without bounds checks.
 	if len(labels) < (start+n)*d.ldim || len(dense) < (start+n)*d.dstride || len(offsets) < (start+n)*S+1 ||
 		len(k32)+len(k64) < int(total) {
-		return fmt.Errorf("ctrkit/formats/raw: batch buffers smaller than their capacity")
+		return fmt.Errorf("batch buffers smaller than their capacity")
 	}
 	for lo := 0; lo < n; lo += chunk {
 		m := min(chunk, n-lo)

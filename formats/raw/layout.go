@@ -36,7 +36,7 @@ func ParseLayout(s string) (Layout, error) {
 	case "multihot", "multi-hot":
 		return MultiHot, nil
 	}
-	return 0, fmt.Errorf("ctrkit/formats/raw: unknown layout %q (want onehot or multihot)", s)
+	return 0, fmt.Errorf("unknown layout %q (want onehot or multihot)", s)
 }
 
 // SampleSize returns the size in bytes of one sample of schema s in layout l,
@@ -48,35 +48,35 @@ func SampleSize(s *formats.Schema, l Layout) (int, error) {
 		return 0, err
 	}
 	if s.LabelDim > maxSampleSize/8 || s.DenseDim > maxSampleSize/8 || len(s.Slots) > maxSampleSize/8 {
-		return 0, fmt.Errorf("ctrkit/formats/raw: sample size above %d bytes", maxSampleSize)
+		return 0, fmt.Errorf("sample size above %d bytes", maxSampleSize)
 	}
 	n := 4 * (s.LabelDim + s.DenseDim)
 	switch l {
 	case OneHot:
 		for i, sl := range s.Slots {
 			if sl.Hotness > 1 || sl.MaxNNZ > 1 {
-				return 0, fmt.Errorf("ctrkit/formats/raw: one-hot layout: slot %d has hotness %d, max nnz %d (want 1)", i, sl.Hotness, sl.MaxNNZ)
+				return 0, fmt.Errorf("one-hot layout: slot %d has hotness %d, max nnz %d (want 1)", i, sl.Hotness, sl.MaxNNZ)
 			}
 		}
 		n += 4 * len(s.Slots)
 	case MultiHot:
 		for i, sl := range s.Slots {
 			if sl.Hotness <= 0 {
-				return 0, fmt.Errorf("ctrkit/formats/raw: multi-hot layout: slot %d has no fixed hotness", i)
+				return 0, fmt.Errorf("multi-hot layout: slot %d has no fixed hotness", i)
 			}
 			if sl.Hotness > maxSampleSize {
-				return 0, fmt.Errorf("ctrkit/formats/raw: multi-hot layout: slot %d hotness %d too large", i, sl.Hotness)
+				return 0, fmt.Errorf("multi-hot layout: slot %d hotness %d too large", i, sl.Hotness)
 			}
 			n += s.KeyType.Size() * sl.Hotness
 			if n > maxSampleSize {
-				return 0, fmt.Errorf("ctrkit/formats/raw: sample size above %d bytes", maxSampleSize)
+				return 0, fmt.Errorf("sample size above %d bytes", maxSampleSize)
 			}
 		}
 	default:
-		return 0, fmt.Errorf("ctrkit/formats/raw: invalid layout %d", int(l))
+		return 0, fmt.Errorf("invalid layout %d", int(l))
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("ctrkit/formats/raw: empty sample")
+		return 0, fmt.Errorf("empty sample")
 	}
 	return n, nil
 }

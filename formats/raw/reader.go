@@ -34,7 +34,7 @@ func (o *Options) Validate(s *formats.Schema) error {
 var _ formats.Reader = (*Reader)(nil)
 
 // ErrClosed is returned by Read after Close.
-var ErrClosed = errors.New("ctrkit/formats/raw: reader closed")
+var ErrClosed = errors.New("reader closed")
 
 // Reader reads a Raw file batch by batch. It implements formats.Reader.
 //

@@ -126,10 +126,10 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 	s := w.enc.schema
 	bs := b.Schema
 	if bs == nil || bs.LabelDim != s.LabelDim || bs.DenseDim != s.DenseDim || len(bs.Slots) != len(s.Slots) || bs.KeyType != s.KeyType {
-		return fmt.Errorf("ctrkit/formats/raw: batch schema does not match the writer's")
+		return fmt.Errorf("batch schema does not match the writer's")
 	}
 	if lo < 0 || hi > b.N || lo > hi {
-		return fmt.Errorf("ctrkit/formats/raw: WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
+		return fmt.Errorf("WriteRange(%d, %d) outside the batch of %d", lo, hi, b.N)
 	}
 	if hi-lo >= 2*parallelMin && runtime.GOMAXPROCS(0) > 1 {
 		return w.writeParallel(b, lo, hi)
@@ -153,7 +153,7 @@ func (w *Writer) WriteRange(b *formats.Batch, lo, hi int) error {
 // ioError is err, from a write of the file's bytes from offset off on (the
 // first not yet in the file), with the file's final name and that offset.
 func (w *Writer) ioError(off int64, err error) error {
-	return fmt.Errorf("ctrkit/formats/raw: writing %s from byte %d: %w", w.f.Final(), off, err)
+	return fmt.Errorf("writing %s from byte %d: %w", w.f.Final(), off, err)
 }
 
 // fail makes err, the encoding error of the next sample, the writer's
@@ -397,7 +397,7 @@ func (w *Writer) Close() error {
 		w.f.Abort()
 		return w.err
 	}
-	w.err = fmt.Errorf("ctrkit/formats/raw: writer closed")
+	w.err = fmt.Errorf("writer closed")
 	if err := w.w.Flush(); err != nil {
 		w.f.Abort()
 		return w.ioError(w.n*int64(w.enc.size)-int64(w.w.Buffered()), err)
@@ -412,7 +412,7 @@ func (w *Writer) Abort() error {
 	}
 	w.wait()
 	if w.err == nil {
-		w.err = fmt.Errorf("ctrkit/formats/raw: writer aborted")
+		w.err = fmt.Errorf("writer aborted")
 	}
 	return w.f.Abort()
 }

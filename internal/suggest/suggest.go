@@ -22,3 +22,25 @@ func Distance(a, b string) int {
 	}
 	return prev[len(b)]
 }
+
+// Nearest returns the name of known nearest to name (case-insensitive)
+// when it is near enough to be a typo: at most max(2, len(name)/3) edits.
+func Nearest(name string, known []string) (string, bool) {
+	best, bestD := "", len(name)+1
+	for _, c := range known {
+		if d := Distance(lower(name), lower(c)); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best, best != "" && bestD <= max(2, len(name)/3)
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

@@ -338,5 +338,5 @@ func (n node) oneOf(k, s string, allowed ...string) {
 			return
 		}
 	}
-	n.r.fail(n.at(k), ErrValue, "%q is not one of %q", s, allowed)
+	n.r.fail(n.at(k), ErrValue, "%q is not one of %q%s", s, allowed, didYouMean(s, allowed))
 }

@@ -105,3 +105,26 @@ func TestConfigSyntaxLineColumn(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestConfigEnumDidYouMean: a misspelt layer type or enum value names the
+// value it probably means (was: only "unknown layer type").
+func TestConfigEnumDidYouMean(t *testing.T) {
+	for _, c := range []struct{ from, to, want string }{
+		{`"type": "InnerProduct"`, `"type": "InnerProdct"`, `unknown layer type "InnerProdct" (did you mean "InnerProduct"?)`},
+		{`"type": "Concat"`, `"type": "concat"`, `(did you mean "Concat"?)`},
+		{`"type": "DistributedSlotSparseEmbeddingHash"`, `"type": "DistributedSlotSparseEmbedingHash"`, `(did you mean "DistributedSlotSparseEmbeddingHash"?)`},
+		{`"type": "Adam"`, `"type": "Adma"`, `(did you mean "Adam"?)`},
+		{`"check": "Sum"`, `"check": "sum"`, `(did you mean "Sum"?)`},
+		{`"combiner": "sum"`, `"combiner": "mena"`, `(did you mean "mean"?)`},
+	} {
+		s := strings.Replace(splice(), c.from, c.to, 1)
+		_, err := Read(strings.NewReader(s), "m.json")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.to, err, c.want)
+		}
+	}
+	_, err := Read(strings.NewReader(strings.Replace(splice(), `"type": "Concat"`, `"type": "Zzzzzzzz"`, 1)), "m.json")
+	if err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a far-off type gets no suggestion: %v", err)
+	}
+}

@@ -66,7 +66,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		sgd := &Optimizer{Type: "SGD", UpdateType: "Local", AtomicUpdate: true, LearningRate: 0.5, WarmupSteps: 300}
 		b.cfg.Optimizer = sgd
 		b.cfg.Solver.BatchSize = 65536
-		b.sparse("data1", slots, o.NNZ, o.NNZ == 1)
+		b.sparse("data1", 0, slots, o.NNZ, o.NNZ == 1)
 		b.emb("data1", "sparse_embedding1", vec, o.SlotSizes, 0)
 		x := b.mlp(o.DenseTop(), 1, []int{w(512), w(256), vec}, true)
 		b.add(DenseLayer{Type: Interaction, Bottom: []string{x, "sparse_embedding1"}, Top: []string{"interaction1"}})
@@ -80,8 +80,8 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		vec := pick(o.VecSize, 16)
 		b.cfg.Optimizer = adam
 		b.cfg.Solver.BatchSize = 16384
-		b.sparse("wide_data", 1, o.WideNNZ, true)
-		b.sparse("deep_data", slots-1, o.NNZ, o.NNZ == 1)
+		b.sparse("wide_data", 0, 1, o.WideNNZ, true)
+		b.sparse("deep_data", 1, slots-1, o.NNZ, o.NNZ == 1)
 		b.emb("wide_data", "sparse_embedding2", 1, o.SlotSizes[:1], 0)
 		b.emb("deep_data", "sparse_embedding1", vec, o.SlotSizes[1:], 1)
 		b.add(DenseLayer{Type: Reshape, Bottom: []string{"sparse_embedding1"}, Top: []string{"reshape1"}, LeadingDim: (slots - 1) * vec})
@@ -95,7 +95,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		vec := pick(o.VecSize, 16)
 		b.cfg.Optimizer = adam
 		b.cfg.Solver.BatchSize = 16384
-		b.sparse("data1", slots, o.NNZ, o.NNZ == 1)
+		b.sparse("data1", 0, slots, o.NNZ, o.NNZ == 1)
 		b.emb("data1", "sparse_embedding1", vec, o.SlotSizes, 0)
 		b.add(DenseLayer{Type: Reshape, Bottom: []string{"sparse_embedding1"}, Top: []string{"reshape1"}, LeadingDim: slots * vec})
 		b.add(DenseLayer{Type: Concat, Bottom: []string{"reshape1", "dense"}, Top: []string{"concat1"}, Axis: 1})
@@ -112,7 +112,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		vec := pick(o.VecSize, 128)
 		b.cfg.Optimizer = &Optimizer{Type: "AdaGrad", UpdateType: "Global", LearningRate: 0.004, Epsilon: 1e-8}
 		b.cfg.Solver.BatchSize = 65536
-		b.sparse("data1", slots, o.NNZ, false)
+		b.sparse("data1", 0, slots, o.NNZ, false)
 		b.emb("data1", "sparse_embedding1", vec, o.SlotSizes, 0)
 		x := b.mlp(o.DenseTop(), 1, []int{w(512), w(256), vec}, true)
 		b.add(DenseLayer{Type: Reshape, Bottom: []string{"sparse_embedding1"}, Top: []string{"reshape1"}, LeadingDim: slots * vec})
@@ -129,7 +129,7 @@ func Reference(name string, o RefOptions) (*Config, error) {
 		k := vec - 1
 		b.cfg.Optimizer = adam
 		b.cfg.Solver.BatchSize = 2048
-		b.sparse("data1", slots, o.NNZ, o.NNZ == 1)
+		b.sparse("data1", 0, slots, o.NNZ, o.NNZ == 1)
 		b.emb("data1", "sparse_embedding1", vec, o.SlotSizes, 0)
 		b.add(DenseLayer{Type: Reshape, Bottom: []string{"sparse_embedding1"}, Top: []string{"reshape1"}, LeadingDim: vec})
 		b.add(DenseLayer{Type: Slice, Bottom: []string{"reshape1"}, Top: []string{"slice11", "slice12"}, Ranges: [][2]int{{0, k}, {k, vec}}})
@@ -180,13 +180,18 @@ type builder struct {
 
 func (b *builder) add(l DenseLayer) { b.cfg.Graph.Layers = append(b.cfg.Graph.Layers, l) }
 
-func (b *builder) sparse(top string, slots, nnz int, fixed bool) {
+// sparse adds an input of the data's slots first..first+slots-1.
+func (b *builder) sparse(top string, first, slots, nnz int, fixed bool) {
 	s := SparseParam{Top: top, SlotNum: slots, NNZPerSlot: make([]int, slots), IsFixedLength: fixed}
 	for i := range s.NNZPerSlot {
 		s.NNZPerSlot[i] = nnz
 	}
-	if len(b.o.NNZPerSlot) == len(b.o.SlotSizes) && slots == len(b.o.SlotSizes) {
-		copy(s.NNZPerSlot, b.o.NNZPerSlot)
+	if len(b.o.NNZPerSlot) == len(b.o.SlotSizes) && first+slots <= len(b.o.NNZPerSlot) {
+		copy(s.NNZPerSlot, b.o.NNZPerSlot[first:first+slots])
+		s.IsFixedLength = true
+		for _, n := range s.NNZPerSlot {
+			s.IsFixedLength = s.IsFixedLength && n == 1
+		}
 	}
 	b.cfg.Graph.Input.Sparse = append(b.cfg.Graph.Input.Sparse, s)
 }

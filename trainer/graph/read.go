@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strings"
+
+	"github.com/ctrkit/ctrkit/internal/suggest"
 )
 
 // MaxSlots bounds slot_num of one sparse input (HugeCTR's largest models
@@ -523,7 +526,7 @@ func readDense(n node) DenseLayer {
 	}
 	if !layerTypes[l.Type] {
 		if n.r.err == nil {
-			n.r.fail(n.at("type"), ErrValue, "unknown layer type %q", l.Type)
+			n.r.fail(n.at("type"), ErrValue, "unknown layer type %q%s", l.Type, didYouMean(l.Type, knownLayerTypes()))
 		}
 		return l
 	}
@@ -667,4 +670,27 @@ func readDense(n node) DenseLayer {
 		}
 	}
 	return l
+}
+
+// knownLayerTypes are the layer types a config may name (dense, embedding
+// and legacy names), for did-you-mean hints.
+func knownLayerTypes() []string {
+	known := []string{DistributedHash, LocalizedHash, LocalizedOneHot, Hybrid}
+	for t := range layerTypes {
+		known = append(known, t)
+	}
+	for t := range legacyTypes {
+		known = append(known, t)
+	}
+	sort.Strings(known) // (a tie goes to the same name every run)
+	return known
+}
+
+// didYouMean is " (did you mean "x"?)" for the value of known nearest to
+// s when it looks like a typo of it, else "".
+func didYouMean(s string, known []string) string {
+	if best, ok := suggest.Nearest(s, known); ok {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
 }

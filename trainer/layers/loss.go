@@ -13,7 +13,9 @@ const (
 	BinaryCrossEntropy LossKind = iota
 	// MultiCrossEntropy: per-column fused sigmoid BCE on [B,T] weighted by
 	// TargetWeights (default all 1), averaged over all B·T entries:
-	// loss = Σ_b Σ_t w_t·bce / (B·T), dL/dx = w_t·(σ(x)−y)/(B·T).
+	// loss = Σ_b Σ_t w_t·bce / (B·T), dL/dx = w_t·(σ(x)−y)/(B·T). A label
+	// below −0.5 masks its entry (loss 0, gradient 0) but still counts in
+	// B·T, as HugeCTR's MultiCrossEntropy_Kernel does (loss.cu).
 	MultiCrossEntropy
 	// CrossEntropy: softmax cross-entropy on [B,C] with class-index labels
 	// [B,1]: loss = mean over samples of −log softmax(x)[label].
@@ -100,7 +102,11 @@ func (l *Loss) Forward(p Pass) {
 		// The backend's BCE is a mean over rows; MultiCrossEntropy's is over
 		// rows and columns.
 		t := x.Cols()
-		l.c.BE.BCE(l.out.Value, dx, x, y, l.weights, scale/float64(n*t))
+		if l.Kind == MultiCrossEntropy {
+			l.c.BE.MaskedBCE(l.out.Value, dx, x, y, l.weights, scale/float64(n*t))
+		} else {
+			l.c.BE.BCE(l.out.Value, dx, x, y, l.weights, scale/float64(n*t))
+		}
 		if t > 1 {
 			l.c.BE.Axpby(l.out.Value, 1/float64(t), l.out.Value, 0, tensor.Tensor{})
 		}

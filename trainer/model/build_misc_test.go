@@ -305,12 +305,14 @@ func TestFusedFixtures(t *testing.T) {
 	}
 }
 
-// TestGatherRefused: Gather is refused by name with HugeCTR's reason.
+// TestGatherRefused: Gather is refused by name with HugeCTR's reason and
+// the layers that select features per sample (docs/LAYERS.md).
 func TestGatherRefused(t *testing.T) {
 	cfg := mlperfModel()
 	cfg.Graph.Layers[0] = graph.DenseLayer{Type: graph.Gather, Bottom: []string{"dense"}, Top: []string{"dense16"}, Indices: []int{0, 2}}
 	_, err := Build(cfg, cpuBackend(t), Options{BatchSize: 8})
-	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Gather: its indices pick batch rows") {
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "Gather: its indices pick batch rows") ||
+		!strings.Contains(err.Error(), "use Slice") || !strings.Contains(err.Error(), "Reshape with selected") {
 		t.Errorf("Gather: %v", err)
 	}
 }

@@ -383,3 +383,44 @@ func TestShortLastBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiCrossEntropyMaskedLabels: a MultiCrossEntropyLoss label below
+// −0.5 masks its entry (HugeCTR loss.cu: loss 0, still counted in B·T) in
+// the loss layer and in the evaluation's loss alike (before: −1 was taken
+// as a label, which gives a larger loss and pulls the logit up).
+func TestMultiCrossEntropyMaskedLabels(t *testing.T) {
+	ev := newPlanted(2, 512, 4, smallSlots).twoLabels()
+	for i := 1; i < len(ev.labels); i += 6 {
+		ev.labels[i] = -1 // every third sample's second label is missing
+	}
+	m, err := Build(lossVariant(t, "MultiCE"), cpuBackend(t), Options{BatchSize: 256, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := m.Evaluate(ev.reader(256), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := m.Loss()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.PredictSamples(nil, ev.reader(256), 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := [2]float64{1, 3}
+	var want float64
+	for i, pv := range p {
+		y := float64(ev.labels[i])
+		if y < -0.5 {
+			continue
+		}
+		q := math.Min(math.Max(float64(pv), 1e-7), 1-1e-7)
+		want -= w[i%2] * (y*math.Log(q) + (1-y)*math.Log(1-q))
+	}
+	want /= float64(len(p))
+	if !(math.Abs(one.Loss-want) <= 1e-4*want) || !(math.Abs(dev-want) <= 1e-4*want) {
+		t.Errorf("eval loss %.7f, loss layer %.7f, want %.7f (masked entries add 0)", one.Loss, dev, want)
+	}
+}

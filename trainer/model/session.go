@@ -457,7 +457,23 @@ func (s *session) doEval(batches int) (map[string]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("eval: %w", err)
 	}
-	return map[string]any{"auc": ev.AUC, "loss": ev.Loss, "hit_rate": ev.HitRate, "samples": ev.Samples}, nil
+	resp := map[string]any{"auc": ev.AUC, "loss": ev.Loss, "hit_rate": ev.HitRate, "samples": ev.Samples}
+	if len(ev.Tasks) > 0 {
+		tasks := make([]map[string]any, len(ev.Tasks))
+		for i, t := range ev.Tasks {
+			tasks[i] = map[string]any{"label": t.Label, "weight": t.Weight, "auc": finiteOrNil(t.AUC), "loss": finiteOrNil(t.Loss)}
+		}
+		resp["tasks"] = tasks
+	}
+	return resp, nil
+}
+
+// finiteOrNil is v, or nil (JSON null) when v is NaN or infinite.
+func finiteOrNil(v float64) any {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return v
 }
 
 func (s *session) exportPredictions(pred, labels string) (map[string]any, error) {

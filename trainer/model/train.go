@@ -174,7 +174,8 @@ func (m *Model) probabilities(out []float32) {
 
 // lossSums are, per output, the sum over the first n samples of the
 // per-sample loss its loss layer averages (HugeCTR loss.cu, from the
-// logits x [n·T]): BCE; for MultiCrossEntropyLoss Σ_t w_t·bce / T; for
+// logits x [n·T]): BCE; for MultiCrossEntropyLoss Σ_t w_t·bce / T over
+// the labels not below −0.5 (a masked label adds 0 but counts in T); for
 // CrossEntropyLoss −log softmax(x)[label]; for an inference output the BCE
 // of its probabilities. Labels y are [n·L].
 func (m *Model) lossSums(x, y []float32, n int) ([]float64, error) {
@@ -222,10 +223,13 @@ func (m *Model) headLossSum(h *head, x, y []float32, n int) (float64, error) {
 		}
 		return s, nil
 	}
-	w := h.g.TargetWeight
+	w, multi := h.g.TargetWeight, h.loss.Kind == layers.MultiCrossEntropy
 	for i := 0; i < n; i++ {
 		for k := 0; k < t; k++ {
 			xv, yv := float64(x[i*T+off+k]), float64(y[i*L+lc+k])
+			if multi && yv < -0.5 { // masked (loss.cu MultiCrossEntropy_Kernel)
+				continue
+			}
 			var l float64
 			if xv >= 0 {
 				l = xv*(1-yv) + math.Log1p(math.Exp(-xv))

@@ -266,6 +266,11 @@ type Backend interface {
 	// with optional per-column weights w [T]: loss[0] = (1/B)·Σ w_t·bce,
 	// dx = gradScale·w_t·(σ(x)−y). loss is a [1] tensor (overwritten).
 	BCE(loss, dx, x, y, w Tensor, gradScale float64)
+	// MaskedBCE is BCE with HugeCTR MultiCrossEntropyLoss's label mask
+	// (loss.cu MultiCrossEntropy_Kernel): an entry whose label is below
+	// −0.5 adds 0 to the loss and gets dx 0. Masked entries still count in
+	// the mean: loss[0] = (1/B)·Σ over unmasked entries of w_t·bce.
+	MaskedBCE(loss, dx, x, y, w Tensor, gradScale float64)
 	// SoftmaxCE: x [B,C] logits, labels [B,1] class indices (float): loss[0]
 	// = mean −log softmax(x)[label], dx = gradScale·(softmax(x) − onehot).
 	SoftmaxCE(loss, dx, x, labels Tensor, gradScale float64)

@@ -73,6 +73,7 @@
 //	BatchNorm(+Grad)         column-reduction kernels (double partials, fixed order)
 //	Dropout(+Grad)           elementwise Philox kernel (mask recomputed, not stored)
 //	Softmax, BCE, SoftmaxCE  row kernels; loss reduced into a device scalar
+//	MaskedBCE                BCE's kernel with labels < −0.5 masked (MultiCrossEntropyLoss)
 //	DenseUpdate              elementwise kernel, scalars (lr, bias correction) as args
 //	SparseUpdate             one warp per unique row (Local, LazyGlobal) or a
 //	                         row-map + elementwise kernel over the table (Global);

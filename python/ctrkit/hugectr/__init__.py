@@ -15,6 +15,7 @@ import atexit
 import copy
 import datetime
 import json
+import math
 import os
 import shutil
 import sys
@@ -266,31 +267,81 @@ def CreateOptimizer(optimizer_type=_enums.Optimizer_t.Adam, update_type=_enums.U
 
 # ---------------------------------------------------------------- layers
 
+def _loss_weight(w, name, what):
+    """w as a float32 loss weight, finite and ≥ 0 (ctrkit's --loss-weights
+    rule), else a ValueError naming the label."""
+    try:
+        f = F32(w)
+    except OverflowError:
+        f = math.inf
+    except (TypeError, ValueError):
+        raise ValueError("%s: weight %r for %s is not a number" % (what, w, name))
+    if isinstance(w, bool) or not (f >= 0) or math.isinf(f):
+        raise ValueError("%s: weight %r for %s: want a finite weight ≥ 0" % (what, w, name))
+    return f
+
+
 class Input(object):
-    """HugeCTR's Input: labels, dense features and sparse inputs.
+    """HugeCTR's Input: labels, dense features and sparse inputs. HugeCTR's
+    three constructors (HugeCTR/include/pybind/model_wrapper.hpp):
 
     Input(label_dim, label_name, dense_dim, dense_name, data_reader_sparse_param_array)
-    Input(label_dims=[...], label_names=[...], dense_dim=..., dense_name=..., ...)
+    Input(label_dims, label_names, dense_dim, dense_name, data_reader_sparse_param_array)
+    Input(label_dims, label_names, label_weights, dense_dim, dense_name, data_reader_sparse_param_array)
+
+    label_weights are the losses' weights by label (the model's loss is
+    Σ weight·loss; Model.compile(loss_names, loss_weights) overrides them).
+    label_dim and label_name also take lists (ctrkit's leniency).
     """
 
-    def __init__(self, label_dim=None, label_name=None, dense_dim=None, dense_name=None,
-                 data_reader_sparse_param_array=None, label_dims=None, label_names=None, label_weights=None):
-        if label_dims is not None or label_names is not None:
-            dims, names = list(label_dims or []), list(label_names or [])
-        elif isinstance(label_dim, (list, tuple)):
-            dims, names = list(label_dim), list(label_name)
+    _FORMS = (("label_dim", "label_name", "dense_dim", "dense_name", "data_reader_sparse_param_array"),
+              ("label_dims", "label_names", "dense_dim", "dense_name", "data_reader_sparse_param_array"),
+              ("label_dims", "label_names", "label_weights", "dense_dim", "dense_name",
+               "data_reader_sparse_param_array"))
+
+    def __init__(self, *args, **kwargs):
+        if "label_weights" in kwargs or (len(args) >= 3 and isinstance(args[2], (list, tuple))):
+            form = self._FORMS[2]
+        elif "label_dims" in kwargs or "label_names" in kwargs:
+            form = self._FORMS[1]
         else:
-            dims, names = [label_dim], [label_name]
+            form = self._FORMS[0]
+        if len(args) > len(form):
+            raise TypeError("Input takes at most %d arguments (%s), %d given" % (len(form), ", ".join(form), len(args)))
+        a = dict(zip(form, args))
+        for k, v in kwargs.items():
+            if k not in form:
+                raise TypeError("Input: unexpected argument %r (the form is Input(%s))" % (k, ", ".join(form)))
+            if k in a:
+                raise TypeError("Input: argument %r given twice" % k)
+            a[k] = v
+        missing = [k for k in form if k not in a]
+        if missing:
+            raise TypeError("Input needs %s" % ", ".join(missing))
+        dims = a.get("label_dims", a.get("label_dim"))
+        names = a.get("label_names", a.get("label_name"))
+        dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+        names = list(names) if isinstance(names, (list, tuple)) else [names]
         if len(dims) != len(names) or not dims:
-            raise ValueError("Input: %d label dims for %d label names" % (len(dims), len(names)))
-        if label_weights:
-            raise NotImplementedError("Input label_weights: give the task weights to "
-                                      "Model.compile(loss_names, loss_weights) instead")
-        if dense_dim is None or dense_name is None or data_reader_sparse_param_array is None:
-            raise TypeError("Input needs dense_dim, dense_name and data_reader_sparse_param_array")
-        self.label_dims, self.label_names = dims, names
-        self.dense_dim, self.dense_name = dense_dim, dense_name
-        self.data_reader_sparse_param_array = list(data_reader_sparse_param_array)
+            raise ValueError("Input: %d label dims for %d label names (HugeCTR: number of label names does not "
+                             "match number of label dimensions)" % (len(dims), len(names)))
+        for n, d in zip(names, dims):
+            if not isinstance(n, str) or not n:
+                raise ValueError("Input: label name %r is not a non-empty string" % (n,))
+            if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+                raise ValueError("Input: label %s: label_dim %r is not an integer ≥ 1" % (n, d))
+        if len(set(names)) != len(names):
+            raise ValueError("Input: label names %s repeat a name" % names)
+        weights = [1.0] * len(names)
+        if "label_weights" in a:
+            weights = list(a["label_weights"])
+            if len(weights) != len(names):
+                raise ValueError("Input: %d label_weights for %d labels" % (len(weights), len(names)))
+            weights = [_loss_weight(w, n, "Input label_weights") for n, w in zip(names, weights)]
+        self.label_dims, self.label_names, self.label_weights = dims, names, weights
+        self._weighted = "label_weights" in a
+        self.dense_dim, self.dense_name = a["dense_dim"], a["dense_name"]
+        self.data_reader_sparse_param_array = list(a["data_reader_sparse_param_array"])
 
     def _json(self, head=False):
         if len(self.label_names) == 1:
@@ -787,6 +838,9 @@ class Model(object):
         self._plot = None
         self._summary = None
         self._label_dims = {}
+        self._label_weights = {}  # label name → loss weight (Input label_weights, compile)
+        self._weights_set = set()  # the labels whose weight was given
+        self._eval_tasks = None
 
     # ---- building
 
@@ -798,6 +852,8 @@ class Model(object):
             self._input = layer
             self._data_json = layer._json()
             self._label_dims = dict(zip(layer.label_names, layer.label_dims))
+            self._label_weights = dict(zip(layer.label_names, layer.label_weights))
+            self._weights_set = set(layer.label_names) if layer._weighted else set()
         elif isinstance(layer, SparseEmbedding):
             if self._dense:
                 raise ValueError("SparseEmbedding %s: add the embeddings before the dense layers (HugeCTR's JSON "
@@ -860,6 +916,7 @@ class Model(object):
         lab = data["label"]
         tops, dims = _names(lab["top"]), lab["label_dim"] if isinstance(lab["label_dim"], list) else [lab["label_dim"]]
         self._label_dims = dict(zip(tops, dims))
+        self._label_weights, self._weights_set = {t: 1.0 for t in tops}, set()
         self._input = True
         emb_types = {e.value for e in _enums.Embedding_t}
         i = 1
@@ -953,10 +1010,30 @@ class Model(object):
         return path
 
     def compile(self, loss_names=None, loss_weights=None):
-        """Checks the model (ctrkit reads it as it will train it)."""
-        if loss_names or loss_weights:
-            raise NotImplementedError("compile(loss_names, loss_weights): ctrkit's Python API trains one loss; "
-                                      "use compile() (multi-task weights are not in this API yet)")
+        """Checks the model (ctrkit reads it as it will train it).
+        compile(loss_names, loss_weights) sets the weights of the losses by
+        label name (HugeCTR's update_label_weights): the model's loss is
+        Σ weight·loss over its loss layers; labels not named keep their
+        weight (Input label_weights, else 1)."""
+        if (loss_names is None) != (loss_weights is None):
+            raise TypeError("compile: give both loss_names and loss_weights, or neither")
+        if loss_names is not None:
+            names, weights = list(_strs(loss_names, "loss_names")), list(loss_weights)
+            if len(names) != len(weights):
+                raise ValueError("compile: %d loss_names for %d loss_weights (HugeCTR: must have the same number "
+                                 "of label names and weights)" % (len(names), len(weights)))
+            if self._data_json is None:
+                raise ValueError("compile(loss_names, loss_weights): the model has no Input: add a hugectr.Input "
+                                 "first")
+            ws = {}
+            for n, w in zip(names, weights):
+                if n not in self._label_weights:
+                    raise ValueError("compile: label name not found: %s (the Input's labels: %s)"
+                                     % (n, ", ".join(sorted(self._label_weights))))
+                ws[n] = _loss_weight(w, n, "compile loss_weights")
+            self._label_weights.update(ws)
+            self._weights_set.update(ws)
+            self._close_session()
         path = self._write_config()
         self._summary = _proc.run(["summary", "--config", path])
         self._compiled = True
@@ -972,8 +1049,30 @@ class Model(object):
 
     # ---- fit
 
+    def _loss_labels(self):
+        """The labels the loss layers read (bottom 1), in layer order."""
+        out = []
+        for l in self._dense:
+            if l.get("type") in ("BinaryCrossEntropyLoss", "CrossEntropyLoss", "MultiCrossEntropyLoss"):
+                b = _names(l.get("bottom", []))
+                if len(b) == 2:
+                    out.append(b[1])
+        return out
+
+    def _loss_weights_flag(self):
+        """--loss-weights LABEL=W,… for the given weights of labels a loss
+        reads (HugeCTR keeps weights of other labels unused); [] if none."""
+        pairs = []
+        for n in self._loss_labels():
+            if n in self._weights_set:
+                if "," in n or "=" in n:
+                    raise ValueError("loss weight for label %r: ctrkit's --loss-weights cannot name a label "
+                                     "with ',' or '='; rename the label" % n)
+                pairs.append("%s=%r" % (n, float(self._label_weights[n])))
+        return ["--loss-weights", ",".join(pairs)] if pairs else []
+
     def _train_flags(self):
-        f = ["--config", self._write_config(), "--device", _device()]
+        f = ["--config", self._write_config(), "--device", _device()] + self._loss_weights_flag()
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)
@@ -1074,6 +1173,11 @@ class Model(object):
                 elif k.name == "AverageLoss" and pt.get("eval_loss") is not None:
                     parts.append("AverageLoss: %.6f" % pt["eval_loss"])
             _log("Evaluation, " + ", ".join(parts or ["AUC: %.6f" % pt.get("eval_auc", float("nan"))]))
+            tasks = pt.get("eval_tasks") or []
+            if len(tasks) > 1 and any(k.name == "AUC" for k in self._solver.metrics_spec):
+                # HugeCTR's print_class_aucs after a multi-label AUC.
+                _log("Evaluation, AUC: {%s}" % ", ".join(
+                    "%f" % (float("nan") if t.get("auc") is None else t["auc"]) for t in tasks))
 
     def get_training_plot(self):
         """The PNG of loss and AUC against iterations of the last fit (a
@@ -1267,10 +1371,33 @@ class Model(object):
             raise ValueError("get_eval_metrics: call eval() once per evaluation batch first")
         n, self._pending_eval = self._pending_eval, 0
         r = self._session().request("eval", batches=n)
+        self._eval_tasks = r.get("tasks")
         out = []
         for k in self._solver.metrics_spec:
             v = {"AUC": r.get("auc"), "AverageLoss": r.get("loss"), "HitRate": r.get("hit_rate")}[k.name]
             out.append((k.name, float("nan") if v is None else v))
+        return out
+
+    def get_eval_metrics_per_task(self):
+        """ctrkit's addition for multi-task models: {label: [(metric name,
+        value), …]} of the last get_eval_metrics, per loss layer (AUC: the
+        task's, the mean over its columns for MultiCrossEntropyLoss;
+        AverageLoss: its unweighted loss), for the metrics_spec's AUC and
+        AverageLoss; get_eval_metrics gives HugeCTR's model-wide values
+        (AUC the mean over the tasks' columns, AverageLoss Σ weight·loss).
+        None before get_eval_metrics or for a model with one loss layer."""
+        if not self._eval_tasks:
+            return None
+        nan = float("nan")
+        out = {}
+        for t in self._eval_tasks:
+            ms = []
+            for k in self._solver.metrics_spec:
+                if k.name == "AUC":
+                    ms.append(("AUC", nan if t.get("auc") is None else t["auc"]))
+                elif k.name == "AverageLoss":
+                    ms.append(("AverageLoss", nan if t.get("loss") is None else t["loss"]))
+            out[t["label"]] = ms
         return out
 
     def export_predictions(self, output_prediction_file_name, output_label_file_name):

@@ -366,19 +366,29 @@ func softmaxGrad[T float](be *Backend, dx, dy, y []T, n int) {
 
 // BCE is the fused sigmoid binary cross-entropy of SPEC §8.
 func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
-	dt, ok := be.floats("bce", loss, dx, x, y, w)
-	if !ok || !be.check(tensor.CheckBCE("bce", loss, dx, x, y, w)) {
+	be.bce("bce", loss, dx, x, y, w, gradScale, false)
+}
+
+// MaskedBCE is BCE where labels below −0.5 mask their entry (see
+// tensor.Backend).
+func (be *Backend) MaskedBCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
+	be.bce("masked_bce", loss, dx, x, y, w, gradScale, true)
+}
+
+func (be *Backend) bce(op string, loss, dx, x, y, w tensor.Tensor, gradScale float64, mask bool) {
+	dt, ok := be.floats(op, loss, dx, x, y, w)
+	if !ok || !be.check(tensor.CheckBCE(op, loss, dx, x, y, w)) {
 		return
 	}
 	t := x.Cols()
 	if dt == tensor.Float32 {
-		bce(be, data[float32](loss), opt[float32](dx), data[float32](x), data[float32](y), opt[float32](w), t, gradScale)
+		bce(be, data[float32](loss), opt[float32](dx), data[float32](x), data[float32](y), opt[float32](w), t, gradScale, mask)
 	} else {
-		bce(be, data[float64](loss), opt[float64](dx), data[float64](x), data[float64](y), opt[float64](w), t, gradScale)
+		bce(be, data[float64](loss), opt[float64](dx), data[float64](x), data[float64](y), opt[float64](w), t, gradScale, mask)
 	}
 }
 
-func bce[T float](be *Backend, loss, dx, x, y, w []T, t int, gs float64) {
+func bce[T float](be *Backend, loss, dx, x, y, w []T, t int, gs float64, mask bool) {
 	rows := len(x) / max(t, 1)
 	if rows == 0 {
 		loss[0] = 0
@@ -389,6 +399,12 @@ func bce[T float](be *Backend, loss, dx, x, y, w []T, t int, gs float64) {
 		var s float64
 		for i := lo; i < hi; i++ {
 			xv, yv := float64(x[i]), float64(y[i])
+			if mask && yv < -0.5 {
+				if dx != nil {
+					dx[i] = 0
+				}
+				continue
+			}
 			wt := 1.0
 			if w != nil {
 				wt = float64(w[i%t])

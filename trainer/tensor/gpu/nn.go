@@ -270,13 +270,26 @@ func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
 // overwritten with the batch mean (block partials in double, then one
 // block), dx (optional) = gradScale·w·(σ(x)−y).
 func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
-	const op = "bce"
+	be.bce("bce", loss, dx, x, y, w, gradScale, false)
+}
+
+// MaskedBCE is BCE where labels below −0.5 mask their entry (see
+// tensor.Backend): loss 0 and dx 0, still counted in the mean.
+func (be *Backend) MaskedBCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
+	be.bce("masked_bce", loss, dx, x, y, w, gradScale, true)
+}
+
+func (be *Backend) bce(op string, loss, dx, x, y, w tensor.Tensor, gradScale float64, mask bool) {
 	if !be.floats(op, loss, dx, x, y, w) || !be.nnPresent(op, loss, x, y) ||
 		!be.check(tensor.CheckBCE(op, loss, dx, x, y, w)) {
 		return
 	}
 	t := x.Cols()
 	total := x.Len()
+	m := int32(0)
+	if mask {
+		m = 1
+	}
 	be.do(op, func(c *cuda.Ctx) error {
 		if total == 0 {
 			return c.Memset32(Ptr(loss), 0, 1, be.s)
@@ -288,7 +301,7 @@ func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
 			return err
 		}
 		if err := be.launch(c, "bce_partial", cuda.D1(blocks), cuda.D1(256), 0,
-			ws, p(dx), p(x), p(y), p(w), t, float32(gradScale), int64(total)); err != nil {
+			ws, p(dx), p(x), p(y), p(w), t, m, float32(gradScale), int64(total)); err != nil {
 			return err
 		}
 		return be.launch(c, "nn_loss_final", cuda.D1(1), cuda.D1(256), 0, p(loss), ws, blocks, int64(rows))

@@ -195,6 +195,43 @@ func TestBCE(t *testing.T) {
 	h.g.Reset()
 }
 
+// TestMaskedBCE: MultiCrossEntropyLoss's BCE, where a label below −0.5
+// gives loss 0 and dx 0 (HugeCTR loss.cu), matches the CPU.
+func TestMaskedBCE(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range [][2]int{{1, 1}, {7, 2}, {4097, 3}, {70000, 2}} {
+		rows, cols := s[0], s[1]
+		x := h.Rand(-20, 20, rows, cols)
+		yv := make([]float64, rows*cols)
+		for i := range yv {
+			switch i % 4 {
+			case 0:
+				yv[i] = -1
+			case 1:
+				yv[i] = -0.5 // not masked: −0.5 is not below −0.5
+			default:
+				yv[i] = float64(h.rng.IntN(2))
+			}
+		}
+		y := h.Floats(yv, rows, cols)
+		for _, weighted := range []bool{false, true} {
+			name := fmt.Sprintf("%dx%d weighted %v", rows, cols, weighted)
+			w := h.Zero()
+			if weighted {
+				w = h.Rand(0.5, 2, cols)
+			}
+			loss, dx := h.Out(tensor.Float32, 1), h.Out(tensor.Float32, rows, cols)
+			gs := 1 / float64(rows*cols)
+			h.g.MaskedBCE(loss.G, dx.G, x.G, y.G, w.G, gs)
+			h.c.MaskedBCE(loss.C, dx.C, x.C, y.C, w.C, gs)
+			h.Check("masked bce loss "+name, loss, tolFP32)
+			h.Check("masked bce dx "+name, dx, tolFP32)
+			h.Free(w, loss, dx)
+		}
+		h.Free(x, y)
+	}
+}
+
 func TestSoftmaxCE(t *testing.T) {
 	h := newHarness(t)
 	for _, s := range [][2]int{{1, 1}, {1, 5}, {13, 3}, {1000, 10}, {4097, 65}, {20, 1000}} {

@@ -401,13 +401,18 @@ extern "C" __global__ void softmax_grad_rows(float* __restrict__ dx, const float
 // bce_partial: fused sigmoid BCE over total = B·T elements (grid-stride);
 // the block's Σ w·bce goes to part[blockIdx.x]. w (per column, t of them)
 // and dx may be null. Computed in double: σ(x) − y cancels when σ(x) ≈ y.
+// mask != 0 (MultiCrossEntropyLoss): a label below −0.5 gives loss 0, dx 0.
 extern "C" __global__ void bce_partial(double* __restrict__ part, float* __restrict__ dx,
                                        const float* __restrict__ x, const float* __restrict__ y,
-                                       const float* __restrict__ w, int t, float gs, i64 total) {
+                                       const float* __restrict__ w, int t, int mask, float gs, i64 total) {
     __shared__ double sh[32];
     double s = 0;
     FOR(i, total) {
         double xv = x[i], yv = y[i];
+        if (mask && yv < -0.5) {
+            if (dx) dx[i] = 0.f;
+            continue;
+        }
         double wt = w ? (double)w[(int)(i % t)] : 1.0;
         double e = exp(-fabs(xv)); // e^−|x| ≤ 1: no overflow
         s += wt * ((xv >= 0 ? xv * (1 - yv) : -xv * yv) + log1p(e));
