@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ctrkit/ctrkit/trainer/graph"
-	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,19 +29,4 @@ func loadModel(c *cli.Context) (*graph.Config, error) {
 		return nil, fmt.Errorf("--dense-from %s: the graph has no dense layers", path)
 	}
 	return cfg.WithDense(d.Graph, path, cfg.Optimizer)
-}
-
-// sparseFilesOnly makes j load the embeddings' files only (the dense
-// network comes from --dense-from and starts fresh, as after HugeCTR's
-// load_sparse_weights): a --load-prefix snapshot becomes its sparse files
-// (their optimizer states when opt), the solver's dense files are dropped.
-func sparseFilesOnly(j *model.Job, embeddings int, opt bool) {
-	if r := j.Resume; r.Prefix != "" {
-		j.Init = model.SnapshotFiles(r.Prefix, r.Iter, embeddings)
-		j.Resume = model.Snapshot{}
-	}
-	j.Init.Dense, j.Init.DenseOpt = "", ""
-	if !opt {
-		j.Init.SparseOpt = nil
-	}
 }

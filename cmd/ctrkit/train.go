@@ -146,151 +146,104 @@ func optimizerFlags() []cli.Flag {
 	}
 }
 
-// buildJob merges the model file's sections with the flags.
+// buildJob merges the model file's sections with the flags
+// (model.NewJob's policy), the data section with the data flags, and
+// opens the backend.
 func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
-	var j model.Job
 	cfg, err := loadModel(c)
+	if err != nil {
+		return model.Job{}, nil, err
+	}
+	o, err := jobOverrides(c, train)
+	if err != nil {
+		return model.Job{}, nil, err
+	}
+	j, err := model.NewJob(cfg, o, func(j *model.Job) error { return dataFromConfigAndFlags(c, j, cfg, train) })
 	if err != nil {
 		return j, nil, err
 	}
-	j.Config = cfg
-	s := graph.DefaultSolver()
-	if cfg.Solver != nil {
-		s = cfg.Solver
-	}
-	set := func(name string, dst *int) {
-		if c.IsSet(name) {
-			*dst = c.Int(name)
-		}
-	}
-	set("batchsize", &s.BatchSize)
-	set("max-iter", &s.MaxIter)
-	set("num-epochs", &s.NumEpochs)
-	set("display", &s.Display)
-	set("eval-interval", &s.EvalInterval)
-	set("max-eval-batches", &s.MaxEvalBatches)
-	if !train && !c.IsSet("max-eval-batches") {
-		s.MaxEvalBatches = 0 // evaluate and predict cover all the data
-	}
-	set("snapshot", &s.Snapshot)
-	if c.IsSet("num-epochs") && !c.IsSet("max-iter") {
-		s.MaxIter = 0
-	}
-	if c.IsSet("max-iter") && !c.IsSet("num-epochs") {
-		s.NumEpochs = 0
-	}
-	if s.MaxEvalSamples > 0 && !c.IsSet("max-eval-batches") {
-		// HugeCTR: max_eval_samples / batchsize_eval batches, the remainder
-		// truncated.
-		s.MaxEvalBatches = s.MaxEvalSamples / max(s.BatchSizeEval, 1)
-	}
-	if c.IsSet("snapshot-prefix") {
-		s.SnapshotPrefix = c.String("snapshot-prefix")
-	}
-	if c.IsSet("seed") {
-		s.Seed = c.Uint64("seed")
-	}
-	if c.IsSet("auc-threshold") {
-		s.AUCThreshold = c.Float64("auc-threshold")
-	}
-	if c.IsSet("i64-input-key") {
-		s.I64InputKey = c.Bool("i64-input-key")
-	}
-	if c.IsSet("tf32") {
-		s.EnableTF32 = c.Bool("tf32")
-	}
-	if c.IsSet("mixed-precision") {
-		s.UseMixedPrecision = c.Bool("mixed-precision")
-	}
-	if train && c.IsSet("export-predictions-prefix") {
-		s.ExportPredictionsPrefix = c.String("export-predictions-prefix")
-	}
-	j.Solver = *s
-	if c.IsSet("loss-weights") {
-		if j.LossWeights, err = parseLossWeights(c.String("loss-weights")); err != nil {
-			return j, nil, err
-		}
-	}
-	if train {
-		j.FreezeDense, j.FreezeEmbeddings = c.Bool("freeze-dense"), c.StringSlice("freeze-embedding")
-		if j.Optimizer, err = optimizerFromFlags(c, cfg.Optimizer); err != nil {
-			return j, nil, err
-		}
-	}
-	// Data.
-	if err := dataFromConfigAndFlags(c, &j, cfg, train); err != nil {
-		return j, nil, err
-	}
-	// Starting weights.
 	j.Notes = c.App.ErrWriter
 	j.Progress = c.App.ErrWriter
-	if p := c.String("load-prefix"); p != "" {
-		if !c.IsSet("load-iter") {
-			return j, nil, fmt.Errorf("--load-prefix needs --load-iter (the iteration of the files)")
-		}
-		j.Resume = model.Snapshot{Prefix: p, Iter: c.Int64("load-iter"), FreshOptimizer: train && !c.Bool("load-optimizer")}
-	} else if s.DenseModelFile != "" || len(s.SparseModelFiles) > 0 || s.DenseOptStatesFile != "" || len(s.SparseOptStatesFiles) > 0 {
-		if j.Init, err = solverFiles(s, len(cfg.Graph.Embeddings), c.String("config"), train); err != nil {
-			return j, nil, err
-		}
-	} else if !train {
-		return j, nil, fmt.Errorf("no model files: give --load-prefix and --load-iter")
-	}
-	if c.IsSet("dense-from") {
-		sparseFilesOnly(&j, len(cfg.Graph.Embeddings), train && c.Bool("load-optimizer"))
-	}
 	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
 		return j, nil, err
 	}
 	return j, cfg, nil
 }
 
-func optimizerFromFlags(c *cli.Context, base *graph.Optimizer) (*graph.Optimizer, error) {
-	o := graph.DefaultOptimizer()
-	if base != nil {
-		cp := *base
-		o = &cp
-	}
-	if c.IsSet("optimizer") {
-		t := map[string]string{"sgd": "SGD", "momentum": "MomentumSGD", "nesterov": "Nesterov", "adagrad": "AdaGrad", "adam": "Adam"}[strings.ToLower(c.String("optimizer"))]
-		if t == "" {
-			return nil, fmt.Errorf("--optimizer: %q is not sgd, momentum, nesterov, adagrad or adam", c.String("optimizer"))
-		}
-		if t != o.Type {
-			d := graph.DefaultOptimizer()
-			d.Type, d.UpdateType, d.LearningRate = t, o.UpdateType, o.LearningRate
-			o = d
+// jobOverrides reads the solver, optimizer and starting-weight flags.
+func jobOverrides(c *cli.Context, train bool) (model.Overrides, error) {
+	o := model.Overrides{Train: train, ConfigFile: c.String("config"), DenseFrom: c.IsSet("dense-from"),
+		LoadPrefix: c.String("load-prefix"), LoadOptimizer: c.Bool("load-optimizer")}
+	for name, dst := range map[string]**int{"batchsize": &o.BatchSize, "max-iter": &o.MaxIter, "num-epochs": &o.NumEpochs,
+		"display": &o.Display, "eval-interval": &o.EvalInterval, "max-eval-batches": &o.MaxEvalBatches, "snapshot": &o.Snapshot} {
+		if c.IsSet(name) {
+			v := c.Int(name)
+			*dst = &v
 		}
 	}
-	if c.IsSet("update-type") {
-		u := map[string]string{"local": "Local", "global": "Global", "lazyglobal": "LazyGlobal"}[strings.ToLower(c.String("update-type"))]
-		if u == "" {
-			return nil, fmt.Errorf("--update-type: %q is not local, global or lazyglobal", c.String("update-type"))
+	for name, dst := range map[string]**string{"snapshot-prefix": &o.SnapshotPrefix, "export-predictions-prefix": &o.ExportPredictionsPrefix} {
+		if c.IsSet(name) {
+			v := c.String(name)
+			*dst = &v
 		}
-		o.UpdateType = u
 	}
-	if c.IsSet("lr") {
-		o.LearningRate = float32(c.Float64("lr"))
+	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision} {
+		if c.IsSet(name) {
+			v := c.Bool(name)
+			*dst = &v
+		}
 	}
-	if c.IsSet("warmup-steps") {
-		o.WarmupSteps = c.Int64("warmup-steps")
+	if c.IsSet("seed") {
+		v := c.Uint64("seed")
+		o.Seed = &v
 	}
-	if c.IsSet("decay-start") {
-		o.DecayStart = c.Int64("decay-start")
+	if c.IsSet("auc-threshold") {
+		v := c.Float64("auc-threshold")
+		o.AUCThreshold = &v
 	}
-	if c.IsSet("decay-steps") {
-		o.DecaySteps = c.Int64("decay-steps")
+	if c.IsSet("load-iter") {
+		v := c.Int64("load-iter")
+		o.LoadIter = &v
 	}
-	if c.IsSet("decay-power") {
-		o.DecayPower = float32(c.Float64("decay-power"))
+	if c.IsSet("loss-weights") {
+		var err error
+		if o.LossWeights, err = parseLossWeights(c.String("loss-weights")); err != nil {
+			return o, err
+		}
 	}
-	if c.IsSet("end-lr") {
-		o.EndLR = float32(c.Float64("end-lr"))
-	}
-	if c.IsSet("momentum") {
-		o.MomentumFactor = float32(c.Float64("momentum"))
+	if train {
+		o.FreezeDense, o.FreezeEmbeddings = c.Bool("freeze-dense"), c.StringSlice("freeze-embedding")
+		o.Optimizer = optimizerOverrides(c)
 	}
 	return o, nil
+}
+
+// optimizerOverrides reads the optimizer flags.
+func optimizerOverrides(c *cli.Context) model.OptimizerOverrides {
+	var o model.OptimizerOverrides
+	for name, dst := range map[string]**string{"optimizer": &o.Type, "update-type": &o.UpdateType} {
+		if c.IsSet(name) {
+			v := c.String(name)
+			*dst = &v
+		}
+	}
+	for name, dst := range map[string]**float64{"lr": &o.LR, "decay-power": &o.DecayPower, "end-lr": &o.EndLR, "momentum": &o.Momentum} {
+		if c.IsSet(name) {
+			v := c.Float64(name)
+			*dst = &v
+		}
+	}
+	for name, dst := range map[string]**int64{"warmup-steps": &o.WarmupSteps, "decay-start": &o.DecayStart, "decay-steps": &o.DecaySteps} {
+		if c.IsSet(name) {
+			v := c.Int64(name)
+			*dst = &v
+		}
+	}
+	return o
+}
+
+func optimizerFromFlags(c *cli.Context, base *graph.Optimizer) (*graph.Optimizer, error) {
+	return optimizerOverrides(c).Apply(base)
 }
 
 func runTrain(c *cli.Context) error {

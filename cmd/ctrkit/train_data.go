@@ -204,28 +204,3 @@ func schemaOntoSources(c *cli.Context, j *model.Job, cfg *graph.Config) error {
 	}
 	return nil
 }
-
-// solverFiles are the starting files a config's solver names
-// (dense_model_file, dense_opt_states_file, sparse_model_file,
-// sparse_opt_states_file), checked against the model's n embeddings.
-func solverFiles(s *graph.Solver, n int, file string, train bool) (model.Files, error) {
-	f := model.Files{Dense: s.DenseModelFile, Sparse: s.SparseModelFiles}
-	if train {
-		f.DenseOpt, f.SparseOpt = s.DenseOptStatesFile, s.SparseOptStatesFiles
-	}
-	if len(f.Sparse) > 0 && len(f.Sparse) != n {
-		return f, fmt.Errorf("%s: solver.sparse_model_file names %d files for %d embeddings", file, len(f.Sparse), n)
-	}
-	if len(f.SparseOpt) > 0 {
-		if len(f.SparseOpt) != n {
-			return f, fmt.Errorf("%s: solver.sparse_opt_states_file names %d files for %d embeddings", file, len(f.SparseOpt), n)
-		}
-		if len(f.Sparse) == 0 {
-			return f, fmt.Errorf("%s: solver.sparse_opt_states_file needs sparse_model_file (the states belong to those rows)", file)
-		}
-	}
-	if f.DenseOpt != "" && f.Dense == "" {
-		return f, fmt.Errorf("%s: solver.dense_opt_states_file needs dense_model_file", file)
-	}
-	return f, nil
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/optim"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -75,10 +76,13 @@ type Model struct {
 	be tensor.Backend
 	// bar counts the samples of Evaluate and Predict (RunEvaluate,
 	// RunPredict); nil: none.
-	bar    *progress.Bar
-	ctx    *layers.Ctx
-	batch  int
-	feed   *feeder
+	bar   *progress.Bar
+	ctx   *layers.Ctx
+	batch int
+	feed  *input.Feeder
+	// evalPf is the evaluation pipeline of a Fit (kept across its
+	// evaluations); nil: each evaluation builds its own.
+	evalPf *input.Prefetcher
 	embs   []*embedding
 	dense  []layers.Layer // one per Graph.Layers entry
 	params []layers.Param // dense parameters in file order
@@ -132,7 +136,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if m.opt, err = optim.New(be, dcfg, m.sched); err != nil {
 		return nil, err
 	}
-	m.feed, err = newFeeder(m, &g, o.SlotSizeArray)
+	m.feed, err = input.NewFeeder(be, o.BatchSize, &g, o.SlotSizeArray)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +144,8 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err := m.bindLabels(blobs); err != nil {
 		return nil, err
 	}
-	if m.feed.dense != nil {
-		blobs[g.Input.DenseTop] = m.feed.dense
+	if m.feed.Dense != nil {
+		blobs[g.Input.DenseTop] = m.feed.Dense
 	}
 	for i, ge := range g.Embeddings {
 		e, err := m.buildEmbedding(ge, info.Embeddings[i], gopt, o.LossScale)
@@ -268,7 +272,7 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 	if ei.Rows <= 0 || ei.Rows > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d table rows", ErrUnsupported, ei.Rows)
 	}
-	l, err := layers.NewSparseEmbedding(m.ctx, ec, m.feed.inputs[in], m.batch)
+	l, err := layers.NewSparseEmbedding(m.ctx, ec, m.feed.Inputs[in], m.batch)
 	if err != nil {
 		return nil, err
 	}

@@ -7,11 +7,12 @@
 //
 // # Batches
 //
-// The network is built for one batch size B. A reader batch is converted on
-// the host into the network's inputs (labels [B, L], dense [B, D], and per
-// sparse input CSR keys int64 and offsets int32 over its slots, which are
-// consecutive slots of the file: WDL's wide input is slot 0, its deep input
-// slots 1…26) and uploaded. A short batch (the end of an epoch) is padded with
+// The network is built for one batch size B. Package trainer/input turns a
+// reader batch into the network's inputs (labels [B, L], dense [B, D], and
+// per sparse input CSR keys int64 and offsets int32 over its slots, which
+// are consecutive slots of the file: WDL's wide input is slot 0, its deep
+// input slots 1…26): uploaded as read, split by input on the backend, one
+// pipeline per Fit for training and one for evaluation. A short batch (the end of an epoch) is padded with
 // empty samples: Evaluate and Predict drop the padding's outputs; Fit skips a
 // short training batch (its gradient would include the padding).
 //

@@ -250,12 +250,12 @@ func TestGPUHugeCTRConfigs(t *testing.T) {
 		}
 		// An input may allow fewer keys a sample than its slots' nnz sum
 		// (max_feature_num_per_sample): then draw one key per slot there.
-		for k, in := range m.feed.parts {
+		for k, in := range m.feed.Parts {
 			sum := 0
 			for _, v := range nnz[in.First : in.First+in.Slots] {
 				sum += v
 			}
-			if sum > m.feed.capKeys[k]/batch {
+			if sum > m.feed.CapKeys[k]/batch {
 				for j := in.First; j < in.First+in.Slots; j++ {
 					nnz[j] = 1
 				}

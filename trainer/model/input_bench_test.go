@@ -7,6 +7,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 )
 
 // wdlBatch is a WDL-shape batch (a wide slot, 26 deep slots, 13 dense) of
@@ -46,12 +47,12 @@ func BenchmarkInputWDL(b *testing.B) {
 	for _, B := range []int{2048, 65536} {
 		m, batch := wdlBatch(b, B)
 		bytes := formats.BatchBytes(batch.Schema, B)
-		pf := &prefetcher{m: m}
+		pf := input.NewPrefetcher(m.feed)
 		b.Run("staged/"+itoa(B), func(b *testing.B) {
 			b.SetBytes(bytes)
 			b.ReportAllocs()
 			for range b.N {
-				if _, _, err := pf.hostSide(batch); err != nil {
+				if _, _, err := pf.HostSide(batch); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -60,7 +61,7 @@ func BenchmarkInputWDL(b *testing.B) {
 			b.SetBytes(bytes)
 			b.ReportAllocs()
 			for range b.N {
-				if err := m.feed.load(batch); err != nil {
+				if err := m.feed.Load(batch); err != nil {
 					b.Fatal(err)
 				}
 			}

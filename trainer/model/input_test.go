@@ -155,7 +155,7 @@ func checkInputPipeline(t *testing.T, be tensor.Backend, lay inputLayout, i64, w
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pf.close()
+	defer pf.Close()
 
 	// The reference's per-slot add: hash inputs get the slot offsets of
 	// the reader's slot_size_array; one-hot inputs stay slot-local.
@@ -165,18 +165,18 @@ func checkInputPipeline(t *testing.T, be tensor.Backend, lay inputLayout, i64, w
 	}
 	seen := 0
 	for bi := 0; ; bi++ {
-		st := pf.next()
-		if st.err != nil && !errors.Is(st.err, io.EOF) {
-			t.Fatal(st.err)
+		st := pf.Next()
+		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
+			t.Fatal(st.Err)
 		}
-		if st.n > 0 {
-			if err := pf.commit(st); err != nil {
+		if st.N > 0 {
+			if err := pf.Commit(st); err != nil {
 				t.Fatalf("batch %d: %v", bi, err)
 			}
-			checkFed(t, m, d, seen, st.n, add, bi)
-			seen += st.n
+			checkFed(t, m, d, seen, st.N, add, bi)
+			seen += st.N
 		}
-		if st.err != nil {
+		if st.Err != nil {
 			break
 		}
 	}
@@ -189,32 +189,32 @@ func checkInputPipeline(t *testing.T, be tensor.Backend, lay inputLayout, i64, w
 func checkFed(t *testing.T, m *Model, d *formatstest.Dataset, lo, n int, add []int64, bi int) {
 	t.Helper()
 	f, be, B := m.feed, m.be, m.batch
-	got := make([]float32, B*f.labelDim)
-	if err := be.Download(got, f.label.Value); err != nil {
+	got := make([]float32, B*f.LabelDim)
+	if err := be.Download(got, f.Label.Value); err != nil {
 		t.Fatal(err)
 	}
-	want := make([]float32, B*f.labelDim)
+	want := make([]float32, B*f.LabelDim)
 	for i := range n {
-		copy(want[i*f.labelDim:], d.Labels[lo+i])
+		copy(want[i*f.LabelDim:], d.Labels[lo+i])
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("batch %d labels %v, want %v", bi, got[:8], want[:8])
 	}
-	if f.dense != nil {
-		got := make([]float32, B*f.denseDim)
-		if err := be.Download(got, f.dense.Value); err != nil {
+	if f.Dense != nil {
+		got := make([]float32, B*f.DenseDim)
+		if err := be.Download(got, f.Dense.Value); err != nil {
 			t.Fatal(err)
 		}
-		want := make([]float32, B*f.denseDim)
+		want := make([]float32, B*f.DenseDim)
 		for i := range n {
-			copy(want[i*f.denseDim:], d.Dense[lo+i])
+			copy(want[i*f.DenseDim:], d.Dense[lo+i])
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("batch %d dense values differ: %v, want %v", bi, got[:8], want[:8])
 		}
 	}
-	for k, in := range f.inputs {
-		part := f.parts[k]
+	for k, in := range f.Inputs {
+		part := f.Parts[k]
 		var keys []int64
 		off := []int32{0}
 		for i := range B {

@@ -224,7 +224,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
 				return m, FitResult{}, err
 			}
-			fo.OpenEval = newEvalCache(fo.OpenEval, j.Eval.CacheBatches).Open
+			fo.CacheEvalBatches = j.Eval.CacheBatches
 		}
 	}
 	if out.SaveFinal && s.SnapshotPrefix != "" {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // MemoryLimit returns the bytes this process may allocate and what bounds
@@ -92,7 +91,7 @@ func checkHostMemory(g *graph.Graph, info *graph.Info, opt *graph.Optimizer, be 
 		limit, what = 1<<50, "ctrkit's bound"
 	}
 	input, act := batchBytes(g, info, batch)
-	_, onGPU := be.(*gpu.Backend)
+	_, onGPU := be.(tensor.DeviceMemory)
 	if onGPU {
 		act = 0
 	}

@@ -94,3 +94,27 @@ func TestBuildRefusesHugeCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestHostMemoryOnDevice: a backend whose tensors live in device memory
+// (tensor.DeviceMemory, not only *gpu.Backend) keeps its embedding tables
+// out of the host memory check.
+func TestHostMemoryOnDevice(t *testing.T) {
+	withMemoryLimit(t, 64<<20)
+	cfg := memConfig(t, 64, 256, `"nnz_per_slot": 1`)
+	g := *cfg.Graph
+	opt := graph.DefaultOptimizer()
+	if err := g.AutoSlice(opt); err != nil {
+		t.Fatal(err)
+	}
+	info, err := g.Infer(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkHostMemory(&g, info, opt, cpuBackend(t), 64); err == nil || !strings.Contains(err.Error(), "embedding tables need") {
+		t.Errorf("host backend: %v", err)
+	}
+	dev := &deviceBackend{stagingBackend: newStagingBackend(t), free: 1 << 30}
+	if err := checkHostMemory(&g, info, opt, dev, 64); err != nil {
+		t.Errorf("device backend: %v", err)
+	}
+}

@@ -52,22 +52,13 @@ func labelColumns(in *graph.Input) (map[string][2]int, []string) {
 	return cols, names
 }
 
-// labelWidth is the width of the data's label row: Σ label_dim.
-func labelWidth(in *graph.Input) int {
-	w := 0
-	for _, d := range in.LabelDims {
-		w += d
-	}
-	return w
-}
-
 // bindLabels makes the label tensors of the graph: the feeder's label
 // blob itself for one label, else a Slice of it (HugeCTR's
 // combined_multi_label split) run before the network.
 func (m *Model) bindLabels(blobs map[string]*layers.Blob) error {
 	in := &m.Graph.Input
 	if len(in.LabelTops) == 1 {
-		blobs[in.LabelTops[0]] = m.feed.label
+		blobs[in.LabelTops[0]] = m.feed.Label
 		return nil
 	}
 	cols, names := labelColumns(in)
@@ -78,7 +69,7 @@ func (m *Model) bindLabels(blobs map[string]*layers.Blob) error {
 		}
 		ranges = append(ranges, [2]int{cols[n][0], cols[n][0] + cols[n][1]})
 	}
-	s, err := layers.NewSlice(m.ctx, m.feed.label, ranges)
+	s, err := layers.NewSlice(m.ctx, m.feed.Label, ranges)
 	if err != nil {
 		return err
 	}
@@ -126,10 +117,10 @@ func (m *Model) finishHeads(blobs map[string]*layers.Blob, o Options) error {
 		}
 		last := m.Graph.Layers[len(m.Graph.Layers)-1]
 		p := blobs[last.Top[0]]
-		if p == nil || len(p.Value.Shape) != 2 || p.Value.Cols() > m.feed.labelDim {
-			return fmt.Errorf("inference graph: the last layer's output %q is not a [batch, ≤ %d] prediction", last.Top[0], m.feed.labelDim)
+		if p == nil || len(p.Value.Shape) != 2 || p.Value.Cols() > m.feed.LabelDim {
+			return fmt.Errorf("inference graph: the last layer's output %q is not a [batch, ≤ %d] prediction", last.Top[0], m.feed.LabelDim)
 		}
-		m.heads = []*head{{g: last, pred: p, label: m.Graph.Input.LabelTops[0], dim: m.feed.labelDim, weight: 1}}
+		m.heads = []*head{{g: last, pred: p, label: m.Graph.Input.LabelTops[0], dim: m.feed.LabelDim, weight: 1}}
 		m.predW = p.Value.Cols()
 		return nil
 	}

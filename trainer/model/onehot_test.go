@@ -47,7 +47,7 @@ func TestOneHotStoredKeysAreGlobalRows(t *testing.T) {
 		t.Fatalf("global one-hot keys: %v", err)
 	}
 	want := [][]int64{{0, 2, 0}, {1, 3, 1}, {2, 4, 2}, {3, 5, 0}}
-	keys := cpu.Data[int64](m.feed.inputs[0].Keys)
+	keys := cpu.Data[int64](m.feed.Inputs[0].Keys)
 	for i, row := range want {
 		for s, v := range row {
 			if got := keys[i*3+s]; got != v {

@@ -35,8 +35,10 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 		return res, err
 	}
 	defer func() {
-		pf.close()
-		r.Close()
+		pf.Close()
+		if r != nil {
+			r.Close()
+		}
 	}()
 	var start time.Time
 	for i := 0; i < warmup+steps; {
@@ -46,12 +48,12 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 			}
 			start = time.Now()
 		}
-		st := pf.next()
-		if st.err != nil && st.err != io.EOF {
-			return res, st.err
+		st := pf.Next()
+		if st.Err != nil && st.Err != io.EOF {
+			return res, st.Err
 		}
-		if st.n == m.batch {
-			if err := pf.commit(st); err != nil {
+		if st.N == m.batch {
+			if err := pf.Commit(st); err != nil {
 				return res, err
 			}
 			if err := m.step(m.batch); err != nil {
@@ -64,15 +66,16 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 			}
 			i++
 		} else {
-			pf.release(st)
+			pf.Release(st)
 		}
-		if st.err == io.EOF {
-			pf.close()
+		if st.Err == io.EOF {
+			pf.Stop()
 			r.Close()
 			if r, err = open(); err != nil {
+				r = nil
 				return res, err
 			}
-			if pf, err = m.newPrefetcher(r); err != nil {
+			if err = pf.Start(r); err != nil {
 				return res, err
 			}
 		}
@@ -87,7 +90,7 @@ func (m *Model) ResidentThroughput(b *formats.Batch, warmup, steps int) (Through
 	if b.N != m.batch {
 		return res, fmt.Errorf("batch of %d samples, want %d", b.N, m.batch)
 	}
-	if err := m.feed.load(b); err != nil {
+	if err := m.feed.Load(b); err != nil {
 		return res, err
 	}
 	var start time.Time

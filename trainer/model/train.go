@@ -13,10 +13,10 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // TrainStep runs one forward/backward/update on batch b and returns
@@ -32,7 +32,7 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 	if b.N <= 0 || b.N > m.batch {
 		return fmt.Errorf("training batch of %d samples for batch size %d: %w", b.N, m.batch, errShortBatch)
 	}
-	if err := m.feed.load(b); err != nil {
+	if err := m.feed.Load(b); err != nil {
 		return err
 	}
 	return m.step(b.N)
@@ -118,9 +118,15 @@ func (m *Model) forward(b *formats.Batch, scores []float32) ([]float32, error) {
 // forwardLogits runs inference on b and returns the logits of its b.N
 // samples ([n·T]) in scores.
 func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, error) {
-	if err := m.feed.load(b); err != nil {
+	if err := m.feed.Load(b); err != nil {
 		return nil, err
 	}
+	return m.forwardLoaded(b.N, scores)
+}
+
+// forwardLoaded runs inference on the inputs already loaded (n samples)
+// and returns their logits ([n·T]) in scores.
+func (m *Model) forwardLoaded(n int, scores []float32) ([]float32, error) {
 	p := layers.Pass{Training: false, Iter: m.iter}
 	m.runLabels(p)
 	for _, e := range m.embs {
@@ -136,7 +142,7 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 		return nil, err
 	}
 	t := m.predW
-	out := scores[:b.N*t]
+	out := scores[:n*t]
 	if i := firstNonFinite(out); i >= 0 {
 		return nil, &NonFiniteError{What: "prediction", Sample: int64(i / t), Value: float64(out[i])}
 	}
@@ -189,7 +195,7 @@ func (m *Model) lossSums(x, y []float32, n int) ([]float64, error) {
 
 func (m *Model) headLossSum(h *head, x, y []float32, n int) (float64, error) {
 	t, T, off := h.width(), m.predW, h.off
-	L, lc := m.feed.labelDim, h.col
+	L, lc := m.feed.LabelDim, h.col
 	var s float64
 	if h.loss == nil {
 		for i := 0; i < n; i++ {
@@ -380,64 +386,56 @@ func (m *Model) EvaluateSamples(r formats.Reader, maxSamples int64) (EvalResult,
 // evaluate is EvaluateSamples; export, when not nil, receives every batch's
 // scores and labels of the first AUC column (aucColumn).
 func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores, labels []float32) error) (EvalResult, error) {
+	return m.evaluateFrom(func() (formats.Reader, error) { return keepOpen{r}, nil }, maxSamples, export, nil)
+}
+
+// keepOpen is a reader whose Close leaves it open (the caller's).
+type keepOpen struct{ formats.Reader }
+
+func (keepOpen) Close() error { return nil }
+
+// evaluateFrom is evaluate over the batches of cache (nil: none) and then
+// those of the reader open returns (opened only when the cache does not
+// hold the evaluation; closed at the end).
+func (m *Model) evaluateFrom(open func() (formats.Reader, error), maxSamples int64, export func(scores, labels []float32) error, cache *input.EvalCache) (EvalResult, error) {
 	var res EvalResult
 	var avg metrics.AverageLoss
 	var hr metrics.HitRate
-	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
-	if err != nil {
-		return res, err
-	}
-	defer b.Free()
 	cols := m.aucColumnList()
 	aucs := make([]metrics.AUCAccumulator, len(cols))
 	taskLoss := make([]metrics.AverageLoss, len(m.heads))
-	scores := make([]float32, m.batch*m.predW)
 	col := make([]float32, m.batch)
 	lab := make([]float32, m.batch)
-	for maxSamples <= 0 || int64(res.Samples) < maxSamples {
-		n, err := r.Read(b)
-		if maxSamples > 0 {
-			n = int(min(int64(n), maxSamples-int64(res.Samples)))
+	err := m.scan(open, maxSamples, cache, func(n int, x, labels []float32) error {
+		lss, lerr := m.lossSums(x, labels, n)
+		if lerr != nil {
+			return fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
 		}
-		if n > 0 {
-			x, ferr := m.forwardLogits(b, scores)
-			if ferr != nil {
-				return res, atSample(ferr, int64(res.Samples))
-			}
-			L := b.Schema.LabelDim
-			lss, lerr := m.lossSums(x, b.Labels[:n*L], n)
-			if lerr != nil {
-				return res, fmt.Errorf("evaluation data after %d samples: %w", res.Samples, lerr)
-			}
-			var ls float64
-			for h, s := range lss {
-				ls += m.heads[h].weight * s
-				taskLoss[h].Add(s/float64(n), n)
-			}
-			m.probabilities(x)
-			for c := range aucs {
-				m.aucColumn(col[:n], lab[:n], x, b.Labels, cols[c])
-				if c == 0 {
-					if export != nil {
-						if err := export(col[:n], lab[:n]); err != nil {
-							return res, err
-						}
+		var ls float64
+		for h, s := range lss {
+			ls += m.heads[h].weight * s
+			taskLoss[h].Add(s/float64(n), n)
+		}
+		m.probabilities(x)
+		for c := range aucs {
+			m.aucColumn(col[:n], lab[:n], x, labels, cols[c])
+			if c == 0 {
+				if export != nil {
+					if err := export(col[:n], lab[:n]); err != nil {
+						return err
 					}
-					hr.Add(col[:n], lab[:n])
 				}
-				aucs[c].Add(col[:n], lab[:n])
+				hr.Add(col[:n], lab[:n])
 			}
-			avg.Add(ls/float64(n), n)
-			res.Samples += n
-			m.bar.Add(int64(n))
-			res.Batches++
+			aucs[c].Add(col[:n], lab[:n])
 		}
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return res, err
-		}
+		avg.Add(ls/float64(n), n)
+		res.Samples += n
+		res.Batches++
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.Loss, res.HitRate = avg.Value(), hr.Value()
 	// HugeCTR's AUC of a multi-label model is the mean of the columns' AUCs.
@@ -471,7 +469,7 @@ func (m *Model) evaluate(r formats.Reader, maxSamples int64, export func(scores,
 // click = label ≥ 0.5).
 func (m *Model) aucColumn(score, label, p, y []float32, c aucCol) {
 	h := m.heads[c.h]
-	t, T, L := h.width(), m.predW, m.feed.labelDim
+	t, T, L := h.width(), m.predW, m.feed.LabelDim
 	o, lc := h.off, h.col
 	for i := range score {
 		if h.loss == nil || h.loss.Kind != layers.CrossEntropy {
@@ -494,12 +492,12 @@ func (m *Model) aucColumn(score, label, p, y []float32, c aucCol) {
 // backend (on the GPU: a device radix sort) instead of the host's sort.
 const deviceAUCMin = 1 << 16
 
-// auc is the exact AUC of the accumulated scores: on a GPU backend by its
-// AUC operation (bit-identical to the host's for 0/1 labels), else on the
-// host.
+// auc is the exact AUC of the accumulated scores: on a device backend
+// (tensor.DeviceMemory, the GPU) by its AUC operation (bit-identical to
+// the host's for 0/1 labels), else on the host.
 func (m *Model) auc(a *metrics.AUCAccumulator) (float64, error) {
 	s, l := a.Data()
-	if _, ok := m.be.(*gpu.Backend); !ok || len(s) < deviceAUCMin {
+	if _, ok := m.be.(tensor.DeviceMemory); !ok || len(s) < deviceAUCMin {
 		return a.Value(), nil
 	}
 	ts, tl := m.be.Alloc(tensor.Float32, len(s)), m.be.Alloc(tensor.Float32, len(l))
@@ -528,35 +526,108 @@ func (m *Model) Predict(dst []float32, r formats.Reader, maxBatches int) ([]floa
 
 // PredictSamples is Predict over the first maxSamples samples (0: all).
 func (m *Model) PredictSamples(dst []float32, r formats.Reader, maxSamples int64) ([]float32, error) {
-	b, err := formats.NewBatch(r.Schema(), m.batch, nil)
-	if err != nil {
-		return dst, err
-	}
-	defer b.Free()
-	scores := make([]float32, m.batch*m.predW)
 	t := m.predW
-	for seen := int64(0); maxSamples <= 0 || seen < maxSamples; {
-		n, err := r.Read(b)
+	err := m.scan(func() (formats.Reader, error) { return keepOpen{r}, nil }, maxSamples, nil, func(n int, x, _ []float32) error {
+		m.probabilities(x)
+		dst = append(dst, x[:n*t]...)
+		return nil
+	})
+	return dst, err
+}
+
+// scan runs inference over the first maxSamples samples (0: all): the
+// batches of cache (nil: none), then those of the reader open returns,
+// through the input pipeline (m.evalPf, or one of its own), and calls fn
+// with each batch's sample count n, logits [n·T] (valid until fn returns;
+// fn may overwrite them) and labels [n·L]. A batch of the reader is added
+// to cache when it has room.
+func (m *Model) scan(open func() (formats.Reader, error), maxSamples int64, cache *input.EvalCache, fn func(n int, x, labels []float32) error) error {
+	f := m.feed
+	scores := make([]float32, m.batch*m.predW)
+	labels := make([]float32, m.batch*f.LabelDim)
+	var seen int64
+	more := func() bool { return maxSamples <= 0 || seen < maxSamples }
+	run := func(n int) error {
 		if maxSamples > 0 {
 			n = int(min(int64(n), maxSamples-seen))
 		}
-		if n > 0 {
-			s, ferr := m.forward(b, scores)
-			if ferr != nil {
-				return dst, atSample(ferr, seen)
-			}
-			dst = append(dst, s[:n*t]...)
-			seen += int64(n)
-			m.bar.Add(int64(n))
-		}
-		if err == io.EOF {
-			return dst, nil
-		}
+		x, err := m.forwardLoaded(n, scores)
 		if err != nil {
-			return dst, err
+			return atSample(err, seen)
+		}
+		if err := m.be.Download(labels, f.Label.Value); err != nil {
+			return err
+		}
+		if err := fn(n, x, labels[:n*f.LabelDim]); err != nil {
+			return err
+		}
+		seen += int64(n)
+		m.bar.Add(int64(n))
+		return nil
+	}
+	pos := 0 // batches seen
+	if cache != nil {
+		for ; pos < cache.Len() && more(); pos++ {
+			n, err := cache.Replay(f, pos)
+			if err != nil {
+				return err
+			}
+			if err := run(n); err != nil {
+				return err
+			}
+		}
+		if cache.Complete || !more() {
+			return nil
 		}
 	}
-	return dst, nil
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	pf := m.evalPf
+	if pf == nil {
+		pf = input.NewPrefetcher(m.feed)
+		defer pf.Close()
+	}
+	if err := pf.Start(r); err != nil {
+		return err
+	}
+	defer pf.Stop()
+	for skip := pos; more(); {
+		st := pf.Next()
+		if st.Err != nil && st.Err != io.EOF {
+			pf.Release(st)
+			return st.Err
+		}
+		switch {
+		case st.N == 0:
+			pf.Release(st)
+		case skip > 0: // cached
+			skip--
+			pf.Release(st)
+		default:
+			if err := pf.Commit(st); err != nil {
+				return err
+			}
+			if cache != nil && pos == cache.Len() {
+				if err := cache.Add(f, st.N); err != nil {
+					return err
+				}
+			}
+			pos++
+			if err := run(st.N); err != nil {
+				return err
+			}
+		}
+		if st.Err == io.EOF {
+			if cache != nil && pos == cache.Len() {
+				cache.Complete = true
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // FitOptions are HugeCTR's fit() arguments plus where data and output go.
@@ -566,6 +637,11 @@ type FitOptions struct {
 	OpenTrain func() (formats.Reader, error)
 	// OpenEval opens the evaluation data for each evaluation; nil: none.
 	OpenEval func() (formats.Reader, error)
+	// CacheEvalBatches keeps the first CacheEvalBatches evaluation batches
+	// on the backend after the first evaluation reads them (HugeCTR's
+	// cache_eval_data): later evaluations run on them without opening
+	// OpenEval's data again, and read only the batches past them.
+	CacheEvalBatches int
 	// NumEpochs > 0 selects epoch mode; else training runs until the
 	// iteration count reaches MaxIter, counting the model's iterations
 	// so far (Model.Iter: those of a loaded snapshot or earlier calls).
@@ -607,6 +683,9 @@ type FitOptions struct {
 func (o *FitOptions) Validate() error {
 	if o.OpenTrain == nil {
 		return errors.New("FitOptions.OpenTrain is nil")
+	}
+	if o.CacheEvalBatches < 0 {
+		return errors.New("FitOptions.CacheEvalBatches < 0")
 	}
 	if o.NumEpochs <= 0 && o.MaxIter <= 0 {
 		return errors.New("give NumEpochs or MaxIter")
@@ -725,7 +804,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if err != nil {
 		return res, err
 	}
-	defer func() { pf.close() }()
+	defer func() { pf.Close() }()
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
@@ -733,15 +812,23 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	lastBatch := 0         // samples of the last batch trained
 	watch := newLossWatch(m)
 	defer watch.free()
+	// One evaluation pipeline for the run, and the cached eval batches.
+	m.evalPf = input.NewPrefetcher(m.feed)
+	defer func() {
+		m.evalPf.Close()
+		m.evalPf = nil
+	}()
+	var cache *input.EvalCache
+	if o.CacheEvalBatches > 0 && o.OpenEval != nil {
+		cache = input.NewEvalCache(o.CacheEvalBatches)
+		defer cache.Free(m.be)
+	}
+	noted := false
 	evaluate := func() (bool, error) {
 		if o.OpenEval == nil {
 			return false, nil
 		}
 		if err := watch.check(res.Iters); err != nil {
-			return false, err
-		}
-		er, err := o.OpenEval()
-		if err != nil {
 			return false, err
 		}
 		var export func(s, l []float32) error
@@ -757,10 +844,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				return nil
 			}
 		}
-		ev, err := m.evaluate(er, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export)
-		er.Close()
+		ev, err := m.evaluateFrom(o.OpenEval, EvalSamples(o.MaxEvalBatches, o.EvalBatchSize, m.batch), export, cache)
 		if err != nil {
 			return false, fmt.Errorf("evaluation at iteration %d: %w", res.Iters, err)
+		}
+		if note := cacheNote(cache); note != "" && !noted {
+			fmt.Fprintln(logw, note)
+			noted = true
 		}
 		if export != nil {
 			p := fmt.Sprintf("%s_pred_%d", o.ExportPredictionsPrefix, res.Iters)
@@ -794,20 +884,20 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 		if o.NumEpochs <= 0 && res.Iters >= int64(o.MaxIter) {
 			break
 		}
-		st := pf.next()
-		n, rerr := st.n, st.err
+		st := pf.Next()
+		n, rerr := st.N, st.Err
 		passSamples += int64(n)
 		if rerr != nil && rerr != io.EOF {
-			pf.release(st)
+			pf.Release(st)
 			return res, rerr
 		}
 		// Epoch mode trains the short last batch (HugeCTR does); a repeating
 		// reader (max_iter mode) trains full batches only.
 		if n == 0 || (n != m.batch && o.NumEpochs <= 0) {
-			pf.release(st)
+			pf.Release(st)
 		} else {
 			lr := m.LR()
-			if err := pf.commit(st); err != nil {
+			if err := pf.Commit(st); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			if err := m.step(n); err != nil {
@@ -854,7 +944,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
-			pf.close()
+			pf.Stop()
 			r.Close()
 			r = nil
 			epoch++
@@ -888,7 +978,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if r, err = o.OpenTrain(); err != nil {
 				return res, err
 			}
-			if pf, err = m.newPrefetcher(r); err != nil {
+			if err = pf.Start(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {

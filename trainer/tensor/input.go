@@ -101,3 +101,12 @@ type Staging interface {
 	Commit(slot int, dsts []Tensor, then func(staged []Tensor))
 	Close() error
 }
+
+// DeviceMemory is a backend whose tensors live in memory of its own (a
+// GPU's), not the process's: host memory checks leave its tensors out,
+// its operations (AUC's sort) run there, and MemInfo reports the device's
+// free and total bytes for callers that keep data on it (cached
+// evaluation batches).
+type DeviceMemory interface {
+	MemInfo() (free, total int64, err error)
+}

@@ -257,3 +257,16 @@ func (be *Backend) Convert(dst, src tensor.Tensor) {
 		return be.launch1(c, "convert", n, p(dst), int(dst.DType), p(src), int(src.DType), int64(n))
 	})
 }
+
+// MemInfo implements tensor.DeviceMemory: the device's free and total
+// memory.
+func (be *Backend) MemInfo() (free, total int64, err error) {
+	err = be.dev.Do(func(c *cuda.Ctx) error {
+		var e error
+		free, total, e = c.MemInfo()
+		return e
+	})
+	return free, total, err
+}
+
+var _ tensor.DeviceMemory = (*Backend)(nil)

@@ -139,3 +139,15 @@ func TestGemmBiasAct(t *testing.T) {
 	}
 	_ = math.Pi
 }
+
+// TestMemInfo: tensor.DeviceMemory reports the device's memory (the
+// device cache may hold freed blocks, so free bytes need not move with one
+// allocation).
+func TestMemInfo(t *testing.T) {
+	g := gpuBackend(t)
+	var _ tensor.DeviceMemory = g
+	free, total, err := g.MemInfo()
+	if err != nil || free <= 0 || total < free || total < 1<<30 {
+		t.Fatalf("free %d, total %d: %v", free, total, err)
+	}
+}

@@ -1,4 +1,4 @@
-package model
+package input
 
 import (
 	"fmt"
@@ -10,22 +10,28 @@ import (
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
-// feeder turns reader batches into the network's input tensors. A batch's
+// Feeder turns reader batches into the network's input tensors. A batch's
 // keys go to the backend as the reader decoded them (32- or 64-bit, one CSR
 // over all slots, slot-local); the backend's SplitInputs widens them, adds
 // the slot offsets once and splits them into the sparse inputs:
 //
 //	batch keys, offsets ──upload──▶ raw keys, offsets ──SplitInputs──▶ input k keys, offsets
 //
-// so the host never repacks keys. load does no allocation.
-type feeder struct {
-	m            *Model
-	labelDim     int
-	denseDim     int
-	label, dense *layers.Blob // dense nil when dense_dim is 0
-	inputs       []*layers.SparseInput
-	parts        []tensor.SparseSlots // the batch slots of each input
-	capKeys      []int
+// so the host never repacks keys. Load does no allocation.
+type Feeder struct {
+	be       tensor.Backend
+	batch    int
+	tops     []string // the sparse inputs' names (messages)
+	LabelDim int
+	DenseDim int
+	// Label and Dense are the network's label [B, LabelDim] and dense
+	// [B, DenseDim] inputs (Dense nil when dense_dim is 0); Inputs its
+	// sparse inputs, Parts their slots of a batch, CapKeys their key
+	// capacities (B × max_feature_num_per_sample).
+	Label, Dense *layers.Blob
+	Inputs       []*layers.SparseInput
+	Parts        []tensor.SparseSlots
+	CapKeys      []int
 	totalSlot    int
 	// add and size (Int64 [totalSlot]) are SplitInputs' per-slot offset
 	// and key range (size 0: unchecked).
@@ -82,24 +88,30 @@ func slotAdds(g *graph.Graph, sizes []int64) (add, size []int64, err error) {
 	return add, size, nil
 }
 
-func newFeeder(m *Model, g *graph.Graph, slotSizes []int64) (*feeder, error) {
-	B := m.batch
-	f := &feeder{m: m, labelDim: labelWidth(&g.Input), denseDim: g.Input.DenseDim}
-	split, ok := m.be.(tensor.InputSplitter)
+// NewFeeder allocates on be the inputs of graph g for batches of batch
+// samples; slotSizes is the data's slot_size_array (slotAdds).
+func NewFeeder(be tensor.Backend, batch int, g *graph.Graph, slotSizes []int64) (*Feeder, error) {
+	B := batch
+	f := &Feeder{be: be, batch: batch, DenseDim: g.Input.DenseDim}
+	for _, d := range g.Input.LabelDims {
+		f.LabelDim += d
+	}
+	split, ok := be.(tensor.InputSplitter)
 	if !ok {
-		return nil, fmt.Errorf("backend %s cannot build sparse inputs (no SplitInputs)", m.be.Name())
+		return nil, fmt.Errorf("backend %s cannot build sparse inputs (no SplitInputs)", be.Name())
 	}
 	f.split = split
-	f.label = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.labelDim)}
-	if f.denseDim > 0 {
-		f.dense = &layers.Blob{Value: m.be.Alloc(tensor.Float32, B, f.denseDim)}
+	f.Label = &layers.Blob{Value: be.Alloc(tensor.Float32, B, f.LabelDim)}
+	if f.DenseDim > 0 {
+		f.Dense = &layers.Blob{Value: be.Alloc(tensor.Float32, B, f.DenseDim)}
 	}
 	for _, s := range g.Input.Sparse {
 		c := B * s.MaxFeatures()
-		in := &layers.SparseInput{Keys: m.be.Alloc(tensor.Int64, max(c, 1)), Offsets: m.be.Alloc(tensor.Int32, B*s.SlotNum+1)}
-		f.inputs = append(f.inputs, in)
-		f.parts = append(f.parts, tensor.SparseSlots{First: f.totalSlot, Slots: s.SlotNum})
-		f.capKeys = append(f.capKeys, c)
+		in := &layers.SparseInput{Keys: be.Alloc(tensor.Int64, max(c, 1)), Offsets: be.Alloc(tensor.Int32, B*s.SlotNum+1)}
+		f.Inputs = append(f.Inputs, in)
+		f.tops = append(f.tops, s.Top)
+		f.Parts = append(f.Parts, tensor.SparseSlots{First: f.totalSlot, Slots: s.SlotNum})
+		f.CapKeys = append(f.CapKeys, c)
 		f.dstKeys, f.dstOff = append(f.dstKeys, in.Keys), append(f.dstOff, in.Offsets)
 		f.totalSlot += s.SlotNum
 		f.capRaw += c
@@ -108,80 +120,68 @@ func newFeeder(m *Model, g *graph.Graph, slotSizes []int64) (*feeder, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.add, f.size = m.be.Alloc(tensor.Int64, max(f.totalSlot, 1)), m.be.Alloc(tensor.Int64, max(f.totalSlot, 1))
+	f.add, f.size = be.Alloc(tensor.Int64, max(f.totalSlot, 1)), be.Alloc(tensor.Int64, max(f.totalSlot, 1))
 	if f.totalSlot > 0 {
-		m.be.Upload(f.add, add)
-		m.be.Upload(f.size, size)
+		be.Upload(f.add, add)
+		be.Upload(f.size, size)
 		f.add, f.size = f.add.Prefix(f.totalSlot), f.size.Prefix(f.totalSlot)
 	}
-	f.rawOff = m.be.Alloc(tensor.Int32, B*f.totalSlot+1)
-	f.nnz = make([]int, 0, len(f.inputs))
-	return f, m.be.Err()
+	f.rawOff = be.Alloc(tensor.Int32, B*f.totalSlot+1)
+	f.nnz = make([]int, 0, len(f.Inputs))
+	return f, be.Err()
 }
 
 // rawKeys returns the backend buffer for a batch's keys of type kt
 // (allocated on first use).
-func (f *feeder) rawKeys(kt formats.KeyType) tensor.Tensor {
+func (f *Feeder) rawKeys(kt formats.KeyType) tensor.Tensor {
 	if kt == formats.KeyI64 {
 		if f.raw64.IsZero() {
-			f.raw64 = f.m.be.Alloc(tensor.Int64, max(f.capRaw, 1))
+			f.raw64 = f.be.Alloc(tensor.Int64, max(f.capRaw, 1))
 		}
 		return f.raw64
 	}
 	if f.raw32.IsZero() {
-		f.raw32 = f.m.be.Alloc(tensor.Uint32, max(f.capRaw, 1))
+		f.raw32 = f.be.Alloc(tensor.Uint32, max(f.capRaw, 1))
 	}
 	return f.raw32
 }
 
-// Schema returns the dataset schema the model reads: its label and dense
-// widths and one slot per sparse-input slot (MaxNNZ from nnz_per_slot;
-// Hotness 1 for fixed-length one-hot slots), keys of type kt.
-func (m *Model) Schema(kt formats.KeyType) formats.Schema {
-	var nnz []int
-	for _, s := range m.Graph.Input.Sparse {
-		nnz = append(nnz, s.NNZPerSlot...)
-	}
-	s := formats.NewSchema(m.feed.labelDim, m.feed.denseDim, nnz, nil, kt)
-	return s
-}
-
-// check checks batch b against the model and returns each input's key
-// count (in f.nnz).
-func (f *feeder) check(b *formats.Batch) ([]int, error) {
-	n, B := b.N, f.m.batch
+// Check checks batch b against the model and returns each input's key
+// count (valid until the next Check or Load).
+func (f *Feeder) Check(b *formats.Batch) ([]int, error) {
+	n, B := b.N, f.batch
 	if n > B {
 		return nil, fmt.Errorf("batch of %d samples for a model of batch size %d", n, B)
 	}
-	if b.Schema.LabelDim != f.labelDim || b.Schema.DenseDim != f.denseDim || b.Schema.NumSlots() != f.totalSlot {
+	if b.Schema.LabelDim != f.LabelDim || b.Schema.DenseDim != f.DenseDim || b.Schema.NumSlots() != f.totalSlot {
 		return nil, fmt.Errorf("data has %d labels, %d dense, %d slots; the model wants %d, %d, %d",
-			b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.labelDim, f.denseDim, f.totalSlot)
+			b.Schema.LabelDim, b.Schema.DenseDim, b.Schema.NumSlots(), f.LabelDim, f.DenseDim, f.totalSlot)
 	}
 	S := f.totalSlot
 	if k := int(b.Offsets[n*S]); k > f.capRaw {
 		return nil, fmt.Errorf("batch of %d keys, the model allows %d", k, f.capRaw)
 	}
-	f.nnz = tensor.InputKeyCounts(f.nnz, b.Offsets, n, S, f.parts)
+	f.nnz = tensor.InputKeyCounts(f.nnz, b.Offsets, n, S, f.Parts)
 	for k, c := range f.nnz {
-		if c > f.capKeys[k] {
+		if c > f.CapKeys[k] {
 			return nil, fmt.Errorf("a batch of %d keys for input %q, which allows %d (%d a sample)",
-				c, f.m.Graph.Input.Sparse[k].Top, f.capKeys[k], f.capKeys[k]/B)
+				c, f.tops[k], f.CapKeys[k], f.CapKeys[k]/B)
 		}
 	}
 	return f.nnz, nil
 }
 
-// load uploads batch b (n ≤ B samples; the rest padded with empty samples)
+// Load uploads batch b (n ≤ B samples; the rest padded with empty samples)
 // synchronously and builds the sparse inputs from it.
-func (f *feeder) load(b *formats.Batch) error {
-	nnz, err := f.check(b)
+func (f *Feeder) Load(b *formats.Batch) error {
+	nnz, err := f.Check(b)
 	if err != nil {
 		return err
 	}
-	be, n, S := f.m.be, b.N, f.totalSlot
-	uploadPadded(be, f.label.Value, b.Labels[:n*f.labelDim])
-	if f.dense != nil {
-		uploadPadded(be, f.dense.Value, b.Dense[:n*f.denseDim])
+	be, n, S := f.be, b.N, f.totalSlot
+	uploadPadded(be, f.Label.Value, b.Labels[:n*f.LabelDim])
+	if f.Dense != nil {
+		uploadPadded(be, f.Dense.Value, b.Dense[:n*f.DenseDim])
 	}
 	k := int(b.Offsets[n*S])
 	raw := f.rawKeys(b.Schema.KeyType)
@@ -199,9 +199,9 @@ func (f *feeder) load(b *formats.Batch) error {
 
 // splitInputs builds the sparse inputs from a batch's keys and offsets on
 // the backend.
-func (f *feeder) splitInputs(keys, offsets tensor.Tensor, n int, nnz []int) {
-	f.split.SplitInputs(f.dstKeys, f.dstOff, keys, offsets, f.add, f.size, f.parts, n)
-	for k, in := range f.inputs {
+func (f *Feeder) splitInputs(keys, offsets tensor.Tensor, n int, nnz []int) {
+	f.split.SplitInputs(f.dstKeys, f.dstOff, keys, offsets, f.add, f.size, f.Parts, n)
+	for k, in := range f.Inputs {
 		in.NNZ = nnz[k]
 	}
 }
@@ -223,4 +223,19 @@ func bytesOf[T any](s []T) []byte {
 	}
 	var z T
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
+}
+
+// BatchSize is the batch size the inputs hold.
+func (f *Feeder) BatchSize() int { return f.batch }
+
+// Backend is the backend the inputs live on.
+func (f *Feeder) Backend() tensor.Backend { return f.be }
+
+// HostAlloc is the allocator of batches that the backend stages without a
+// copy (pinned memory on the GPU), or nil (Go heap).
+func (f *Feeder) HostAlloc() formats.Allocator {
+	if st, ok := f.be.(tensor.Stager); ok {
+		return st.PinnedAllocator()
+	}
+	return nil
 }

@@ -1,0 +1,113 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// TestPipelineOnePerRun: the training and evaluation pipelines are built
+// once per Fit and re-armed for each pass: the pinned batches and staging
+// slots of a 4-epoch run (an evaluation each epoch) are those of a 1-epoch
+// run, and the losses are those of synchronous loads on the CPU.
+func TestPipelineOnePerRun(t *testing.T) {
+	train := newPlanted(1, 1000, 4, smallSlots) // the last batch of each epoch short
+	eval := newPlanted(2, 300, 4, smallSlots)
+	fit := func(t *testing.T, m *Model, epochs int) FitResult {
+		t.Helper()
+		res, err := m.Fit(context.Background(), FitOptions{
+			OpenTrain: func() (formats.Reader, error) { return train.reader(64), nil },
+			OpenEval:  func() (formats.Reader, error) { return eval.reader(64), nil },
+			NumEpochs: epochs,
+			Display:   1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	var allocs, stagings [2]int64
+	for i, epochs := range []int{1, 4} {
+		be := newStagingBackend(t)
+		fit(t, cacheModel(t, be, "dlrm", 64), epochs)
+		allocs[i], stagings[i] = be.allocs.Load(), be.stagings.Load()
+	}
+	if allocs[0] != allocs[1] || stagings[0] != stagings[1] || stagings[0] != 2 {
+		t.Errorf("pinned allocations %v, stagings %v for 1 and 4 epochs (want equal; 2 stagings: training and evaluation)", allocs, stagings)
+	}
+	staged := fit(t, cacheModel(t, newStagingBackend(t), "dlrm", 64), 3)
+	plain := fit(t, cacheModel(t, cpuBackend(t), "dlrm", 64), 3)
+	if len(staged.History) != len(plain.History) || len(plain.History) < 3*16 {
+		t.Fatalf("%d and %d points", len(staged.History), len(plain.History))
+	}
+	for i, p := range plain.History {
+		q := staged.History[i]
+		if (p.Loss == nil) != (q.Loss == nil) || p.Loss != nil && *p.Loss != *q.Loss ||
+			(p.EvalAUC == nil) != (q.EvalAUC == nil) || p.EvalAUC != nil && *p.EvalAUC != *q.EvalAUC {
+			t.Fatalf("point %d: staged %+v, synchronous %+v", i, q, p)
+		}
+	}
+}
+
+// TestThroughputRearms: TrainThroughput reopens its data at each end and
+// keeps one pipeline.
+func TestThroughputRearms(t *testing.T) {
+	data := newPlanted(1, 200, 4, smallSlots) // 3 full batches a pass
+	var allocs, stagings, opens [2]int64
+	for i, steps := range []int{1, 10} {
+		be := newStagingBackend(t)
+		m := cacheModel(t, be, "dlrm", 64)
+		open := func() (formats.Reader, error) { opens[i]++; return data.reader(64), nil }
+		if _, err := m.TrainThroughput(open, 1, steps); err != nil {
+			t.Fatal(err)
+		}
+		allocs[i], stagings[i] = be.allocs.Load(), be.stagings.Load()
+	}
+	if opens[1] < 4 || stagings != [2]int64{1, 1} || allocs[0] != allocs[1] {
+		t.Errorf("%v opens, %v stagings, %v pinned allocations for 1 and 10 steps", opens, stagings, allocs)
+	}
+}
+
+// failingReader fails after its first batch.
+type failingReader struct {
+	formats.Reader
+	n int
+}
+
+var errDisk = errors.New("disk on fire")
+
+func (r *failingReader) Read(b *formats.Batch) (int, error) {
+	if r.n++; r.n > 1 {
+		b.SetLen(0)
+		return 0, errDisk
+	}
+	return r.Reader.Read(b)
+}
+
+// TestPipelineReaderError: a reader error of a later pass (after a rearm)
+// ends Fit with that error, on both load paths.
+func TestPipelineReaderError(t *testing.T) {
+	data := newPlanted(1, 100, 4, smallSlots)
+	for _, staged := range []bool{false, true} {
+		m := cacheModel(t, cpuBackend(t), "dlrm", 64)
+		if staged {
+			m = cacheModel(t, newStagingBackend(t), "dlrm", 64)
+		}
+		pass := 0
+		_, err := m.Fit(context.Background(), FitOptions{
+			OpenTrain: func() (formats.Reader, error) {
+				pass++
+				if pass == 3 {
+					return &failingReader{Reader: data.reader(64)}, nil
+				}
+				return data.reader(64), nil
+			},
+			NumEpochs: 5,
+		})
+		if !errors.Is(err, errDisk) {
+			t.Errorf("staged %v: %v", staged, err)
+		}
+	}
+}
