@@ -71,6 +71,9 @@ pipeline)
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
 	[ -f "$W/pq/_file_list.txt" ] || "$G/ctrkit" gen --format parquet --out-source "$W/pq/_file_list.txt" --out-eval-source "$W/pq/_file_list_eval.txt" \
 		--num-files 4 --eval-num-files 1 --num-samples-per-file 262144 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/pq_gen.log" 2>&1
+	"$G/ctrkit" bench train "$W/dlrm.bin" --model dlrm --slot-size-array 1000000 --device gpu --tf32 --resident \
+		--warmup 5 --steps 30 >"$OUT/pipe_dlrm_sync.log" 2>&1
+	row "bench train dlrm raw sync reader" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_dlrm_sync.log" | tr '\n' ' ')"
 	for m in dlrm wdl; do
 		"$G/ctrkit" bench train "$W/dlrm.bin" --model $m --slot-size-array 1000000 --device gpu --tf32 --resident --reader async \
 			--warmup 5 --steps 30 >"$OUT/pipe_${m}_raw.log" 2>&1
@@ -82,9 +85,10 @@ pipeline)
 	NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
 	D=$(python3 -c "import json;print(','.join(str(min(s,2000000)) for s in json.load(open('$G/dcnv2_mlperf_1gpu.json'))['layers'][1]['sparse_embedding_hparam']['slot_size_array']))" 2>/dev/null)
 	if [ -n "$D" ]; then
-		[ -f "$W/dcnv2.bin" ] || "$G/ctrkit" gen --format raw --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" \
-			--out-source "$W/dcnv2.bin" --out-eval-source "$W/dcnv2_eval.bin" --num-samples 1048576 --eval-num-samples 65536 --seed 1 >"$OUT/dcnv2_gen.log" 2>&1
-		"$G/ctrkit" bench train "$W/dcnv2.bin" --model dcnv2 --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --device gpu --tf32 \
+		mkdir -p "$W/dcnv2"
+		[ -f "$W/dcnv2/dcnv2.bin" ] || "$G/ctrkit" gen --format raw --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" \
+			--out-source "$W/dcnv2/dcnv2.bin" --out-eval-source "$W/dcnv2/dcnv2_eval.bin" --num-samples 1048576 --eval-num-samples 65536 --seed 1 >"$OUT/dcnv2_gen.log" 2>&1
+		"$G/ctrkit" bench train "$W/dcnv2/dcnv2.bin" --model dcnv2 --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --device gpu --tf32 \
 			--resident --reader async --warmup 5 --steps 20 >"$OUT/pipe_dcnv2.log" 2>&1
 		row "bench train dcnv2 raw O_DIRECT" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_dcnv2.log" | tr '\n' ' ')"
 	fi
