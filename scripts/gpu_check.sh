@@ -33,7 +33,7 @@ tests|parity|model)
 	row "gpu parity tests (trainer/tensor/gpu)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/gpu_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/gpu_test.log") skip=$(grep -c -- '--- SKIP' "$OUT/gpu_test.log")"
 	fi
 	[ $s = parity ] && continue
-	( cd "$(pkgdir trainer/model)" && "$G/model.test" -test.v -test.count=1 -test.run 'GPU|TestInputPipelineMatchesReference' ) >"$OUT/model_test.log" 2>&1
+	( cd "$(pkgdir trainer/model)" && "$G/model.test" -test.v -test.count=1 -test.run 'GPU|TestInputPipelineMatchesReference|TestEvalCacheDevice|TestFitEvalCache|TestPipelineOnePerRun|TestMultiCrossEntropyMasked' ) >"$OUT/model_test.log" 2>&1
 	row "gpu model tests (trainer/model)" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/model_test.log")"
 	grep -h "worst relative\|relative error\|configs trained" "$OUT"/*_test.log | head -20 | tee -a "$summary"
 	;;
@@ -97,6 +97,7 @@ python)
 	if [ -d "$G/python" ]; then
 		( cd "$G/python" && CTRKIT_BIN="$G/ctrkit" CTRKIT_DEVICE=gpu python3 -m unittest discover -s tests -t . ) >"$OUT/python.log" 2>&1
 		row "python unittest (CTRKIT_DEVICE=gpu)" "rc=$? $(tail -3 "$OUT/python.log" | tr '\n' ' ')"
+		grep -A12 "^FAIL:\|^ERROR:" "$OUT/python.log" | head -60
 	fi
 	;;
 conformance)
