@@ -124,7 +124,9 @@ func sameEval(a, b EvalResult, exact bool) bool {
 	if exact {
 		return fmt.Sprint(a) == fmt.Sprint(b)
 	}
-	near := func(x, y float64) bool { return math.Abs(x-y) <= 1e-5*max(1, math.Abs(y)) }
+	near := func(x, y float64) bool {
+		return math.Abs(x-y) <= 1e-5*max(1, math.Abs(y)) || math.IsNaN(x) && math.IsNaN(y) // no hit rate: NaN both
+	}
 	return a.Samples == b.Samples && a.Batches == b.Batches && near(a.AUC, b.AUC) && near(a.Loss, b.Loss) && near(a.HitRate, b.HitRate)
 }
 
