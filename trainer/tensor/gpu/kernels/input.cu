@@ -2,39 +2,68 @@
 //
 // A batch's sparse part arrives as the reader decoded it: keys (u32 or
 // i64) of all S slots and one CSR over them (bag i·S+s). Each network
-// input k takes slots [first, first+sk): input_offsets builds its CSR
-// (one block scanning the per-sample key counts), input_keys copies its
+// input k takes slots [first, first+sk): three kernels build its CSR
+// (a block-wise scan of the per-sample key counts), input_keys copies its
 // keys, widened to i64 with the slot's offset added (one thread per bag).
 
 #define INPUT_THREADS 1024
 
-// input_offsets: one block of INPUT_THREADS threads. Thread t takes the
-// samples [t·chunk, (t+1)·chunk) of n; their key counts in the input are
-// summed, scanned across the block, and each thread writes its samples'
-// offsets from its exclusive prefix. Bags of samples n..B-1 are empty.
-extern "C" __global__ void input_offsets(int* dst, const int* src, i64 n, i64 B, int S, int first, int sk) {
-    __shared__ int part[INPUT_THREADS];
+// The input's offsets over many blocks (one block would serialise a
+// 65536-sample batch on one SM): input_block_sums sums each block's
+// samples' key counts, input_scan_sums turns the block sums into
+// exclusive prefixes (sums[nb] = the input's key total), and
+// input_offsets_scan writes each sample's offsets from its block's prefix
+// plus a scan inside the block, then the padding bags n..B-1.
+__device__ int input_count(const int* src, i64 i, i64 n, int S, int first, int sk) {
+    return i < n ? src[i * S + first + sk] - src[i * S + first] : 0;
+}
+
+// block_scan_i: inclusive scan of v over the block (INPUT_THREADS threads).
+__device__ int block_scan_i(int v, int* part) {
     const int t = threadIdx.x;
-    const i64 chunk = (n + INPUT_THREADS - 1) / INPUT_THREADS;
-    const i64 lo = t * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    int sum = 0;
-    for (i64 i = lo; i < hi; i++) sum += src[i * S + first + sk] - src[i * S + first];
-    part[t] = sum;
+    part[t] = v;
     __syncthreads();
-    for (int d = 1; d < INPUT_THREADS; d <<= 1) {  // inclusive Hillis-Steele scan
-        int v = t >= d ? part[t - d] : 0;
+    for (int d = 1; d < INPUT_THREADS; d <<= 1) {
+        int u = t >= d ? part[t - d] : 0;
         __syncthreads();
-        part[t] += v;
+        part[t] += u;
         __syncthreads();
     }
-    int base = part[t] - sum;
-    for (i64 i = lo; i < hi; i++) {
+    return part[t];
+}
+
+extern "C" __global__ void input_block_sums(int* sums, const int* src, i64 n, int S, int first, int sk) {
+    __shared__ int part[INPUT_THREADS];
+    const i64 i = (i64)blockIdx.x * INPUT_THREADS + threadIdx.x;
+    int v = block_scan_i(input_count(src, i, n, S, first, sk), part);
+    if (threadIdx.x == INPUT_THREADS - 1) sums[blockIdx.x] = v;
+}
+
+// input_scan_sums: one thread; nb is small (n / 1024 blocks).
+extern "C" __global__ void input_scan_sums(int* sums, int nb) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    int acc = 0;
+    for (int b = 0; b < nb; b++) {
+        int v = sums[b];
+        sums[b] = acc;
+        acc += v;
+    }
+    sums[nb] = acc;
+}
+
+extern "C" __global__ void input_offsets_scan(int* dst, const int* src, const int* sums, int nb, i64 n, i64 B, int S,
+                                              int first, int sk) {
+    __shared__ int part[INPUT_THREADS];
+    const i64 i = (i64)blockIdx.x * INPUT_THREADS + threadIdx.x;
+    const int c = input_count(src, i, n, S, first, sk);
+    int base = sums[blockIdx.x] + block_scan_i(c, part) - c;
+    if (i < n) {
         const int s0 = src[i * S + first];
         for (int s = 0; s < sk; s++) dst[i * sk + s] = base + src[i * S + first + s] - s0;
-        base += src[i * S + first + sk] - s0;
     }
-    const int total = part[INPUT_THREADS - 1];
-    for (i64 j = n * sk + t; j <= B * sk; j += INPUT_THREADS) dst[j] = total;
+    const int total = sums[nb];
+    for (i64 j = n * sk + (i64)blockIdx.x * INPUT_THREADS + threadIdx.x; j <= B * sk; j += (i64)gridDim.x * INPUT_THREADS)
+        dst[j] = total;
 }
 
 // input_keys: one thread per bag b = i·sk + s of the input: its keys
