@@ -65,7 +65,7 @@ func TestGenerateFailureKeepsOld(t *testing.T) {
 		case Parquet:
 			victims = []string{"gen_1.parquet", "_metadata.json", "file_list.txt", ParamsFile}
 		case Raw:
-			victims = []string{"train_data.bin", "test_data.bin", ParamsFile}
+			victims = []string{"train_data.bin", "test_data.bin", filepath.Base(ParamsPath(p))}
 		}
 		for _, v := range victims {
 			_, err := GenerateTo(context.Background(), p, Output{Force: true, Open: failOn(v)}, nil)

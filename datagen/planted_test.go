@@ -257,7 +257,7 @@ func TestPlantedPerLabel(t *testing.T) {
 	if frac < 0.32 { // one model for both: 0.27
 		t.Errorf("label columns differ in %.3f of the samples: not independent models", frac)
 	}
-	rec, err := os.ReadFile(filepath.Join(dir, ParamsFile))
+	rec, err := os.ReadFile(ParamsPath(p))
 	if err != nil {
 		t.Fatal(err)
 	}

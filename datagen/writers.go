@@ -72,7 +72,7 @@ var genName = regexp.MustCompile(`^(train|val)/gen_[0-9]+\.(data|parquet|txt)$`)
 // EvalSource, is one a generation run writes there.
 func (g *generator) owned(rel string) bool {
 	switch rel {
-	case filepath.Base(g.p.Source), filepath.Base(g.p.EvalSource), ParamsFile,
+	case filepath.Base(g.p.Source), filepath.Base(g.p.EvalSource), filepath.Base(ParamsPath(*g.p)),
 		"train/" + parquet.MetadataName, "val/" + parquet.MetadataName,
 		"file_list.txt", "file_list_test.txt", "train_data.bin", "test_data.bin":
 		return true
@@ -144,6 +144,17 @@ func (s *stages) stat(final string) (os.FileInfo, error) {
 // ParamsFile is the name of the JSON record of a run's parameters, seed
 // and planted AUC, written in the directory of Source.
 const ParamsFile = "gen_params.json"
+
+// ParamsPath is where a run records its parameters: ParamsFile in the
+// dataset's directory (Norm, Parquet, Criteo: the directory is the
+// dataset), or "<train file>.gen_params.json" beside a Raw file, so
+// several Raw datasets can share a directory, each with its own record.
+func ParamsPath(p Params) string {
+	if p.Format == Raw {
+		return p.Source + "." + ParamsFile
+	}
+	return filepath.Join(filepath.Dir(p.Source), ParamsFile)
+}
 
 // Record is the content of gen_params.json.
 type Record struct {
@@ -229,5 +240,5 @@ func (g *generator) writeIndex(res *Result) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFileTo(g.files, filepath.Join(filepath.Dir(p.Source), ParamsFile), append(data, '\n'))
+	return atomicfile.WriteFileTo(g.files, ParamsPath(*p), append(data, '\n'))
 }

@@ -127,7 +127,7 @@ func ReadKeyInfo(path string) (KeyInfo, error) {
 	case "global":
 		ki.Keys = KeysGlobal
 	case "":
-		if filepath.Base(path) == genParamsName && v.Format != "" {
+		if strings.HasSuffix(filepath.Base(path), genParamsName) && v.Format != "" {
 			ki.Keys = KeysSlotLocal
 			if strings.EqualFold(v.Format, "norm") {
 				ki.Keys = KeysGlobal
@@ -152,8 +152,15 @@ func FindKeyInfo(list, first string) (ki KeyInfo, ok bool, err error) {
 		cands = []string{filepath.Join(dir, KeyInfoName), filepath.Join(dir, genParamsName)}
 	} else if first != "" {
 		cands = []string{first + "." + KeyInfoName, filepath.Join(filepath.Dir(first), KeyInfoName)}
-		if genWrote(filepath.Join(filepath.Dir(first), genParamsName), first) {
-			cands = append(cands, filepath.Join(filepath.Dir(first), genParamsName))
+		// gen's record of the run that wrote this file: "<train
+		// file>.gen_params.json" beside a Raw file (the eval file's run
+		// names it in its files), or an older directory-wide one.
+		recs, _ := filepath.Glob(filepath.Join(filepath.Dir(first), "*."+genParamsName))
+		for _, r := range append(recs, filepath.Join(filepath.Dir(first), genParamsName)) {
+			if genWrote(r, first) {
+				cands = append(cands, r)
+				break
+			}
 		}
 	}
 	for _, c := range cands {
