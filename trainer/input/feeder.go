@@ -149,6 +149,17 @@ func (f *Feeder) rawKeys(kt formats.KeyType) tensor.Tensor {
 // Check checks batch b against the model and returns each input's key
 // count (valid until the next Check or Load).
 func (f *Feeder) Check(b *formats.Batch) ([]int, error) {
+	nnz, err := f.CheckInto(f.nnz, b)
+	if nnz != nil {
+		f.nnz = nnz
+	}
+	return nnz, err
+}
+
+// CheckInto is Check counting into dst (reused when large enough): the
+// prefetchers of one feeder (training's and evaluation's, which run at
+// the same time) each pass their own.
+func (f *Feeder) CheckInto(dst []int, b *formats.Batch) ([]int, error) {
 	n, B := b.N, f.batch
 	if n > B {
 		return nil, fmt.Errorf("batch of %d samples for a model of batch size %d", n, B)
@@ -161,14 +172,14 @@ func (f *Feeder) Check(b *formats.Batch) ([]int, error) {
 	if k := int(b.Offsets[n*S]); k > f.capRaw {
 		return nil, fmt.Errorf("batch of %d keys, the model allows %d", k, f.capRaw)
 	}
-	f.nnz = tensor.InputKeyCounts(f.nnz, b.Offsets, n, S, f.Parts)
-	for k, c := range f.nnz {
+	dst = tensor.InputKeyCounts(dst, b.Offsets, n, S, f.Parts)
+	for k, c := range dst {
 		if c > f.CapKeys[k] {
 			return nil, fmt.Errorf("a batch of %d keys for input %q, which allows %d (%d a sample)",
 				c, f.tops[k], f.CapKeys[k], f.CapKeys[k]/B)
 		}
 	}
-	return f.nnz, nil
+	return dst, nil
 }
 
 // Load uploads batch b (n ≤ B samples; the rest padded with empty samples)

@@ -35,6 +35,7 @@ type Prefetcher struct {
 	dsts   []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
 	keyAt  int             // index of the keys among the staged buffers
 	srcs   [][]byte
+	nnz    []int // HostSide's key counts (this prefetcher's own scratch)
 }
 
 // NewPrefetcher returns an idle prefetcher of f's inputs; Start starts
@@ -187,10 +188,11 @@ func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, error) {
 // input's keys and name the byte ranges to copy (no copy, no allocation).
 func (pf *Prefetcher) HostSide(b *formats.Batch) ([][]byte, []int, error) {
 	f := pf.f
-	nnz, err := f.Check(b)
+	nnz, err := f.CheckInto(pf.nnz, b)
 	if err != nil {
 		return nil, nil, err
 	}
+	pf.nnz = nnz
 	n, S := b.N, f.totalSlot
 	k := int(b.Offsets[n*S])
 	pf.srcs = append(pf.srcs[:0], bytesOf(b.Labels[:n*f.LabelDim]))
