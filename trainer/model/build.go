@@ -46,6 +46,9 @@ type Options struct {
 	// the graph JSON holds none): the model's loss is Σ w·loss, trained as
 	// such. Unnamed losses weigh 1.
 	LossWeights map[string]float64
+	// Parallel places the model as one rank of a group (parallel.go); nil:
+	// the model trains alone on its backend.
+	Parallel *Parallel
 }
 
 // Validate reports invalid options.
@@ -55,6 +58,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LossScale < 0 {
 		return fmt.Errorf("loss scale %v < 0", o.LossScale)
+	}
+	if o.Parallel != nil && o.Parallel.Comm != nil && o.Parallel.Comm.Size() > 1 {
+		return errParallelPending
 	}
 	return nil
 }
