@@ -91,7 +91,16 @@ pipeline)
 		"$G/ctrkit" bench train "$W/dcnv2/dcnv2.bin" --model dcnv2 --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --device gpu --tf32 \
 			--resident --reader async --warmup 5 --steps 20 >"$OUT/pipe_dcnv2.log" 2>&1
 		row "bench train dcnv2 raw O_DIRECT" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_dcnv2.log" | tr '\n' ' ')"
+		for rd in sync async; do
+			"$G/ctrkit" bench read "$W/dcnv2/dcnv2.bin" --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --reader $rd --epochs 2 >"$OUT/read_dcnv2_$rd.log" 2>&1
+			row "bench read dcnv2 raw $rd" "rc=$? $(tail -2 "$OUT/read_dcnv2_$rd.log" | tr '\n' ' ')"
+		done
 	fi
+	# The readers alone (the pipeline's ceiling): one pass is what a training epoch opens.
+	"$G/ctrkit" bench read "$W/pq/_file_list.txt" --epochs 1 >"$OUT/read_pq.log" 2>&1
+	row "bench read parquet 1 epoch" "rc=$? $(tail -2 "$OUT/read_pq.log" | tr '\n' ' ')"
+	"$G/ctrkit" bench read "$W/pq/_file_list.txt" --epochs 3 >"$OUT/read_pq3.log" 2>&1
+	row "bench read parquet 3 epochs" "rc=$? $(tail -2 "$OUT/read_pq3.log" | tr '\n' ' ')"
 	;;
 python)
 	if [ -d "$G/python" ]; then

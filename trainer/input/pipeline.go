@@ -35,7 +35,109 @@ type Prefetcher struct {
 	dsts   []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
 	keyAt  int             // index of the keys among the staged buffers
 	srcs   [][]byte
-	nnz    []int // HostSide's key counts (this prefetcher's own scratch)
+	nnz    []int  // HostSide's key counts (this prefetcher's own scratch)
+	chain  *chain // StartChain's passes; nil: one reader per Start
+}
+
+// chain is the state of a prefetcher that opens its passes itself.
+type chain struct {
+	open   func() (formats.Reader, error)
+	passes int            // passes to run (0: no bound)
+	pass   int            // passes started (the current one included)
+	next   formats.Reader // the next pass, opened ahead; nil: not yet
+	last   int64          // samples of the previous pass (0: unknown)
+}
+
+// Lookahead is how many batches before a pass ends a chained prefetcher
+// opens the next pass's reader, so that the reader's start (opening files,
+// a Parquet footer, the first row groups or O_DIRECT reads) overlaps the
+// last steps of the pass instead of stalling the next one.
+const Lookahead = 4
+
+// StartChain starts reading r and, after it, pass after pass from open
+// without a pause: when a pass ends, Next reports io.EOF (with or after the
+// pass's last batch) and the following Next calls return the next pass's
+// batches, read from a reader that open made Lookahead batches before the
+// end (the pass's length is the reader's sample count when it reports one,
+// else the previous pass's). passes bounds the passes, r's included (0: no
+// bound). The prefetcher owns r and the readers it opens: Stop and Close
+// close them. Every pass must have r's schema.
+func (pf *Prefetcher) StartChain(r formats.Reader, open func() (formats.Reader, error), passes int) error {
+	pf.chain = &chain{open: open, passes: passes, pass: 1}
+	if err := pf.Start(r); err != nil {
+		pf.chain = nil
+		r.Close()
+		return err
+	}
+	return nil
+}
+
+// samplesOf is a reader's sample count when it knows it (0: unknown).
+func samplesOf(r formats.Reader) int64 {
+	switch c := r.(type) {
+	case interface{ NumSamples() int64 }:
+		return c.NumSamples()
+	case interface{ NumRows() int64 }:
+		return c.NumRows()
+	}
+	return 0
+}
+
+// more reports whether another pass follows the current one.
+func (c *chain) more() bool { return c.passes <= 0 || c.pass < c.passes }
+
+// ahead opens the next pass's reader when the current pass has at most
+// Lookahead batches left after got samples.
+func (pf *Prefetcher) ahead(got int64) {
+	c := pf.chain
+	if c == nil || c.next != nil || !c.more() {
+		return
+	}
+	want := samplesOf(pf.r)
+	if want <= 0 {
+		want = c.last
+	}
+	if want <= 0 || want-got > int64(Lookahead*pf.f.batch) {
+		return
+	}
+	if r, err := c.open(); err == nil {
+		c.next = r
+	} // else: opened (and its error reported) at the pass's end
+}
+
+// turn switches to the next pass's reader after the current one's end:
+// false (with the error sent) when there is none or it cannot be used.
+func (pf *Prefetcher) turn(got int64) bool {
+	c := pf.chain
+	if c == nil || !c.more() {
+		return false
+	}
+	r := c.next
+	c.next = nil
+	if r == nil {
+		var err error
+		if r, err = c.open(); err != nil {
+			pf.send(Staged{Err: err})
+			return false
+		}
+	}
+	if !reflect.DeepEqual(*r.Schema(), pf.schema) {
+		r.Close()
+		pf.send(Staged{Err: errors.New("the next pass over the data has another schema than the first")})
+		return false
+	}
+	lend, _ := r.(formats.Lender)
+	if pf.stg != nil && (lend == nil) != (pf.lend == nil) {
+		r.Close()
+		pf.send(Staged{Err: errors.New("the next pass's reader lends batches differently from the first")})
+		return false
+	}
+	pf.r.Close()
+	pf.r, c.last, c.pass = r, got, c.pass+1
+	if pf.stg != nil {
+		pf.lend = lend
+	}
+	return true
 }
 
 // NewPrefetcher returns an idle prefetcher of f's inputs; Start starts
@@ -111,6 +213,7 @@ func (pf *Prefetcher) Start(r formats.Reader) error {
 func (pf *Prefetcher) run() {
 	defer pf.wg.Done()
 	defer close(pf.out)
+	var got int64 // samples of this pass so far
 	for {
 		var b *formats.Batch
 		var n int
@@ -132,6 +235,7 @@ func (pf *Prefetcher) run() {
 			}
 			n, err = pf.r.Read(b)
 		}
+		got += int64(n)
 		st := Staged{N: n, batch: b, Err: err}
 		if err != nil && !errors.Is(err, io.EOF) {
 			st.batch = pf.recycle(b)
@@ -147,9 +251,17 @@ func (pf *Prefetcher) run() {
 			}
 			st.batch = pf.recycle(b)
 		}
-		if !pf.send(st) || st.Err != nil {
+		if !pf.send(st) {
 			return
 		}
+		if st.Err == nil {
+			pf.ahead(got)
+			continue
+		}
+		if !errors.Is(st.Err, io.EOF) || !pf.turn(got) {
+			return
+		}
+		got = 0
 	}
 }
 
@@ -272,10 +384,17 @@ func (pf *Prefetcher) Stop() {
 	}
 	pf.wg.Wait()
 	pf.quit = nil
+	if c := pf.chain; c != nil {
+		pf.r.Close()
+		if c.next != nil {
+			c.next.Close()
+		}
+		pf.chain = nil
+	}
 }
 
 // Close stops the goroutine and frees the buffers (the reader is the
-// caller's).
+// caller's, unless StartChain gave it to the prefetcher).
 func (pf *Prefetcher) Close() {
 	pf.Stop()
 	if pf.stg != nil {

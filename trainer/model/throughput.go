@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/input"
 )
 
 // Throughput is a timed run of training steps.
@@ -29,17 +30,14 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 	if err != nil {
 		return res, err
 	}
-	pf, err := m.newPrefetcher(r)
-	if err != nil {
-		r.Close()
+	// One pipeline for the run, opening each next pass ahead of the
+	// pass's end, as Fit does.
+	pf := input.NewPrefetcher(m.feed)
+	defer pf.Close()
+	if err := pf.StartChain(r, open, 0); err != nil {
 		return res, err
 	}
-	defer func() {
-		pf.Close()
-		if r != nil {
-			r.Close()
-		}
-	}()
+	var pass int64 // samples of this pass
 	var start time.Time
 	for i := 0; i < warmup+steps; {
 		if i == warmup {
@@ -68,16 +66,12 @@ func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, ste
 		} else {
 			pf.Release(st)
 		}
+		pass += int64(st.N)
 		if st.Err == io.EOF {
-			pf.Stop()
-			r.Close()
-			if r, err = open(); err != nil {
-				r = nil
-				return res, err
+			if pass < int64(m.batch) {
+				return res, fmt.Errorf("a pass over the data holds %d samples, less than one batch of %d", pass, m.batch)
 			}
-			if err = pf.Start(r); err != nil {
-				return res, err
-			}
+			pass = 0
 		}
 	}
 	return m.finish(res, start, steps)

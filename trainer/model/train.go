@@ -800,11 +800,15 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			r.Close()
 		}
 	}()
-	pf, err := m.newPrefetcher(r)
+	// One pipeline for the run: it opens each next epoch's reader ahead
+	// of the epoch's end and owns the readers.
+	pf := input.NewPrefetcher(m.feed)
+	defer pf.Close()
+	err = pf.StartChain(r, o.OpenTrain, max(o.NumEpochs, 0))
+	r = nil
 	if err != nil {
 		return res, err
 	}
-	defer func() { pf.Close() }()
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
@@ -944,9 +948,6 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
-			pf.Stop()
-			r.Close()
-			r = nil
 			epoch++
 			if epoch == 1 && passSamples == 0 {
 				return res, errors.New("the training data holds no samples")
@@ -973,12 +974,6 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				}
 			}
 			if err := watch.check(res.Iters); err != nil {
-				return res, err
-			}
-			if r, err = o.OpenTrain(); err != nil {
-				return res, err
-			}
-			if err = pf.Start(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {

@@ -1,0 +1,141 @@
+package input
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+)
+
+// countedReader is a seqReader that knows its sample count and records its
+// opening and closing.
+type countedReader struct {
+	seqReader
+	log *chainLog
+	id  int
+}
+
+func (r *countedReader) NumSamples() int64 { return int64(r.n) }
+func (r *countedReader) Close() error {
+	r.log.mu.Lock()
+	defer r.log.mu.Unlock()
+	r.log.closed = append(r.log.closed, r.id)
+	return nil
+}
+
+type chainLog struct {
+	mu     sync.Mutex
+	opened int
+	// readsAtOpen is how many batches had been read (all passes) when each
+	// next reader was opened.
+	readsAtOpen []int
+	closed      []int
+}
+
+// TestPrefetcherChain: a chained prefetcher runs its passes back to back,
+// each whole and in order with io.EOF at its end, opens each next pass
+// ahead of the end (Lookahead batches before it), stops after its passes
+// and closes every reader it was given or opened.
+func TestPrefetcherChain(t *testing.T) {
+	f, s := newFeeder(t, 4)
+	const n, passes = 40, 3 // 10 batches a pass
+	lg := &chainLog{}
+	reads := 0
+	mk := func() *countedReader {
+		lg.mu.Lock()
+		defer lg.mu.Unlock()
+		lg.opened++
+		lg.readsAtOpen = append(lg.readsAtOpen, reads)
+		return &countedReader{seqReader: seqReader{s: s, n: n, batch: 4, reads: &reads}, log: lg, id: lg.opened}
+	}
+	first := mk()
+	pf := NewPrefetcher(f)
+	if err := pf.StartChain(first, func() (formats.Reader, error) { return mk(), nil }, passes); err != nil {
+		t.Fatal(err)
+	}
+	var eofs int
+	var seen []float32
+	for {
+		st := pf.Next()
+		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
+			t.Fatal(st.Err)
+		}
+		if st.N > 0 {
+			if err := pf.Commit(st); err != nil {
+				t.Fatal(err)
+			}
+			seen = append(seen, labels(t, f)[:st.N]...)
+		}
+		if st.Err != nil {
+			eofs++
+			if len(seen) != eofs*n {
+				t.Fatalf("pass %d ended after %d samples in all, want %d", eofs, len(seen), eofs*n)
+			}
+			if eofs == passes+1 {
+				t.Fatalf("a pass beyond the %d asked for", passes)
+			}
+			if eofs == passes {
+				// After the last pass Next keeps answering io.EOF.
+				if st := pf.Next(); st.N != 0 || !errors.Is(st.Err, io.EOF) {
+					t.Fatalf("after the last pass: %+v", st)
+				}
+				break
+			}
+		}
+	}
+	pf.Close()
+	var want []float32
+	for range passes {
+		for i := range n {
+			want = append(want, float32(i))
+		}
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("labels %v, want %v", seen, want)
+	}
+	if lg.opened != passes {
+		t.Errorf("%d readers opened, want %d", lg.opened, passes)
+	}
+	// The second reader is opened Lookahead batches before the first pass
+	// ends (its 10 reads), not after.
+	if len(lg.readsAtOpen) > 1 && lg.readsAtOpen[1] > 10-Lookahead+1 {
+		t.Errorf("the next pass was opened after %d of the pass's 10 reads; want at most %d", lg.readsAtOpen[1], 10-Lookahead+1)
+	}
+	slices.Sort(lg.closed)
+	if !slices.Equal(lg.closed, []int{1, 2, 3}) {
+		t.Errorf("closed readers %v, want [1 2 3]", lg.closed)
+	}
+}
+
+// TestPrefetcherChainOpenError: a next pass that cannot be opened ends the
+// run with its error after the pass before it ended.
+func TestPrefetcherChainOpenError(t *testing.T) {
+	f, s := newFeeder(t, 4)
+	reads := 0
+	pf := NewPrefetcher(f)
+	defer pf.Close()
+	boom := errors.New("the second pass's file is gone")
+	if err := pf.StartChain(&seqReader{s: s, n: 10, batch: 4, reads: &reads}, func() (formats.Reader, error) { return nil, boom }, 0); err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	for {
+		st := pf.Next()
+		got += st.N
+		if st.N > 0 {
+			pf.Release(st)
+		}
+		if st.Err != nil && !errors.Is(st.Err, io.EOF) {
+			if !errors.Is(st.Err, boom) {
+				t.Fatalf("error %v, want %v", st.Err, boom)
+			}
+			break
+		}
+	}
+	if got != 10 {
+		t.Errorf("%d samples before the error, want the first pass's 10", got)
+	}
+}
