@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -137,5 +138,25 @@ func TestPrefetcherChainOpenError(t *testing.T) {
 	}
 	if got != 10 {
 		t.Errorf("%d samples before the error, want the first pass's 10", got)
+	}
+}
+
+// TestChainLead: the next pass opens Lookahead batches before the end,
+// earlier (twice the start-up time ahead) after a pass whose reader made
+// the first read wait, never more than half a pass ahead.
+func TestChainLead(t *testing.T) {
+	c := &chain{}
+	if got := c.lead(100); got != Lookahead {
+		t.Errorf("no start-up measured: lead %d, want %d", got, Lookahead)
+	}
+	c.startup, c.interval = 50*time.Millisecond, 10*time.Millisecond
+	if got := c.lead(100); got != 11 {
+		t.Errorf("start-up 50 ms, 10 ms a step: lead %d, want 11", got)
+	}
+	if got := c.lead(16); got != 8 {
+		t.Errorf("a pass of 16 batches: lead %d, want at most half, 8", got)
+	}
+	if got := c.lead(4); got != Lookahead {
+		t.Errorf("a pass of 4 batches: lead %d, want %d", got, Lookahead)
 	}
 }

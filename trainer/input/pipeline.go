@@ -5,6 +5,7 @@ import (
 	"io"
 	"reflect"
 	"sync"
+	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -46,13 +47,46 @@ type chain struct {
 	pass   int            // passes started (the current one included)
 	next   formats.Reader // the next pass, opened ahead; nil: not yet
 	last   int64          // samples of the previous pass (0: unknown)
+	// opened is when the next (then current) pass's reader was opened;
+	// startup the time from that to its first batch when the first read
+	// of a pass had to wait for it (the lead was too short; never lowered);
+	// interval the time between batches handed to the consumer (moving
+	// average): together the lead the next pass needs.
+	opened, sent      time.Time
+	startup, interval time.Duration
+	first             bool // the next batch read is a pass's first
 }
 
-// Lookahead is how many batches before a pass ends a chained prefetcher
-// opens the next pass's reader, so that the reader's start (opening files,
-// a Parquet footer, the first row groups or O_DIRECT reads) overlaps the
-// last steps of the pass instead of stalling the next one.
+// Lookahead is the fewest batches before a pass ends at which a chained
+// prefetcher opens the next pass's reader, so that the reader's start
+// (opening files, a Parquet footer, the first row groups or O_DIRECT
+// reads) overlaps the last steps of the pass instead of stalling the next
+// one. It opens earlier when the last pass's reader took longer to deliver
+// its first batch than Lookahead steps last (twice that start-up time
+// ahead, at most half a pass ahead).
 const Lookahead = 4
+
+// lead is how many batches before the pass's end the next reader opens.
+func (c *chain) lead(passBatches int64) int64 {
+	n := int64(Lookahead)
+	if c.startup > 0 && c.interval > 0 {
+		n = max(n, int64(2*c.startup/c.interval)+1)
+	}
+	return min(n, max(passBatches/2, Lookahead))
+}
+
+// tick notes a batch handed to the consumer at now.
+func (c *chain) tick(now time.Time) {
+	if !c.sent.IsZero() {
+		d := now.Sub(c.sent)
+		if c.interval == 0 {
+			c.interval = d
+		} else {
+			c.interval = (3*c.interval + d) / 4
+		}
+	}
+	c.sent = now
+}
 
 // StartChain starts reading r and, after it, pass after pass from open
 // without a pause: when a pass ends, Next reports io.EOF (with or after the
@@ -97,9 +131,11 @@ func (pf *Prefetcher) ahead(got int64) {
 	if want <= 0 {
 		want = c.last
 	}
-	if want <= 0 || want-got > int64(Lookahead*pf.f.batch) {
+	B := int64(pf.f.batch)
+	if want <= 0 || (want-got+B-1)/B > c.lead((want+B-1)/B) {
 		return
 	}
+	c.opened = time.Now()
 	if r, err := c.open(); err == nil {
 		c.next = r
 	} // else: opened (and its error reported) at the pass's end
@@ -116,6 +152,7 @@ func (pf *Prefetcher) turn(got int64) bool {
 	c.next = nil
 	if r == nil {
 		var err error
+		c.opened = time.Now()
 		if r, err = c.open(); err != nil {
 			pf.send(Staged{Err: err})
 			return false
@@ -133,7 +170,7 @@ func (pf *Prefetcher) turn(got int64) bool {
 		return false
 	}
 	pf.r.Close()
-	pf.r, c.last, c.pass = r, got, c.pass+1
+	pf.r, c.last, c.pass, c.first = r, got, c.pass+1, true
 	if pf.stg != nil {
 		pf.lend = lend
 	}
@@ -218,6 +255,7 @@ func (pf *Prefetcher) run() {
 		var b *formats.Batch
 		var n int
 		var err error
+		t0 := time.Now()
 		if pf.lend != nil {
 			select {
 			case <-pf.quit:
@@ -233,7 +271,16 @@ func (pf *Prefetcher) run() {
 			case <-pf.quit:
 				return
 			}
+			t0 = time.Now() // not the wait for a free buffer
 			n, err = pf.r.Read(b)
+		}
+		if c := pf.chain; c != nil && c.first {
+			// A wait of more than a millisecond for the pass's first batch:
+			// the reader needed this much longer than its lead.
+			if d := time.Since(t0); d > time.Millisecond && !c.opened.IsZero() {
+				c.startup = max(c.startup, t0.Sub(c.opened)+d)
+			}
+			c.first = false
 		}
 		got += int64(n)
 		st := Staged{N: n, batch: b, Err: err}
@@ -253,6 +300,9 @@ func (pf *Prefetcher) run() {
 		}
 		if !pf.send(st) {
 			return
+		}
+		if pf.chain != nil && n > 0 {
+			pf.chain.tick(time.Now())
 		}
 		if st.Err == nil {
 			pf.ahead(got)
