@@ -25,6 +25,8 @@ const (
 // sort → ranks of the distinct keys by a scan of run heads → atomicCAS
 // insert at Count + rank (nothing when Count would exceed MaxRows) → Count
 // update → probe again at the missed positions. Count stays on the device.
+// The insert writes RowKeys[row] = key; SkipKey of a Sharded table is
+// neither looked up nor missing (row −1).
 // The key→row map equals the CPU's; the slot layout of Keys may differ
 // (concurrent inserts).
 func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, insert bool) {
