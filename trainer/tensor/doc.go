@@ -64,6 +64,8 @@
 //	                         unique of misses; insert kernel (atomicCAS on Keys, row =
 //	                         Count+rank); Count and the miss count never leave the device
 //	SlotRows                 one thread per bag
+//	MaskKeys                 one thread per key (by key) or per bag (by slot)
+//	InitHashRows             fixed grid over (new row, 4 columns), range read on the device
 //	EmbeddingBag             one warp per bag, lanes over the vector
 //	EmbeddingBagGrad         radix sort of (row, position) pairs, run-length encode,
 //	                         one warp per distinct row summing its occurrences in order
