@@ -195,6 +195,31 @@ func TestTrainRawOneHotNnzPerSlot2(t *testing.T) {
 	}
 }
 
+// TestTrainDropIncompleteBatch: HugeCTR's drop_incomplete_batch (Python
+// CreateSolver; HugeCTR's DLRM samples give False): false trains the short
+// last batch of each pass also in max_iter mode, true skips it also in
+// epoch mode (was refused by the Python API; no flag).
+func TestTrainDropIncompleteBatch(t *testing.T) {
+	rc := genRaw(t, 1) // 8192 samples: 8 batches of 1000 and one of 192
+	cfg := writeRawConfig(t, rc, ` DATA`, `, "format": "Raw", "float_label_dense": true`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-iter", "10"}, "trained 10 iterations (10000 samples)"},
+		{[]string{"--max-iter", "10", "--drop-incomplete-batch=false"}, "trained 10 iterations (9192 samples)"},
+		{[]string{"--max-iter", "10", "--drop-incomplete-batch"}, "trained 10 iterations (10000 samples)"},
+		{[]string{"--num-epochs", "1"}, "trained 9 iterations (8192 samples, 1 epoch)"},
+		{[]string{"--num-epochs", "1", "--drop-incomplete-batch"}, "trained 8 iterations (8000 samples, 1 epoch)"},
+	} {
+		args := append([]string{"train", "--config", cfg, "--batchsize", "1000", "--eval-interval", "0"}, c.args...)
+		out, err := runCtrkit(t, args...)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%v: want %q: %v\n%s", c.args, c.want, err, out)
+		}
+	}
+}
+
 // TestTrainConfigKeysHonoured: keys of the data and solver sections that
 // were accepted and dropped.
 func TestTrainConfigKeysHonoured(t *testing.T) {

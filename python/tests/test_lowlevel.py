@@ -11,9 +11,9 @@ import ctrkit.hugectr as hugectr
 from ctrkit.hugectr.tools import DataGenerator, DataGeneratorParams
 
 
-def build(data, repeat=True, batchsize=256):
+def build(data, repeat=True, batchsize=256, drop=True):
     solver = hugectr.CreateSolver(max_eval_batches=2, batchsize_eval=512, batchsize=batchsize, lr=0.01, seed=3,
-                                  vvgpu=[[0]], repeat_dataset=repeat)
+                                  vvgpu=[[0]], repeat_dataset=repeat, drop_incomplete_batch=drop)
     reader = hugectr.DataReaderParams(data_reader_type=hugectr.DataReaderType_t.Norm,
                                       source=[os.path.join(data, "file_list.txt")],
                                       eval_source=os.path.join(data, "file_list_test.txt"),
@@ -98,29 +98,53 @@ class LowLevelTest(unittest.TestCase):
         self.assertEqual(again.get_eval_metrics(), metrics)
 
     def test_epoch_mode(self):
-        # repeat_dataset=False: an epoch ends at the data's end; the short
-        # last batch (2000 = 7 × 256 + 208) is trained, as fit's epoch mode does.
-        fit = build(self.data, repeat=False)
-        hist = fit.fit(num_epochs=1, display=1, eval_interval=0, snapshot=0)
+        # repeat_dataset=False: an epoch ends at the data's end. The short
+        # last batch (2000 = 7 × 256 + 208) is skipped by default and trained
+        # with drop_incomplete_batch=False (HugeCTR's Model::read_a_batch),
+        # by fit and the low-level loop alike.
+        for drop, batches in ((True, 7), (False, 8)):
+            fit = build(self.data, repeat=False, drop=drop)
+            hist = fit.fit(num_epochs=1, display=1, eval_interval=0, snapshot=0)
+            want = [p["loss"] for p in hist if p.get("loss") is not None]
+            self.assertEqual(len(want), batches)
+            model = build(self.data, repeat=False, drop=drop)
+            reader = model.get_data_reader_train()
+            got = []
+            for epoch in range(2):
+                reader.set_source()
+                n = 0
+                while True:
+                    model.set_learning_rate(0.01)
+                    if not model.train():
+                        break
+                    n += 1
+                    if epoch == 0:
+                        got.append(model.get_current_loss())
+                    if reader.is_eof():
+                        break
+                self.assertEqual(n, batches, "drop_incomplete_batch=%s" % drop)
+            self.assertEqual(got, want)
+            self.assertFalse(model.train())
+
+    def test_drop_incomplete_batch_max_iter(self):
+        # drop_incomplete_batch=False in max_iter mode (HugeCTR's DLRM
+        # samples; was refused): each pass trains its short last batch too,
+        # by fit and the low-level loop alike.
+        fit = build(self.data, drop=False)
+        hist = fit.fit(max_iter=10, display=1, eval_interval=0, snapshot=0)
         want = [p["loss"] for p in hist if p.get("loss") is not None]
-        model = build(self.data, repeat=False)
-        reader = model.get_data_reader_train()
+        model = build(self.data, drop=False)
+        model.start_data_reading()
         got = []
-        for epoch in range(2):
-            reader.set_source()
-            n = 0
-            while True:
-                model.set_learning_rate(0.01)
-                if not model.train():
-                    break
-                n += 1
-                if epoch == 0:
-                    got.append(model.get_current_loss())
-                if reader.is_eof():
-                    break
-            self.assertEqual(n, 8)
-        self.assertEqual(got, want[:8])
-        self.assertFalse(model.train())
+        for _ in range(10):
+            model.set_learning_rate(0.01)
+            self.assertTrue(model.train())
+            got.append(model.get_current_loss())
+        self.assertEqual(got, want)
+        full = [p["loss"] for p in build(self.data).fit(max_iter=10, display=1, eval_interval=0, snapshot=0)
+                if p.get("loss") is not None]
+        self.assertEqual(full[:7], want[:7])
+        self.assertNotEqual(full[7], want[7])  # batch 8 is the short one (208 of 256): the models part
 
     def test_fit_continues_the_session(self):
         # fit after low-level steps trains on from the session's model (its

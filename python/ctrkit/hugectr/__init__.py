@@ -36,7 +36,7 @@ __all__ = _enums.ALL + [
     "CtrkitError", "CreateSolver", "Solver", "CreateETC", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
     "DataReaderSparseParam", "DataSourceParams", "CreateOptimizer", "OptParamsPy", "Input", "SparseEmbedding",
     "DenseLayer", "DenseLayerComputeConfig", "GroupDenseLayer", "Model", "LearningRateScheduler", "DataReader",
-    "inference", "tools"]
+    "data", "inference", "tools"]
 
 
 def _device():
@@ -95,9 +95,6 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
     if training_callbacks:
         raise NotImplementedError("training_callbacks: ctrkit's fit takes none; "
                                   "use the low-level loop (Model.train, Model.eval) for custom steps")
-    if not drop_incomplete_batch:
-        raise NotImplementedError("drop_incomplete_batch=False: ctrkit's max_iter mode trains full batches only "
-                                  "(epoch mode, repeat_dataset=False, trains the short last batch)")
     return Solver(model_name=model_name, seed=seed, lr_policy=lr_policy, lr=lr, warmup_steps=warmup_steps,
                   decay_start=decay_start, decay_steps=decay_steps, decay_power=decay_power, end_lr=end_lr,
                   max_eval_batches=max_eval_batches, batchsize_eval=batchsize_eval, batchsize=batchsize,
@@ -145,14 +142,16 @@ class AsyncParam(object):
 
 
 class DataSourceParams(object):
-    """HugeCTR's DataSourceParams: ctrkit reads local files only."""
+    """HugeCTR's hugectr.data.DataSourceParams(source, server, port)
+    (v23.09 data_source_wrapper.hpp; also hugectr.DataSourceParams here):
+    ctrkit reads local files only."""
 
-    def __init__(self, type=_enums.FileSystemType_t.Local, server="localhost", port=9000):
-        _ev(type, _enums.FileSystemType_t, "type")
-        if type is not _enums.FileSystemType_t.Local:
-            raise NotImplementedError("DataSourceParams type %s: ctrkit reads local files only "
-                                      "(copy the data to a local disk)" % type.name)
-        self.type, self.server, self.port = type, server, port
+    def __init__(self, source=_enums.FileSystemType_t.Local, server="localhost", port=9000):
+        _ev(source, _enums.FileSystemType_t, "source")
+        if source is not _enums.FileSystemType_t.Local:
+            raise NotImplementedError("DataSourceParams source %s: ctrkit reads local files only "
+                                      "(copy the data to a local disk)" % source.name)
+        self.source, self.server, self.port = source, server, port
 
 
 def _strs(v, what):
@@ -709,10 +708,38 @@ def _shapes(data, layers):
     return sh
 
 
-def _auto_slice(data, layers):
+class _UnknownWidth(ValueError):
+    pass
+
+
+def _go_shapes(data, layers):
+    """The per-sample shapes of every tensor of the graph as ctrkit's
+    summary infers them (for the layers _shapes does not follow)."""
+    d = tempfile.mkdtemp(prefix="ctrkit-shapes-")
+    try:
+        path = os.path.join(d, "graph.json")
+        with open(path, "w") as f:
+            f.write(_dumps({"layers": [data] + list(layers)}))
+        out = json.loads(_proc.run(["summary", "--config", path, "--json"]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    sh = {}
+    for l in out.get("layers", []):
+        for top, shape in zip(l.get("top", []), l.get("output_shapes", [])):
+            dims = [x.strip() for x in shape.strip("[]").split(",")][1:]  # without the batch
+            try:
+                sh[top] = tuple(int(x) for x in dims)
+            except ValueError:
+                pass
+    return sh
+
+
+def _auto_slice(data, layers, known=None):
     """HugeCTR's Model::graph_analysis: a tensor read by several dense
     layers (at most 5) gets a Slice layer before its first reader with tops
-    <name>_slice<i> and full ranges; each reader reads its own slice."""
+    <name>_slice<i> and full ranges; each reader reads its own slice.
+    Widths come from _shapes, else from known (a tensor of unknown width
+    raises _UnknownWidth)."""
     dense = [l for l in layers if "sparse_embedding_hparam" not in l]
     readers = {}
     for l in dense:
@@ -721,6 +748,9 @@ def _auto_slice(data, layers):
     if all(n < 2 for n in readers.values()):
         return layers
     sh = _shapes(data, layers)
+    for k, v in (known or {}).items():
+        if not sh.get(k):
+            sh[k] = v
     out, nxt = [], {}
     for l in layers:
         if "sparse_embedding_hparam" in l:
@@ -737,8 +767,8 @@ def _auto_slice(data, layers):
             if b not in nxt:
                 s = sh.get(b)
                 if not s:
-                    raise ValueError("tensor %r feeds %d layers and its width is not known here; add a Slice layer "
-                                     "yourself (ranges [[0, width]] × %d)" % (b, n, n))
+                    raise _UnknownWidth("tensor %r feeds %d layers and its width is not known here; add a Slice "
+                                        "layer yourself (ranges [[0, width]] × %d)" % (b, n, n))
                 out.append({"type": "Slice", "bottom": b, "top": ["%s_slice%d" % (b, i) for i in range(n)],
                             "ranges": [[0, s[-1]] for _ in range(n)]})
                 nxt[b] = 0
@@ -875,10 +905,29 @@ class Model(object):
     def _gpus(self):
         return max(sum(len(v) for v in self._solver.vvgpu), 1)
 
+    def _gpus_flag(self):
+        """--gpus 0,1,… for a vvgpu of one node with several GPUs, when the
+        ctrkit binary trains on several (its train command has --gpus);
+        otherwise [] and the config's solver.gpu gives the embeddings the
+        capacity of all of them (ctrkit says it runs on one device)."""
+        v = self._solver.vvgpu
+        if len(v) != 1 or len(v[0]) < 2 or not _proc.has_flag("train", "--gpus"):
+            return []
+        return ["--gpus", ",".join(str(int(g)) for g in v[0])]
+
     def _layers(self):
         if self._data_json is None:
             raise ValueError("the model has no Input: add a hugectr.Input first")
-        return [self._data_json] + _auto_slice(self._data_json, self._embeddings + self._dense)
+        layers = self._embeddings + self._dense
+        try:
+            return [self._data_json] + _auto_slice(self._data_json, layers)
+        except _UnknownWidth:
+            # Layers whose shapes only ctrkit follows (attention, sequence
+            # masks, 3-D reductions…): ask `ctrkit summary`.
+            key = _dumps({"layers": [self._data_json] + layers})
+            if getattr(self, "_shape_key", None) != key:
+                self._go_sh, self._shape_key = _go_shapes(self._data_json, layers), key
+            return [self._data_json] + _auto_slice(self._data_json, layers, self._go_sh)
 
     def _graph(self):
         g = {"layers": self._layers()}
@@ -1073,6 +1122,10 @@ class Model(object):
 
     def _train_flags(self):
         f = ["--config", self._write_config(), "--device", _device()] + self._loss_weights_flag()
+        # HugeCTR's Model::read_a_batch: drop_incomplete_batch (default True)
+        # skips short training batches in both modes.
+        f.append("--drop-incomplete-batch=%s" % ("true" if self._solver.drop_incomplete_batch else "false"))
+        f += self._gpus_flag()
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)
@@ -1436,4 +1489,4 @@ class Model(object):
             pass
 
 
-from . import inference, tools  # noqa: E402
+from . import data, inference, tools  # noqa: E402
