@@ -111,6 +111,38 @@ class ScriptTest(unittest.TestCase):
         self.check_inference("dlrm", 1, "dlrm_data/test_data.bin", hugectr.DataReaderType_t.Raw,
                              [50, 30, 80, 20, 60, 40, 10, 70])
 
+    def test_dlrm_kaggle(self):
+        # DataReaderSparseParam("data1", 2, False, 6) over one-hot Raw data,
+        # as HugeCTR's DLRM samples declare it (ctrkit refused it).
+        d, g = self.check_script("dlrm_kaggle", ["LocalizedSlotSparseEmbeddingOneHot"])
+        sp = g["layers"][0]["sparse"][0]
+        self.assertEqual((sp["nnz_per_slot"], sp["is_fixed_length"]), ([2] * 6, False))
+        self.check_inference("dlrm_kaggle", 1, "kaggle/test_data.bin", hugectr.DataReaderType_t.Raw,
+                             [40, 25, 60, 15, 35, 50])
+
+    def test_criteo_multi_slots(self):
+        # Multi-hot Norm slots, no dense features, the mean combiner.
+        d, g = self.check_script("criteo_multi_slots", ["DistributedSlotSparseEmbeddingHash"])
+        data = g["layers"][0]
+        self.assertEqual(data["dense"]["dense_dim"], 0)
+        self.assertEqual((data["sparse"][0]["nnz_per_slot"], data["sparse"][0]["is_fixed_length"]), ([5] * 10, False))
+        self.assertEqual(g["layers"][1]["sparse_embedding_hparam"]["combiner"], "mean")
+        # vvgpu [[0, 1]]: the embedding has two GPUs' capacity.
+        one = (1 << 20) // (3 * 4 * 8)
+        self.assertEqual(g["layers"][1]["sparse_embedding_hparam"]["max_vocabulary_size_global"], 2 * one)
+        self.check_inference("criteo_multi_slots", 1, "criteo_data/file_list_test.txt",
+                             hugectr.DataReaderType_t.Norm)
+
+    def test_din(self):
+        # Attention layers whose widths only ctrkit follows: the automatic
+        # Slice layers come from `ctrkit summary`'s shapes, and the graph is
+        # the one ctrkit's writer writes (check_script).
+        d, g = self.check_script("din", ["DistributedSlotSparseEmbeddingHash"] * 3)
+        sl = {l["bottom"]: l for l in g["layers"] if l["type"] == "Slice"}
+        self.assertEqual(sorted(sl), ["item", "item_his_em", "scale_item"])
+        self.assertEqual(sl["item_his_em"]["ranges"], [[0, 16]] * 5)
+        self.assertEqual(sl["item"]["top"], ["item_slice0", "item_slice1"])
+
 
 if __name__ == "__main__":
     unittest.main()

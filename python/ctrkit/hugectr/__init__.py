@@ -33,7 +33,7 @@ from ._nljson import F32, dumps as _dumps  # noqa: F401  (F32: float32 values)
 __version__ = "23.9.0"
 
 __all__ = _enums.ALL + [
-    "CtrkitError", "CreateSolver", "Solver", "CreateETC", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
+    "CtrkitError", "CreateSolver", "Solver", "CreateETC", "CreateHMemCache", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
     "DataReaderSparseParam", "DataSourceParams", "CreateOptimizer", "OptParamsPy", "Input", "SparseEmbedding",
     "DenseLayer", "DenseLayerComputeConfig", "GroupDenseLayer", "Model", "LearningRateScheduler", "DataReader",
     "data", "inference", "tools"]
@@ -112,8 +112,15 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
                   perf_logging=perf_logging, drop_incomplete_batch=drop_incomplete_batch)
 
 
-def CreateETC(ps_types=None, sparse_models=None, local_paths=None, hcache_configs=None):
-    """HugeCTR's Embedding Training Cache is not in ctrkit."""
+def CreateHMemCache(num_blocks, target_hit_rate, max_num_evict):
+    """HugeCTR's host-memory cache of the Embedding Training Cache, which is
+    not in ctrkit (CreateETC says what ctrkit offers instead)."""
+    CreateETC(None)
+
+
+def CreateETC(ps_types, sparse_models=None, local_paths=None, hmem_cache_configs=None):
+    """HugeCTR's Embedding Training Cache (v23.09
+    embedding_training_cache_wrapper.hpp) is not in ctrkit."""
     raise NotImplementedError(
         "CreateETC: ctrkit has no Embedding Training Cache (HugeCTR deprecated it). ctrkit keeps each "
         "embedding table whole in host or GPU memory: give SparseEmbedding a workspace_size_per_gpu_in_mb "
@@ -837,6 +844,13 @@ def _cleanup():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def _one_of(what, a_name, a, b_name, b):
+    """The one of two alternative arguments given (HugeCTR's overloads)."""
+    if (a is None) == (b is None):
+        raise TypeError("%s: give %s or %s" % (what, a_name, b_name))
+    return a if a is not None else b
+
+
 class Model(object):
     """HugeCTR's Model, trained by ctrkit."""
 
@@ -848,7 +862,7 @@ class Model(object):
         if not isinstance(opt_params, OptParamsPy):
             raise TypeError("Model opt_params: want what hugectr.CreateOptimizer returns")
         if etc_params is not None:
-            CreateETC()
+            CreateETC(None)
         self._solver, self._reader, self._opt = solver, copy.deepcopy(reader_params), opt_params
         self._input = None
         self._data_json = None
@@ -1294,9 +1308,12 @@ class Model(object):
         if not os.path.exists(path):
             raise FileNotFoundError("%s: no such file or directory" % path)
 
-    def load_sparse_weights(self, sparse_embedding_files):
+    def load_sparse_weights(self, sparse_embedding_files=None, sparse_embedding_files_map=None):
         """Loads embedding tables: a list (one per embedding) or a dict
-        from embedding name to file."""
+        from embedding name to file (HugeCTR's two overloads: the list
+        sparse_embedding_files, the dict sparse_embedding_files_map)."""
+        sparse_embedding_files = _one_of("load_sparse_weights", "sparse_embedding_files", sparse_embedding_files,
+                                         "sparse_embedding_files_map", sparse_embedding_files_map)
         m = self._by_name(sparse_embedding_files, "load_sparse_weights")
         for p in m.values():
             self._require(p)
@@ -1304,9 +1321,13 @@ class Model(object):
         if self._sess is not None:
             self._sess.request("load_sparse_weights", files_map=m)
 
-    def load_sparse_optimizer_states(self, sparse_opt_states_files):
+    def load_sparse_optimizer_states(self, sparse_opt_states_files=None, sparse_opt_states_files_map=None):
         """Loads embedding optimizer states (with the tables they belong
-        to: load_sparse_weights first)."""
+        to: load_sparse_weights first): a list or, as
+        sparse_opt_states_files_map, a dict by embedding name."""
+        sparse_opt_states_files = _one_of("load_sparse_optimizer_states", "sparse_opt_states_files",
+                                          sparse_opt_states_files, "sparse_opt_states_files_map",
+                                          sparse_opt_states_files_map)
         m = self._by_name(sparse_opt_states_files, "load_sparse_optimizer_states")
         for n, p in m.items():
             self._require(p)
@@ -1477,6 +1498,25 @@ class Model(object):
                                decay_start=int(decay_start), decay_steps=int(decay_steps),
                                decay_power=float(decay_power), end_lr=float(end_lr))
         self._compiled = False
+
+    def get_incremental_model(self):
+        raise NotImplementedError("get_incremental_model: ctrkit keeps no record of the embedding rows updated "
+                                  "since the last call; save_params_to_files writes the whole model")
+
+    def dump_incremental_model_2kafka(self):
+        raise NotImplementedError("dump_incremental_model_2kafka: ctrkit does not stream models to Kafka; "
+                                  "save them with Model.save_params_to_files")
+
+    def get_embedding_training_cache(self):
+        CreateETC(None)
+
+    def embedding_dump(self, path, table_names=None):
+        raise NotImplementedError("embedding_dump: it dumps EmbeddingCollection tables, which ctrkit has not; "
+                                  "Model.save_params_to_files writes the SparseEmbedding tables")
+
+    def embedding_load(self, path, table_names=None):
+        raise NotImplementedError("embedding_load: it loads EmbeddingCollection tables, which ctrkit has not; "
+                                  "Model.load_sparse_weights loads SparseEmbedding tables")
 
     def check_out_tensor(self, tensor_name, tensor_type):
         raise NotImplementedError("check_out_tensor: ctrkit's session does not copy out inner tensors; "

@@ -20,7 +20,7 @@ DataGenerator(
         slot_size_array=slots,
         check_type=hugectr.Check_t.Non,
         num_samples=3000,
-        eval_num_samples=1000,
+        eval_num_samples=2048,
     )
 ).generate()
 
@@ -38,7 +38,7 @@ reader = hugectr.DataReaderParams(
     source=["./kaggle/train_data.bin"],
     eval_source="./kaggle/test_data.bin",
     num_samples=3000,
-    eval_num_samples=1000,
+    eval_num_samples=2048,
     check_type=hugectr.Check_t.Non,
     slot_size_array=slots,  # DataGenerator's Raw keys are slot-local
 )
