@@ -118,6 +118,40 @@ class NamesTest(unittest.TestCase):
         self.assertIn("no embedding 'nope'", str(cm.exception))
 
 
+class GpusFlagTest(unittest.TestCase):
+    def test_vvgpu_passes_gpus(self):
+        # vvgpu of one node with several GPUs: fit passes --gpus when the
+        # binary's train has it (ctrkit train --gpus 0,1), else nothing.
+        def model(vvgpu):
+            m = hugectr.Model(hugectr.CreateSolver(vvgpu=vvgpu), hugectr.DataReaderParams(
+                hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+                hugectr.CreateOptimizer())
+            m.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=1, dense_name="dense",
+                                data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("d", 1, True, 1)]))
+            return m
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "ctrkit")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho '   --gpus value   GPU ordinals'\n")
+            os.chmod(fake, 0o755)
+            old = os.environ.get("CTRKIT_BIN")
+            os.environ["CTRKIT_BIN"] = fake
+            try:
+                flags = model([[0, 1]])._train_flags()
+                self.assertEqual(flags[flags.index("--gpus") + 1], "0,1")
+                self.assertNotIn("--gpus", model([[0, 1]])._train_flags(session=True))
+                self.assertNotIn("--gpus", model([[0]])._train_flags())
+                self.assertNotIn("--gpus", model([[0, 1], [0, 1]])._train_flags())
+                self.assertIn("--drop-incomplete-batch=true", flags)
+            finally:
+                if old is None:
+                    del os.environ["CTRKIT_BIN"]
+                else:
+                    os.environ["CTRKIT_BIN"] = old
+        if old:  # the real binary: --gpus exactly when its train has the flag
+            self.assertEqual("--gpus" in model([[0, 1]])._train_flags(), _proc.has_flag("train", "--gpus"))
+
+
 class HugeCTRScriptsTest(unittest.TestCase):
     """tests/hugectr_scripts.py, the runner of HugeCTR's own scripts."""
 

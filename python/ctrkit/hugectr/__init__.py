@@ -920,10 +920,11 @@ class Model(object):
         return max(sum(len(v) for v in self._solver.vvgpu), 1)
 
     def _gpus_flag(self):
-        """--gpus 0,1,… for a vvgpu of one node with several GPUs, when the
-        ctrkit binary trains on several (its train command has --gpus);
-        otherwise [] and the config's solver.gpu gives the embeddings the
-        capacity of all of them (ctrkit says it runs on one device)."""
+        """--gpus 0,1,… for fit with a vvgpu of one node with several GPUs,
+        when the ctrkit binary trains on several (its train command has
+        --gpus); otherwise [] and the config's solver.gpu gives the
+        embeddings the capacity of all of them (ctrkit says it runs on one
+        device). The low-level session runs on one device."""
         v = self._solver.vvgpu
         if len(v) != 1 or len(v[0]) < 2 or not _proc.has_flag("train", "--gpus"):
             return []
@@ -1134,12 +1135,13 @@ class Model(object):
                 pairs.append("%s=%r" % (n, float(self._label_weights[n])))
         return ["--loss-weights", ",".join(pairs)] if pairs else []
 
-    def _train_flags(self):
+    def _train_flags(self, session=False):
         f = ["--config", self._write_config(), "--device", _device()] + self._loss_weights_flag()
         # HugeCTR's Model::read_a_batch: drop_incomplete_batch (default True)
         # skips short training batches in both modes.
         f.append("--drop-incomplete-batch=%s" % ("true" if self._solver.drop_incomplete_batch else "false"))
-        f += self._gpus_flag()
+        if not session:
+            f += self._gpus_flag()  # the session trains on one device
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)
@@ -1385,7 +1387,7 @@ class Model(object):
                 self.compile()
             s = _proc.Session()
             try:
-                s.request("load", args=self._train_flags(), repeat=bool(self._solver.repeat_dataset))
+                s.request("load", args=self._train_flags(session=True), repeat=bool(self._solver.repeat_dataset))
             except CtrkitError:
                 s.close()
                 raise
