@@ -2,15 +2,21 @@
 notebooks' scripts) against ctrkit.hugectr, with `import hugectr` resolved
 to ctrkit.hugectr and nothing else changed, and reports what each does.
 
-    python3 -m tests.hugectr_scripts [--json] SCRIPT.py...   (in python/)
+    python3 -m tests.hugectr_scripts [--hugectr GITDIR [--ref v23.09.00]] [--json] [SCRIPT.py...]
+
+(in python/, with CTRKIT_BIN or ctrkit on PATH). --hugectr runs every
+script of a HugeCTR checkout at --ref (collect()) and prints a markdown
+table.
 
 The scripts name data sets, GPUs and trained files that are not here, so
 this is an API check, not training: every hugectr call runs for real
 (constructors, Model.add, compile and summary, which run `ctrkit summary`
 on the model's config) except the ones that need the data: Model.fit
-binds its arguments to ctrkit's fit and checks the model compiles, the
+binds its arguments to ctrkit's fit, checks the model compiles and that
+`ctrkit train` has every flag fit would pass, the
 low-level loop talks to a stand-in session that answers every request of
-docs/SESSION.md (its train() ends an epoch after 20 batches), and
+docs/SESSION.md (its train() ends an epoch after 20 batches; its AUC is 1,
+so the scripts' own AUC checks pass), and
 DataGenerator.generate builds its `ctrkit gen` command without running
 it. mpi4py is a one-rank stand-in. A script passes when it runs to its
 end; otherwise the report gives the first error, which names the
@@ -58,6 +64,10 @@ def fit(self, *a, **kw):
     inspect.signature(_fit).bind(self, *a, **kw)
     if not self._compiled:
         self.compile()
+    # The command line fit would run: every flag is one the binary has.
+    for a in self._train_flags():
+        if a.startswith("--") and not _proc.has_flag("train", a.split("=")[0]):
+            raise RuntimeError("fit passes %%s, which this ctrkit train lacks" %% a.split("=")[0])
     calls.append("fit")
     return []
 h.Model.fit = fit
