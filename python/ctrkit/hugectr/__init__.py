@@ -137,6 +137,11 @@ class AsyncParam(object):
                  io_alignment=0, shuffle=False, aligned_type=_enums.Alignment_t.Non, multi_hot_reader=True,
                  is_dense_float=True):
         _ev(aligned_type, _enums.Alignment_t, "aligned_type")
+        for name, v, lo in (("num_threads", num_threads, 1), ("num_batches_per_thread", num_batches_per_thread, 1),
+                            ("max_num_requests_per_thread", max_num_requests_per_thread, 0),
+                            ("io_depth", io_depth, 0), ("io_alignment", io_alignment, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError("AsyncParam %s %r: want an integer ≥ %d" % (name, v, lo))
         self.num_threads = num_threads
         self.num_batches_per_thread = num_batches_per_thread
         self.max_num_requests_per_thread = max_num_requests_per_thread
