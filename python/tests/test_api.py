@@ -98,6 +98,9 @@ class NamesTest(unittest.TestCase):
         self.assertIn("local files only", str(cm.exception))
         s = hugectr.CreateSolver(drop_incomplete_batch=False)
         self.assertFalse(s.drop_incomplete_batch)
+        self.assertIs(hugectr.DataReader32, hugectr.DataReader64)
+        with self.assertRaises(NotImplementedError):
+            hugectr.EmbeddingTrainingCache()
         for m in ["get_incremental_model", "dump_incremental_model_2kafka", "get_embedding_training_cache",
                   "embedding_dump", "embedding_load"]:
             self.assertTrue(callable(getattr(hugectr.Model, m)), m)

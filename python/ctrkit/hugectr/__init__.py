@@ -36,6 +36,7 @@ __all__ = _enums.ALL + [
     "CtrkitError", "CreateSolver", "Solver", "CreateETC", "CreateHMemCache", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
     "DataReaderSparseParam", "DataSourceParams", "CreateOptimizer", "OptParamsPy", "Input", "SparseEmbedding",
     "DenseLayer", "DenseLayerComputeConfig", "GroupDenseLayer", "Model", "LearningRateScheduler", "DataReader",
+    "DataReader32", "DataReader64", "EmbeddingTrainingCache",
     "data", "inference", "tools"]
 
 
@@ -836,6 +837,21 @@ class DataReader(object):
 
     def is_started(self):
         return self._model._sess is not None
+
+
+# HugeCTR's names of the reader classes (32- and 64-bit keys).
+DataReader32 = DataReader64 = DataReader
+
+
+class EmbeddingTrainingCache(object):
+    """HugeCTR's Embedding Training Cache (Model.get_embedding_training_cache),
+    which ctrkit has not."""
+
+    def __init__(self, *args, **kw):
+        CreateETC(None)
+
+    def update(self, keyset_file):
+        CreateETC(None)
 
 
 # ---------------------------------------------------------------- model
