@@ -104,6 +104,7 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.IntFlag{Name: "keep-snapshots", Usage: "keep the newest `K` snapshots, deleting older ones", DefaultText: "all"},
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
 		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
+		&cli.BoolFlag{Name: "drop-incomplete-batch", Usage: "HugeCTR's drop_incomplete_batch: true skips short training batches, false trains them", DefaultText: "epoch mode trains the short last batch, max_iter mode skips it"},
 		lossWeightsFlag,
 	)
 }
@@ -196,6 +197,10 @@ func jobOverrides(c *cli.Context, train bool) (model.Overrides, error) {
 	if c.IsSet("seed") {
 		v := c.Uint64("seed")
 		o.Seed = &v
+	}
+	if c.IsSet("drop-incomplete-batch") {
+		v := c.Bool("drop-incomplete-batch")
+		o.DropIncomplete = &v
 	}
 	if c.IsSet("auc-threshold") {
 		v := c.Float64("auc-threshold")

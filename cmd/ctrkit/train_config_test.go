@@ -145,6 +145,81 @@ func TestTrainRawMultiHotPointsToRawAsync(t *testing.T) {
 	}
 }
 
+// TestTrainRawOneHotNnzPerSlot2: HugeCTR's DLRM samples declare
+// DataReaderSparseParam("data1", 2, False, 26) over one-hot Raw data, and
+// HugeCTR's Raw reader reads one key per slot whatever nnz_per_slot says:
+// so does ctrkit (it refused the config). Multi-hot data of that
+// nnz_per_slot still points to RawAsync, also when only num_samples gives
+// it away.
+func TestTrainRawOneHotNnzPerSlot2(t *testing.T) {
+	rc := genRaw(t, 1)
+	data := `, "format": "Raw", "float_label_dense": true`
+	out, err := runCtrkit(t, "train", "--config", writeRawConfig(t, rc, ` DATA`, data))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	auc1, loss1 := evalLine(t, out, 40)
+	rc.nnz = 2
+	for _, fixed := range []string{"true", "false"} {
+		cfg := writeRawConfig(t, rc, `"is_fixed_length": true`, `"is_fixed_length": `+fixed, ` DATA`, data)
+		out, err := runCtrkit(t, "train", "--config", cfg)
+		if err != nil {
+			t.Fatalf("is_fixed_length %s: %v\n%s", fixed, err, out)
+		}
+		// The same keys as nnz_per_slot 1: the same training.
+		if auc, loss := evalLine(t, out, 40); auc != auc1 || loss != loss1 {
+			t.Errorf("is_fixed_length %s: eval AUC %v, loss %v; nnz_per_slot 1: %v, %v\n%s", fixed, auc, loss, auc1, loss1, out)
+		}
+	}
+	// 8192 multi-hot samples of 28 bytes are 11468.8 one-hot ones: the size
+	// points to RawAsync. 1024 of them are also 1433.6 one-hot ones; 3 of
+	// them are 84 bytes, 4.2 one-hot ones; cut a multi-hot file to 5
+	// samples (140 bytes = 7 one-hot samples): only num_samples tells.
+	mh := genRaw(t, 2)
+	b, err := os.ReadFile(mh.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := filepath.Join(t.TempDir(), "five.bin")
+	if err := os.WriteFile(five, b[:5*28], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mh.src = five
+	cfg := writeRawConfig(t, mh, ` DATA`, `, "format": "Raw", "float_label_dense": true, "num_samples": 5`)
+	_, err = runCtrkit(t, "train", "--config", cfg, "--max-iter", "1")
+	if err == nil || !strings.Contains(err.Error(), "RawAsync") || !strings.Contains(err.Error(), "num_samples 5 multi-hot samples") {
+		t.Errorf("num_samples of multi-hot samples: %v", err)
+	}
+	if _, err := runCtrkit(t, "train", "--config", cfg, "--max-iter", "1", "--raw-layout", "onehot"); err != nil && strings.Contains(err.Error(), "RawAsync") {
+		t.Errorf("--raw-layout onehot still points to RawAsync: %v", err)
+	}
+}
+
+// TestTrainDropIncompleteBatch: HugeCTR's drop_incomplete_batch (Python
+// CreateSolver; HugeCTR's DLRM samples give False): false trains the short
+// last batch of each pass also in max_iter mode, true skips it also in
+// epoch mode (was refused by the Python API; no flag).
+func TestTrainDropIncompleteBatch(t *testing.T) {
+	rc := genRaw(t, 1) // 8192 samples: 8 batches of 1000 and one of 192
+	cfg := writeRawConfig(t, rc, ` DATA`, `, "format": "Raw", "float_label_dense": true`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--max-iter", "10"}, "trained 10 iterations (10000 samples)"},
+		{[]string{"--max-iter", "10", "--drop-incomplete-batch=false"}, "trained 10 iterations (9192 samples)"},
+		{[]string{"--max-iter", "10", "--drop-incomplete-batch"}, "trained 10 iterations (10000 samples)"},
+		{[]string{"--num-epochs", "1"}, "trained 9 iterations (8192 samples, 1 epoch)"},
+		{[]string{"--num-epochs", "1", "--drop-incomplete-batch"}, "trained 8 iterations (8000 samples, 1 epoch)"},
+	} {
+		args := append([]string{"train", "--config", cfg, "--batchsize", "1000", "--eval-interval", "0"}, c.args...)
+		out, err := runCtrkit(t, args...)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Errorf("%v: want %q: %v\n%s", c.args, c.want, err, out)
+		}
+	}
+}
+
 // TestTrainConfigKeysHonoured: keys of the data and solver sections that
 // were accepted and dropped.
 func TestTrainConfigKeysHonoured(t *testing.T) {

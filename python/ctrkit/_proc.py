@@ -51,6 +51,20 @@ def run(args, check=True):
     return p.stdout
 
 
+_FLAGS = {}
+
+
+def has_flag(command, flag):
+    """Whether `ctrkit <command> --help` lists flag (binaries of other
+    versions differ); cached per binary."""
+    key = (binary(), command)
+    if key not in _FLAGS:
+        p = subprocess.run([key[0], command, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True)
+        _FLAGS[key] = p.stdout
+    return (" %s " % flag) in _FLAGS[key] or (" %s=" % flag) in _FLAGS[key] or (" %s," % flag) in _FLAGS[key]
+
+
 def popen(args):
     return subprocess.Popen([binary()] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True)

@@ -88,6 +88,93 @@ class NamesTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             hugectr.DenseLayer(hugectr.Layer_t.ReLU, ["x"], ["y"], bogus=1)
 
+    def test_hugectr_v23_09_surface(self):
+        # Names HugeCTR's scripts use that ctrkit lacked (docs/PYTHON_COVERAGE.md).
+        import ctrkit.hugectr.data as data
+        p = data.DataSourceParams(source=hugectr.FileSystemType_t.Local, server="localhost", port=9000)
+        self.assertEqual((p.source, p.server, p.port), (hugectr.FileSystemType_t.Local, "localhost", 9000))
+        with self.assertRaises(NotImplementedError) as cm:
+            data.DataSourceParams(source=hugectr.FileSystemType_t.S3, server="us-east-1", port=9000)
+        self.assertIn("local files only", str(cm.exception))
+        s = hugectr.CreateSolver(drop_incomplete_batch=False)
+        self.assertFalse(s.drop_incomplete_batch)
+        self.assertIs(hugectr.DataReader32, hugectr.DataReader64)
+        with self.assertRaises(NotImplementedError):
+            hugectr.EmbeddingTrainingCache()
+        for m in ["get_incremental_model", "dump_incremental_model_2kafka", "get_embedding_training_cache",
+                  "embedding_dump", "embedding_load"]:
+            self.assertTrue(callable(getattr(hugectr.Model, m)), m)
+        model = hugectr.Model(hugectr.CreateSolver(), hugectr.DataReaderParams(
+            hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+            hugectr.CreateOptimizer())
+        for call, want in [(lambda: model.get_incremental_model(), "save_params_to_files"),
+                           (lambda: model.embedding_dump("p"), "EmbeddingCollection"),
+                           (lambda: model.get_embedding_training_cache(), "Embedding Training Cache")]:
+            with self.assertRaises(NotImplementedError) as cm:
+                call()
+            self.assertIn(want, str(cm.exception))
+        with self.assertRaises(TypeError) as cm:
+            model.load_sparse_weights()
+        self.assertIn("sparse_embedding_files_map", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:  # the map form reaches the name check
+            model.load_sparse_weights(sparse_embedding_files_map={"nope": "f"})
+        self.assertIn("no embedding 'nope'", str(cm.exception))
+
+
+class GpusFlagTest(unittest.TestCase):
+    def test_vvgpu_passes_gpus(self):
+        # vvgpu of one node with several GPUs: fit passes --gpus when the
+        # binary's train has it (ctrkit train --gpus 0,1), else nothing.
+        def model(vvgpu):
+            m = hugectr.Model(hugectr.CreateSolver(vvgpu=vvgpu), hugectr.DataReaderParams(
+                hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+                hugectr.CreateOptimizer())
+            m.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=1, dense_name="dense",
+                                data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("d", 1, True, 1)]))
+            return m
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "ctrkit")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho '   --gpus value   GPU ordinals'\n")
+            os.chmod(fake, 0o755)
+            old = os.environ.get("CTRKIT_BIN")
+            os.environ["CTRKIT_BIN"] = fake
+            try:
+                flags = model([[0, 1]])._train_flags()
+                self.assertEqual(flags[flags.index("--gpus") + 1], "0,1")
+                self.assertNotIn("--gpus", model([[0, 1]])._train_flags(session=True))
+                self.assertNotIn("--gpus", model([[0]])._train_flags())
+                self.assertNotIn("--gpus", model([[0, 1], [0, 1]])._train_flags())
+                self.assertIn("--drop-incomplete-batch=true", flags)
+            finally:
+                if old is None:
+                    del os.environ["CTRKIT_BIN"]
+                else:
+                    os.environ["CTRKIT_BIN"] = old
+        if old:  # the real binary: --gpus exactly when its train has the flag
+            self.assertEqual("--gpus" in model([[0, 1]])._train_flags(), _proc.has_flag("train", "--gpus"))
+
+
+class HugeCTRScriptsTest(unittest.TestCase):
+    """tests/hugectr_scripts.py, the runner of HugeCTR's own scripts."""
+
+    def test_runner(self):
+        _util.need_binary()
+        from tests import hugectr_scripts
+        r = hugectr_scripts.run_one(os.path.join(_util.SCRIPTS, "dlrm_kaggle.py"))
+        self.assertEqual(r["status"], "ok", r)
+        self.assertIn("fit", r["calls"])
+        self.assertIn("generate", r["calls"])
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.py")
+            with open(bad, "w") as f:
+                f.write("import hugectr\nfrom mpi4py import MPI\n"
+                        "solver = hugectr.CreateSolver(vvgpu=[[0]], bogus_argument=1)\n")
+            r = hugectr_scripts.run_one(bad)
+        self.assertEqual(r["status"], "error")
+        self.assertIn("bogus_argument", r["error"])
+        self.assertIn("line 3", r["error"])
+
 
 class BinaryTest(unittest.TestCase):
     def test_missing_binary(self):

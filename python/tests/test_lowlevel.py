@@ -11,9 +11,9 @@ import ctrkit.hugectr as hugectr
 from ctrkit.hugectr.tools import DataGenerator, DataGeneratorParams
 
 
-def build(data, repeat=True, batchsize=256):
+def build(data, repeat=True, batchsize=256, drop=True):
     solver = hugectr.CreateSolver(max_eval_batches=2, batchsize_eval=512, batchsize=batchsize, lr=0.01, seed=3,
-                                  vvgpu=[[0]], repeat_dataset=repeat)
+                                  vvgpu=[[0]], repeat_dataset=repeat, drop_incomplete_batch=drop)
     reader = hugectr.DataReaderParams(data_reader_type=hugectr.DataReaderType_t.Norm,
                                       source=[os.path.join(data, "file_list.txt")],
                                       eval_source=os.path.join(data, "file_list_test.txt"),
@@ -98,29 +98,103 @@ class LowLevelTest(unittest.TestCase):
         self.assertEqual(again.get_eval_metrics(), metrics)
 
     def test_epoch_mode(self):
-        # repeat_dataset=False: an epoch ends at the data's end; the short
-        # last batch (2000 = 7 × 256 + 208) is trained, as fit's epoch mode does.
-        fit = build(self.data, repeat=False)
-        hist = fit.fit(num_epochs=1, display=1, eval_interval=0, snapshot=0)
+        # repeat_dataset=False: an epoch ends at the data's end. The short
+        # last batch (2000 = 7 × 256 + 208) is skipped by default and trained
+        # with drop_incomplete_batch=False (HugeCTR's Model::read_a_batch),
+        # by fit and the low-level loop alike.
+        for drop, batches in ((True, 7), (False, 8)):
+            fit = build(self.data, repeat=False, drop=drop)
+            hist = fit.fit(num_epochs=1, display=1, eval_interval=0, snapshot=0)
+            want = [p["loss"] for p in hist if p.get("loss") is not None]
+            self.assertEqual(len(want), batches)
+            model = build(self.data, repeat=False, drop=drop)
+            reader = model.get_data_reader_train()
+            got = []
+            for epoch in range(2):
+                reader.set_source()
+                n = 0
+                while True:
+                    model.set_learning_rate(0.01)
+                    if not model.train():
+                        break
+                    n += 1
+                    if epoch == 0:
+                        got.append(model.get_current_loss())
+                    if reader.is_eof():
+                        break
+                self.assertEqual(n, batches, "drop_incomplete_batch=%s" % drop)
+            self.assertEqual(got, want)
+            self.assertFalse(model.train())
+
+    def test_drop_incomplete_batch_max_iter(self):
+        # drop_incomplete_batch=False in max_iter mode (HugeCTR's DLRM
+        # samples; was refused): each pass trains its short last batch too,
+        # by fit and the low-level loop alike.
+        fit = build(self.data, drop=False)
+        hist = fit.fit(max_iter=10, display=1, eval_interval=0, snapshot=0)
         want = [p["loss"] for p in hist if p.get("loss") is not None]
-        model = build(self.data, repeat=False)
-        reader = model.get_data_reader_train()
+        model = build(self.data, drop=False)
+        model.start_data_reading()
         got = []
-        for epoch in range(2):
-            reader.set_source()
-            n = 0
-            while True:
-                model.set_learning_rate(0.01)
-                if not model.train():
-                    break
-                n += 1
-                if epoch == 0:
-                    got.append(model.get_current_loss())
-                if reader.is_eof():
-                    break
-            self.assertEqual(n, 8)
-        self.assertEqual(got, want[:8])
-        self.assertFalse(model.train())
+        for _ in range(10):
+            model.set_learning_rate(0.01)
+            self.assertTrue(model.train())
+            got.append(model.get_current_loss())
+        self.assertEqual(got, want)
+        full = [p["loss"] for p in build(self.data).fit(max_iter=10, display=1, eval_interval=0, snapshot=0)
+                if p.get("loss") is not None]
+        self.assertEqual(full[:7], want[:7])
+        self.assertNotEqual(full[7], want[7])  # batch 8 is the short one (208 of 256): the models part
+
+    def test_inference_non_trainable_params_file(self):
+        # InferenceParams.non_trainable_params_file names the BatchNorm
+        # running statistics (ctrkit's default: beside the dense file).
+        solver = hugectr.CreateSolver(max_eval_batches=2, batchsize_eval=512, batchsize=256, lr=0.01, seed=3,
+                                      vvgpu=[[0]])
+        reader = hugectr.DataReaderParams(data_reader_type=hugectr.DataReaderType_t.Norm,
+                                          source=[os.path.join(self.data, "file_list.txt")],
+                                          eval_source=os.path.join(self.data, "file_list_test.txt"),
+                                          check_type=hugectr.Check_t.Sum)
+        optimizer = hugectr.CreateOptimizer(optimizer_type=hugectr.Optimizer_t.Adam)
+        model = hugectr.Model(solver, reader, optimizer)
+        model.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=4, dense_name="dense",
+                                data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("data1", 1, True, 6)]))
+        model.add(hugectr.SparseEmbedding(embedding_type=hugectr.Embedding_t.DistributedSlotSparseEmbeddingHash,
+                                          workspace_size_per_gpu_in_mb=1, embedding_vec_size=4, combiner="sum",
+                                          sparse_embedding_name="sparse_embedding1", bottom_name="data1",
+                                          optimizer=optimizer))
+        L = hugectr.Layer_t
+        for t, b, top, kw in [(L.Reshape, ["sparse_embedding1"], ["r"], dict(leading_dim=24)),
+                              (L.Concat, ["r", "dense"], ["c"], {}),
+                              (L.InnerProduct, ["c"], ["fc1"], dict(num_output=8)),
+                              (L.BatchNorm, ["fc1"], ["bn"], {}),
+                              (L.ReLU, ["bn"], ["relu"], {}),
+                              (L.InnerProduct, ["relu"], ["fc2"], dict(num_output=1)),
+                              (L.BinaryCrossEntropyLoss, ["fc2", "label"], ["loss"], {})]:
+            model.add(hugectr.DenseLayer(layer_type=t, bottom_names=b, top_names=top, **kw))
+        d = tempfile.mkdtemp(dir=self.tmp)
+        prefix = os.path.join(d, "bn")
+        model.fit(max_iter=4, display=0, eval_interval=0, snapshot=4, snapshot_prefix=prefix)
+        graph = os.path.join(d, "bn.json")
+        model.graph_to_json(graph)
+        dense = prefix + "_dense_4.model"
+        self.assertTrue(os.path.exists(dense + ".ntp.json"))
+
+        def predict(**kw):
+            p = hugectr.inference.InferenceParams(
+                model_name="bn", max_batchsize=256, hit_rate_threshold=1.0, dense_model_file=dense,
+                sparse_model_files=[prefix + "0_sparse_4.model"], use_gpu_embedding_cache=False,
+                cache_size_percentage=1.0, i64_input_key=False, **kw)
+            return [list(map(float, r)) for r in hugectr.inference.InferenceModel(graph, p).predict(
+                1, os.path.join(self.data, "file_list_test.txt"), hugectr.DataReaderType_t.Norm, hugectr.Check_t.Sum)]
+
+        want = predict()
+        moved = os.path.join(d, "stats.json")
+        os.rename(dense + ".ntp.json", moved)
+        with self.assertRaises(hugectr.CtrkitError) as cm:
+            predict()
+        self.assertIn("running mean and variance", str(cm.exception))
+        self.assertEqual(predict(non_trainable_params_file=moved), want)
 
     def test_fit_continues_the_session(self):
         # fit after low-level steps trains on from the session's model (its

@@ -296,9 +296,15 @@ func (src *Source) Sources(in *graph.Input) (dataset.Sources, error) {
 			multi = multi || (n > 1 && sp.MaxFeatureNum == 0)
 		}
 	}
+	ms := s
 	s, layout, err := src.RawSchema(s, multi)
 	if err != nil {
 		return ds, fmt.Errorf("%s: %w", ds.Paths[0], err)
+	}
+	if layout == raw.OneHot && multi {
+		if err := src.checkOneHotFiles(ms, s, ds.Paths); err != nil {
+			return ds, err
+		}
 	}
 	ds.Spec.RawLayout, ds.Spec.RawLayoutSet = layout, true
 	if src.AlignDense {
@@ -319,7 +325,11 @@ func (src *Source) Sources(in *graph.Input) (dataset.Sources, error) {
 // RawSchema returns the schema and layout a Raw or RawAsync source is read
 // in for a model schema s (slot hotness from its nnz_per_slot). multi says
 // that the model needs several keys in some slot (an nnz_per_slot above
-// 1; ≤ v3.0 configs' max_nnz is a cap, not a count).
+// 1; ≤ v3.0 configs' max_nnz is a cap, not a count). A one-hot layout
+// reads one key per slot whatever nnz_per_slot says, as HugeCTR's Raw
+// reader does (v23.09 data_reader_worker_raw.cpp: the sample is slot_num
+// int32 keys after label and dense, one key pushed per slot); Sources
+// checks the files for multi-hot data then (checkOneHotFiles).
 func (src *Source) RawSchema(s formats.Schema, multi bool) (formats.Schema, raw.Layout, error) {
 	layout := raw.OneHot
 	switch {
@@ -328,20 +338,11 @@ func (src *Source) RawSchema(s formats.Schema, multi bool) (formats.Schema, raw.
 	case src.Async != nil && multi:
 		layout = raw.MultiHot
 	}
-	if layout == raw.OneHot && multi {
-		at := "the model's nnz_per_slot"
-		for i, sl := range s.Slots {
-			if sl.MaxNNZ > 1 {
-				at = fmt.Sprintf("slot %d has nnz_per_slot %d", i, sl.MaxNNZ)
-				break
-			}
-		}
-		hint := "use format RawAsync (HugeCTR's multi-hot Raw reader) or --raw-layout multihot"
-		if src.Async != nil {
-			hint = "set async_param.multi_hot_reader true or --raw-layout multihot"
-		}
-		return s, layout, fmt.Errorf("%s data is one-hot (one key per slot), but %s: %s", src.FormatName(), at, hint)
-	}
+	return src.rawSchema(s, layout)
+}
+
+// rawSchema is RawSchema in a given layout.
+func (src *Source) rawSchema(s formats.Schema, layout raw.Layout) (formats.Schema, raw.Layout, error) {
 	nnz := make([]int, len(s.Slots))
 	for i := range s.Slots {
 		nnz[i] = 1
@@ -366,4 +367,56 @@ func (src *Source) RawSchema(s formats.Schema, multi bool) (formats.Schema, raw.
 		return s, layout, err
 	}
 	return rs, layout, nil
+}
+
+// checkOneHotFiles reports Raw files read one-hot (one key per slot, as
+// HugeCTR's Raw reader reads them whatever nnz_per_slot says) for a model
+// ms with several keys in some slot when they hold the multi-hot samples of
+// ms instead (HugeCTR's RawAsync multi_hot_reader layout): a size that
+// is not a whole number of one-hot samples but is of multi-hot ones, or,
+// with num_samples and no explicit layout, exactly num_samples multi-hot
+// samples. one is the one-hot sample schema. A file that cannot be
+// stat'ed is left to the reader.
+func (src *Source) checkOneHotFiles(ms, one formats.Schema, paths []string) error {
+	ss1, err := raw.SampleSize(&one, raw.OneHot)
+	if err != nil {
+		return err
+	}
+	multi, _, err := src.rawSchema(ms, raw.MultiHot)
+	if err != nil {
+		return nil // no multi-hot reading of ms: nothing to point to
+	}
+	ssm, err := raw.SampleSize(&multi, raw.MultiHot)
+	if err != nil || ssm == ss1 {
+		return nil
+	}
+	at := ""
+	for i, sl := range ms.Slots {
+		if sl.MaxNNZ > 1 {
+			at = fmt.Sprintf("slot %d has nnz_per_slot %d", i, sl.MaxNNZ)
+			break
+		}
+	}
+	hint := "use format RawAsync (HugeCTR's multi-hot Raw reader) or --raw-layout multihot"
+	if src.Async != nil {
+		hint = "set async_param.multi_hot_reader true or --raw-layout multihot"
+	}
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		n, a, b := fi.Size(), int64(ss1), int64(ssm)
+		switch {
+		case n%a != 0 && n%b == 0:
+			return fmt.Errorf("%s: %d bytes are not a whole number of %d-byte one-hot samples but are %d multi-hot samples of %d bytes (%s): "+
+				"%s data is read one-hot, one key per slot whatever nnz_per_slot says (as HugeCTR's Raw reader does); %s",
+				p, n, a, n/b, b, at, src.FormatName(), hint)
+		case !src.LayoutSet && src.NumSamples > 0 && n%b == 0 && n/b == src.NumSamples: // b > a: a multi-hot sample holds more keys
+			return fmt.Errorf("%s: %d bytes are exactly num_samples %d multi-hot samples of %d bytes (%s), not one-hot ones of %d bytes: "+
+				"%s data is read one-hot, one key per slot whatever nnz_per_slot says (as HugeCTR's Raw reader does); %s (--raw-layout onehot reads it one-hot)",
+				p, n, src.NumSamples, b, at, a, src.FormatName(), hint)
+		}
+	}
+	return nil
 }

@@ -48,6 +48,9 @@ type Job struct {
 	// LossWeights weight a multi-task model's losses by label name
 	// (HugeCTR compile(loss_names, loss_weights); Options.LossWeights).
 	LossWeights map[string]float64
+	// DropIncomplete is HugeCTR's drop_incomplete_batch for Train and the
+	// session (FitOptions.DropIncomplete).
+	DropIncomplete *bool
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
@@ -211,6 +214,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		MaxEvalBatches: s.MaxEvalBatches,
 		EvalBatchSize:  s.BatchSizeEval,
 		AUCThreshold:   s.AUCThreshold,
+		DropIncomplete: j.DropIncomplete,
 		EvalMetrics:    SolverMetrics(&s),
 
 		ExportPredictionsPrefix: s.ExportPredictionsPrefix,

@@ -27,6 +27,7 @@ type Overrides struct {
 	FreezeDense      bool
 	FreezeEmbeddings []string
 	Optimizer        OptimizerOverrides
+	DropIncomplete   *bool // Job.DropIncomplete (nil: the default)
 
 	// LoadPrefix and LoadIter name a snapshot to start from (else the
 	// solver's model files); LoadOptimizer, when training, loads its
@@ -164,6 +165,7 @@ func NewJob(cfg *graph.Config, o Overrides, data func(j *Job) error) (Job, error
 	j := Job{Config: cfg, Solver: o.Solver(cfg), LossWeights: o.LossWeights}
 	if o.Train {
 		j.FreezeDense, j.FreezeEmbeddings = o.FreezeDense, o.FreezeEmbeddings
+		j.DropIncomplete = o.DropIncomplete
 		var err error
 		if j.Optimizer, err = o.Optimizer.Apply(cfg.Optimizer); err != nil {
 			return j, err

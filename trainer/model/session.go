@@ -359,6 +359,15 @@ func (s *session) openTrain() error {
 	return nil
 }
 
+// dropShort says whether the session skips training batches shorter than
+// the batch size: Job.DropIncomplete, else when the reader repeats.
+func (s *session) dropShort() bool {
+	if s.job.DropIncomplete != nil {
+		return *s.job.DropIncomplete
+	}
+	return s.repeat
+}
+
 // readAhead reads the next training batch into s.next: a repeating
 // reader (repeat_dataset) skips short batches and reopens at the end, as
 // Fit's max_iter mode does; otherwise the short last batch is trained and
@@ -371,7 +380,7 @@ func (s *session) readAhead() {
 			s.nextN, s.nextErr = 0, err
 			return
 		}
-		if n > 0 && (n == s.m.batch || !s.repeat) {
+		if n > 0 && (n == s.m.batch || !s.dropShort()) {
 			s.nextN, s.nextErr = n, nil
 			if err == io.EOF && !s.repeat {
 				s.eof = true // … after this batch
@@ -384,7 +393,7 @@ func (s *session) readAhead() {
 				s.nextN, s.nextErr, s.eof = 0, io.EOF, true
 				return
 			}
-			if s.passSamples < int64(s.m.batch) {
+			if s.passSamples < int64(s.m.batch) && s.dropShort() {
 				s.nextN, s.nextErr = 0, fmt.Errorf("the training data holds %d %s, less than one batch of %d, and repeat_dataset trains full batches only",
 					s.passSamples, plural(s.passSamples, "sample", "samples"), s.m.batch)
 				return

@@ -647,6 +647,12 @@ type FitOptions struct {
 	// so far (Model.Iter: those of a loaded snapshot or earlier calls).
 	NumEpochs int
 	MaxIter   int
+	// DropIncomplete is HugeCTR's drop_incomplete_batch (Python
+	// CreateSolver): true skips training batches shorter than the batch
+	// size, false trains them, also a repeating reader's short last batch
+	// of each pass (HugeCTR Model::read_a_batch). nil: epoch mode trains
+	// the short last batch, max_iter mode skips it.
+	DropIncomplete *bool
 	// Display, EvalInterval, Snapshot are in iterations (0: never;
 	// epoch mode also evaluates at the end of each epoch).
 	Display        int
@@ -677,6 +683,15 @@ type FitOptions struct {
 	// time left (max_iter mode; epoch mode counts iterations only). Log
 	// lines written to the same terminal clear it first.
 	Progress io.Writer
+}
+
+// dropShort says whether training skips batches shorter than the batch
+// size (DropIncomplete, else in max_iter mode only).
+func (o *FitOptions) dropShort() bool {
+	if o.DropIncomplete != nil {
+		return *o.DropIncomplete
+	}
+	return o.NumEpochs <= 0
 }
 
 // Validate reports invalid options.
@@ -896,8 +911,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			return res, rerr
 		}
 		// Epoch mode trains the short last batch (HugeCTR does); a repeating
-		// reader (max_iter mode) trains full batches only.
-		if n == 0 || (n != m.batch && o.NumEpochs <= 0) {
+		// reader (max_iter mode) trains full batches only; DropIncomplete
+		// decides when set.
+		if n == 0 || (n != m.batch && o.dropShort()) {
 			pf.Release(st)
 		} else {
 			lr := m.LR()
@@ -976,7 +992,12 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if err := watch.check(res.Iters); err != nil {
 				return res, err
 			}
-			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
+			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.dropShort() {
+				if o.DropIncomplete != nil {
+					return res, fmt.Errorf("the training data holds %d %s, less than one batch of %d, and drop_incomplete_batch skips short batches: "+
+						"give --batchsize %d or less, or --drop-incomplete-batch=false",
+						passSamples, plural(passSamples, "sample", "samples"), m.batch, passSamples)
+				}
 				return res, fmt.Errorf("the training data holds %d %s, less than one batch of %d, and max_iter mode trains full batches only: "+
 					"give --batchsize %d or less, or train in epoch mode (--num-epochs), which trains the short batch",
 					passSamples, plural(passSamples, "sample", "samples"), m.batch, passSamples)

@@ -33,10 +33,11 @@ from ._nljson import F32, dumps as _dumps  # noqa: F401  (F32: float32 values)
 __version__ = "23.9.0"
 
 __all__ = _enums.ALL + [
-    "CtrkitError", "CreateSolver", "Solver", "CreateETC", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
+    "CtrkitError", "CreateSolver", "Solver", "CreateETC", "CreateHMemCache", "AsyncParam", "HybridEmbeddingParam", "DataReaderParams",
     "DataReaderSparseParam", "DataSourceParams", "CreateOptimizer", "OptParamsPy", "Input", "SparseEmbedding",
     "DenseLayer", "DenseLayerComputeConfig", "GroupDenseLayer", "Model", "LearningRateScheduler", "DataReader",
-    "inference", "tools"]
+    "DataReader32", "DataReader64", "EmbeddingTrainingCache",
+    "data", "inference", "tools"]
 
 
 def _device():
@@ -95,9 +96,6 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
     if training_callbacks:
         raise NotImplementedError("training_callbacks: ctrkit's fit takes none; "
                                   "use the low-level loop (Model.train, Model.eval) for custom steps")
-    if not drop_incomplete_batch:
-        raise NotImplementedError("drop_incomplete_batch=False: ctrkit's max_iter mode trains full batches only "
-                                  "(epoch mode, repeat_dataset=False, trains the short last batch)")
     return Solver(model_name=model_name, seed=seed, lr_policy=lr_policy, lr=lr, warmup_steps=warmup_steps,
                   decay_start=decay_start, decay_steps=decay_steps, decay_power=decay_power, end_lr=end_lr,
                   max_eval_batches=max_eval_batches, batchsize_eval=batchsize_eval, batchsize=batchsize,
@@ -115,8 +113,15 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
                   perf_logging=perf_logging, drop_incomplete_batch=drop_incomplete_batch)
 
 
-def CreateETC(ps_types=None, sparse_models=None, local_paths=None, hcache_configs=None):
-    """HugeCTR's Embedding Training Cache is not in ctrkit."""
+def CreateHMemCache(num_blocks, target_hit_rate, max_num_evict):
+    """HugeCTR's host-memory cache of the Embedding Training Cache, which is
+    not in ctrkit (CreateETC says what ctrkit offers instead)."""
+    CreateETC(None)
+
+
+def CreateETC(ps_types, sparse_models=None, local_paths=None, hmem_cache_configs=None):
+    """HugeCTR's Embedding Training Cache (v23.09
+    embedding_training_cache_wrapper.hpp) is not in ctrkit."""
     raise NotImplementedError(
         "CreateETC: ctrkit has no Embedding Training Cache (HugeCTR deprecated it). ctrkit keeps each "
         "embedding table whole in host or GPU memory: give SparseEmbedding a workspace_size_per_gpu_in_mb "
@@ -133,6 +138,11 @@ class AsyncParam(object):
                  io_alignment=0, shuffle=False, aligned_type=_enums.Alignment_t.Non, multi_hot_reader=True,
                  is_dense_float=True):
         _ev(aligned_type, _enums.Alignment_t, "aligned_type")
+        for name, v, lo in (("num_threads", num_threads, 1), ("num_batches_per_thread", num_batches_per_thread, 1),
+                            ("max_num_requests_per_thread", max_num_requests_per_thread, 0),
+                            ("io_depth", io_depth, 0), ("io_alignment", io_alignment, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError("AsyncParam %s %r: want an integer ≥ %d" % (name, v, lo))
         self.num_threads = num_threads
         self.num_batches_per_thread = num_batches_per_thread
         self.max_num_requests_per_thread = max_num_requests_per_thread
@@ -145,14 +155,16 @@ class AsyncParam(object):
 
 
 class DataSourceParams(object):
-    """HugeCTR's DataSourceParams: ctrkit reads local files only."""
+    """HugeCTR's hugectr.data.DataSourceParams(source, server, port)
+    (v23.09 data_source_wrapper.hpp; also hugectr.DataSourceParams here):
+    ctrkit reads local files only."""
 
-    def __init__(self, type=_enums.FileSystemType_t.Local, server="localhost", port=9000):
-        _ev(type, _enums.FileSystemType_t, "type")
-        if type is not _enums.FileSystemType_t.Local:
-            raise NotImplementedError("DataSourceParams type %s: ctrkit reads local files only "
-                                      "(copy the data to a local disk)" % type.name)
-        self.type, self.server, self.port = type, server, port
+    def __init__(self, source=_enums.FileSystemType_t.Local, server="localhost", port=9000):
+        _ev(source, _enums.FileSystemType_t, "source")
+        if source is not _enums.FileSystemType_t.Local:
+            raise NotImplementedError("DataSourceParams source %s: ctrkit reads local files only "
+                                      "(copy the data to a local disk)" % source.name)
+        self.source, self.server, self.port = source, server, port
 
 
 def _strs(v, what):
@@ -709,10 +721,38 @@ def _shapes(data, layers):
     return sh
 
 
-def _auto_slice(data, layers):
+class _UnknownWidth(ValueError):
+    pass
+
+
+def _go_shapes(data, layers):
+    """The per-sample shapes of every tensor of the graph as ctrkit's
+    summary infers them (for the layers _shapes does not follow)."""
+    d = tempfile.mkdtemp(prefix="ctrkit-shapes-")
+    try:
+        path = os.path.join(d, "graph.json")
+        with open(path, "w") as f:
+            f.write(_dumps({"layers": [data] + list(layers)}))
+        out = json.loads(_proc.run(["summary", "--config", path, "--json"]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    sh = {}
+    for l in out.get("layers", []):
+        for top, shape in zip(l.get("top", []), l.get("output_shapes", [])):
+            dims = [x.strip() for x in shape.strip("[]").split(",")][1:]  # without the batch
+            try:
+                sh[top] = tuple(int(x) for x in dims)
+            except ValueError:
+                pass
+    return sh
+
+
+def _auto_slice(data, layers, known=None):
     """HugeCTR's Model::graph_analysis: a tensor read by several dense
     layers (at most 5) gets a Slice layer before its first reader with tops
-    <name>_slice<i> and full ranges; each reader reads its own slice."""
+    <name>_slice<i> and full ranges; each reader reads its own slice.
+    Widths come from _shapes, else from known (a tensor of unknown width
+    raises _UnknownWidth)."""
     dense = [l for l in layers if "sparse_embedding_hparam" not in l]
     readers = {}
     for l in dense:
@@ -721,6 +761,9 @@ def _auto_slice(data, layers):
     if all(n < 2 for n in readers.values()):
         return layers
     sh = _shapes(data, layers)
+    for k, v in (known or {}).items():
+        if not sh.get(k):
+            sh[k] = v
     out, nxt = [], {}
     for l in layers:
         if "sparse_embedding_hparam" in l:
@@ -737,8 +780,8 @@ def _auto_slice(data, layers):
             if b not in nxt:
                 s = sh.get(b)
                 if not s:
-                    raise ValueError("tensor %r feeds %d layers and its width is not known here; add a Slice layer "
-                                     "yourself (ranges [[0, width]] × %d)" % (b, n, n))
+                    raise _UnknownWidth("tensor %r feeds %d layers and its width is not known here; add a Slice "
+                                        "layer yourself (ranges [[0, width]] × %d)" % (b, n, n))
                 out.append({"type": "Slice", "bottom": b, "top": ["%s_slice%d" % (b, i) for i in range(n)],
                             "ranges": [[0, s[-1]] for _ in range(n)]})
                 nxt[b] = 0
@@ -796,6 +839,21 @@ class DataReader(object):
         return self._model._sess is not None
 
 
+# HugeCTR's names of the reader classes (32- and 64-bit keys).
+DataReader32 = DataReader64 = DataReader
+
+
+class EmbeddingTrainingCache(object):
+    """HugeCTR's Embedding Training Cache (Model.get_embedding_training_cache),
+    which ctrkit has not."""
+
+    def __init__(self, *args, **kw):
+        CreateETC(None)
+
+    def update(self, keyset_file):
+        CreateETC(None)
+
+
 # ---------------------------------------------------------------- model
 
 _WORKDIRS = []
@@ -805,6 +863,13 @@ _WORKDIRS = []
 def _cleanup():
     for d in _WORKDIRS:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _one_of(what, a_name, a, b_name, b):
+    """The one of two alternative arguments given (HugeCTR's overloads)."""
+    if (a is None) == (b is None):
+        raise TypeError("%s: give %s or %s" % (what, a_name, b_name))
+    return a if a is not None else b
 
 
 class Model(object):
@@ -818,7 +883,7 @@ class Model(object):
         if not isinstance(opt_params, OptParamsPy):
             raise TypeError("Model opt_params: want what hugectr.CreateOptimizer returns")
         if etc_params is not None:
-            CreateETC()
+            CreateETC(None)
         self._solver, self._reader, self._opt = solver, copy.deepcopy(reader_params), opt_params
         self._input = None
         self._data_json = None
@@ -875,10 +940,30 @@ class Model(object):
     def _gpus(self):
         return max(sum(len(v) for v in self._solver.vvgpu), 1)
 
+    def _gpus_flag(self):
+        """--gpus 0,1,… for fit with a vvgpu of one node with several GPUs,
+        when the ctrkit binary trains on several (its train command has
+        --gpus); otherwise [] and the config's solver.gpu gives the
+        embeddings the capacity of all of them (ctrkit says it runs on one
+        device). The low-level session runs on one device."""
+        v = self._solver.vvgpu
+        if len(v) != 1 or len(v[0]) < 2 or not _proc.has_flag("train", "--gpus"):
+            return []
+        return ["--gpus", ",".join(str(int(g)) for g in v[0])]
+
     def _layers(self):
         if self._data_json is None:
             raise ValueError("the model has no Input: add a hugectr.Input first")
-        return [self._data_json] + _auto_slice(self._data_json, self._embeddings + self._dense)
+        layers = self._embeddings + self._dense
+        try:
+            return [self._data_json] + _auto_slice(self._data_json, layers)
+        except _UnknownWidth:
+            # Layers whose shapes only ctrkit follows (attention, sequence
+            # masks, 3-D reductions…): ask `ctrkit summary`.
+            key = _dumps({"layers": [self._data_json] + layers})
+            if getattr(self, "_shape_key", None) != key:
+                self._go_sh, self._shape_key = _go_shapes(self._data_json, layers), key
+            return [self._data_json] + _auto_slice(self._data_json, layers, self._go_sh)
 
     def _graph(self):
         g = {"layers": self._layers()}
@@ -1071,8 +1156,13 @@ class Model(object):
                 pairs.append("%s=%r" % (n, float(self._label_weights[n])))
         return ["--loss-weights", ",".join(pairs)] if pairs else []
 
-    def _train_flags(self):
+    def _train_flags(self, session=False):
         f = ["--config", self._write_config(), "--device", _device()] + self._loss_weights_flag()
+        # HugeCTR's Model::read_a_batch: drop_incomplete_batch (default True)
+        # skips short training batches in both modes.
+        f.append("--drop-incomplete-batch=%s" % ("true" if self._solver.drop_incomplete_batch else "false"))
+        if not session:
+            f += self._gpus_flag()  # the session trains on one device
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)
@@ -1241,9 +1331,12 @@ class Model(object):
         if not os.path.exists(path):
             raise FileNotFoundError("%s: no such file or directory" % path)
 
-    def load_sparse_weights(self, sparse_embedding_files):
+    def load_sparse_weights(self, sparse_embedding_files=None, sparse_embedding_files_map=None):
         """Loads embedding tables: a list (one per embedding) or a dict
-        from embedding name to file."""
+        from embedding name to file (HugeCTR's two overloads: the list
+        sparse_embedding_files, the dict sparse_embedding_files_map)."""
+        sparse_embedding_files = _one_of("load_sparse_weights", "sparse_embedding_files", sparse_embedding_files,
+                                         "sparse_embedding_files_map", sparse_embedding_files_map)
         m = self._by_name(sparse_embedding_files, "load_sparse_weights")
         for p in m.values():
             self._require(p)
@@ -1251,9 +1344,13 @@ class Model(object):
         if self._sess is not None:
             self._sess.request("load_sparse_weights", files_map=m)
 
-    def load_sparse_optimizer_states(self, sparse_opt_states_files):
+    def load_sparse_optimizer_states(self, sparse_opt_states_files=None, sparse_opt_states_files_map=None):
         """Loads embedding optimizer states (with the tables they belong
-        to: load_sparse_weights first)."""
+        to: load_sparse_weights first): a list or, as
+        sparse_opt_states_files_map, a dict by embedding name."""
+        sparse_opt_states_files = _one_of("load_sparse_optimizer_states", "sparse_opt_states_files",
+                                          sparse_opt_states_files, "sparse_opt_states_files_map",
+                                          sparse_opt_states_files_map)
         m = self._by_name(sparse_opt_states_files, "load_sparse_optimizer_states")
         for n, p in m.items():
             self._require(p)
@@ -1311,7 +1408,7 @@ class Model(object):
                 self.compile()
             s = _proc.Session()
             try:
-                s.request("load", args=self._train_flags(), repeat=bool(self._solver.repeat_dataset))
+                s.request("load", args=self._train_flags(session=True), repeat=bool(self._solver.repeat_dataset))
             except CtrkitError:
                 s.close()
                 raise
@@ -1425,6 +1522,25 @@ class Model(object):
                                decay_power=float(decay_power), end_lr=float(end_lr))
         self._compiled = False
 
+    def get_incremental_model(self):
+        raise NotImplementedError("get_incremental_model: ctrkit keeps no record of the embedding rows updated "
+                                  "since the last call; save_params_to_files writes the whole model")
+
+    def dump_incremental_model_2kafka(self):
+        raise NotImplementedError("dump_incremental_model_2kafka: ctrkit does not stream models to Kafka; "
+                                  "save them with Model.save_params_to_files")
+
+    def get_embedding_training_cache(self):
+        CreateETC(None)
+
+    def embedding_dump(self, path, table_names=None):
+        raise NotImplementedError("embedding_dump: it dumps EmbeddingCollection tables, which ctrkit has not; "
+                                  "Model.save_params_to_files writes the SparseEmbedding tables")
+
+    def embedding_load(self, path, table_names=None):
+        raise NotImplementedError("embedding_load: it loads EmbeddingCollection tables, which ctrkit has not; "
+                                  "Model.load_sparse_weights loads SparseEmbedding tables")
+
     def check_out_tensor(self, tensor_name, tensor_type):
         raise NotImplementedError("check_out_tensor: ctrkit's session does not copy out inner tensors; "
                                   "InferenceModel.predict gives the model's outputs")
@@ -1436,4 +1552,4 @@ class Model(object):
             pass
 
 
-from . import inference, tools  # noqa: E402
+from . import data, inference, tools  # noqa: E402
