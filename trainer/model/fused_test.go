@@ -1,0 +1,158 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/layers"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
+)
+
+// fusedRefModels are the reference models whose MLPs fuse.
+var fusedRefModels = []string{"dlrm", "wdl", "dcn", "dcnv2"}
+
+// TestFusedMatchesPlain trains each reference model on the CPU twice from
+// one seed: with the plain operations, and through tensor.FusedReference
+// (the fused semantics run with plain operations; side-stream weight
+// gradients deferred until the model joins them). Folding ReLUs into their
+// InnerProducts, the chained dReLU/bias-gradient GEMMs and the deferred
+// weight gradients must give the same losses and weights: the same float32
+// operations on the same values, so equal to the last bit. A model that
+// read a weight gradient before joining (or overwrote a side GEMM's
+// operand) would differ.
+func TestFusedMatchesPlain(t *testing.T) {
+	sizes := []int64{50, 80, 30, 120, 60}
+	const batch, steps = 64, 6
+	data := newPlanted(5, batch*steps, 13, sizes)
+	for _, name := range fusedRefModels {
+		t.Run(name, func(t *testing.T) {
+			opt := &graph.Optimizer{Type: "Adam", UpdateType: "Global", LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}
+			cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 8, Width: 1.0 / 16, Optimizer: opt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := newFusedCPU(c2)
+			lp, mp := trainModel(t, cfg, plain, data, batch, steps)
+			lf, mf := trainModel(t, cfg, ref, data, batch, steps)
+			for i := range lp {
+				if lp[i] != lf[i] || math.IsNaN(lp[i]) {
+					t.Errorf("step %d: fused loss %.9g, plain %.9g", i+1, lf[i], lp[i])
+				}
+			}
+			for i := range mp.params {
+				a, b := downloadF32(t, plain, mp.params[i].Value), downloadF32(t, ref, mf.params[i].Value)
+				for j := range a {
+					if a[j] != b[j] {
+						t.Fatalf("parameter %d (%s) [%d]: fused %g, plain %g", i, mp.params[i].Name, j, b[j], a[j])
+					}
+				}
+			}
+			if n := reluIPs(mf); n == 0 || reluIPs(mp) != 0 {
+				t.Errorf("%d InnerProducts took their ReLU fused, %d plain", n, reluIPs(mp))
+			}
+			if ref.Calls["GemmBgrad"] == 0 {
+				t.Errorf("fused calls %v: no weight-gradient GEMM", ref.Calls)
+			}
+			// WDL's and DCN's ReLUs feed Dropout: no chain, no mask.
+			if name != "wdl" && name != "dcn" && (ref.Calls["GemmDReLUBgrad"] == 0 || ref.Calls["GemmBiasReLUMask"] == 0) {
+				t.Errorf("fused calls %v: no chained dReLU GEMM", ref.Calls)
+			}
+			t.Logf("%s: fused calls %v", name, ref.Calls)
+		})
+	}
+}
+
+// TestFusedOffBuildsPlain: a backend whose fused kernels are off builds the
+// graph as written and calls none of them.
+func TestFusedOffBuildsPlain(t *testing.T) {
+	sizes := []int64{50, 80, 30}
+	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 13, SlotSizes: sizes, VecSize: 8, Width: 1.0 / 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := newFusedCPU(c)
+	ref.Off = true
+	data := newPlanted(5, 64*2, 13, sizes)
+	trainModel(t, cfg, ref, data, 64, 2)
+	if len(ref.Calls) != 0 {
+		t.Fatalf("fused calls %v with fusion off", ref.Calls)
+	}
+}
+
+// trainModel trains steps batches and returns the losses and the model.
+func trainModel(t *testing.T, cfg *graph.Config, be tensor.Backend, data *planted, batch, steps int) ([]float64, *Model) {
+	t.Helper()
+	m, err := Build(cfg, be, Options{BatchSize: batch, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := data.reader(batch)
+	b, err := formats.NewBatch(r.Schema(), batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var losses []float64
+	for i := 0; i < steps; i++ {
+		if _, err := r.Read(b); err != nil && i < steps-1 {
+			t.Fatal(err)
+		}
+		if err := m.TrainStep(b); err != nil {
+			t.Fatalf("%s step %d: %v", be.Name(), i+1, err)
+		}
+		l, err := m.Loss()
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, l)
+	}
+	return losses, m
+}
+
+func downloadF32(t *testing.T, be tensor.Backend, x tensor.Tensor) []float32 {
+	t.Helper()
+	v := make([]float32, x.Len())
+	if err := be.Download(v, x); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// fusedCPU is the CPU backend (with its optional interfaces) plus the
+// reference fused operations.
+type fusedCPU struct {
+	*cpu.Backend
+	*tensor.FusedReference
+}
+
+func newFusedCPU(c *cpu.Backend) fusedCPU { return fusedCPU{c, tensor.NewFusedReference(c)} }
+
+func (f fusedCPU) Sync() error { return f.FusedReference.Sync() }
+func (f fusedCPU) Download(dst any, src tensor.Tensor) error {
+	return f.FusedReference.Download(dst, src)
+}
+
+// reluIPs counts m's InnerProducts with a ReLU.
+func reluIPs(m *Model) int {
+	n := 0
+	for _, l := range m.dense {
+		if ip, ok := l.(*layers.InnerProduct); ok && ip.Act == tensor.ReLU {
+			n++
+		}
+	}
+	return n
+}
