@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -155,4 +156,62 @@ func reluIPs(m *Model) int {
 		}
 	}
 	return n
+}
+
+// TestFusedFixturesMatchPlain: HugeCTR's fused forms — the MLP layer
+// (dlrm_mlp_group_fc.json) and FusedInnerProduct Head/Body/Tail chains
+// (dlrm_dgx_a100_fused.json) — train the same through the fused
+// operations as through the plain ones, to the last bit.
+func TestFusedFixturesMatchPlain(t *testing.T) {
+	slots := make([]int64, 26)
+	for i := range slots {
+		slots[i] = int64(3 + i%5)
+	}
+	data := newPlanted(3, 16*3, 13, slots)
+	for _, name := range []string{"dlrm_mlp_group_fc.json", "dlrm_dgx_a100_fused.json"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := graph.ReadFile(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range cfg.Graph.Embeddings {
+				e := &cfg.Graph.Embeddings[i]
+				e.VecSize = 16
+				if e.SlotSizeArray != nil {
+					e.SlotSizeArray = slots
+				} else {
+					e.WorkspaceMB, e.MaxVocabGlobal = 1, 0
+				}
+			}
+			for i := range cfg.Graph.Layers {
+				l := &cfg.Graph.Layers[i]
+				if n := len(l.NumOutputs); n > 0 && l.Bottom[0] == "dense" {
+					l.NumOutputs[n-1] = 16
+				}
+				if l.Top[0] == "fc3" {
+					l.NumOutput = 16
+				}
+			}
+			plain, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c2, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := newFusedCPU(c2)
+			lp, _ := trainModel(t, cfg, plain, data, 16, 3)
+			lf, _ := trainModel(t, cfg, ref, data, 16, 3)
+			for i := range lp {
+				if lp[i] != lf[i] || math.IsNaN(lp[i]) {
+					t.Errorf("step %d: fused loss %.9g, plain %.9g", i+1, lf[i], lp[i])
+				}
+			}
+			if ref.Calls["GemmDReLUBgrad"] == 0 || ref.Calls["GemmBiasReLUMask"] == 0 {
+				t.Errorf("fused calls %v: no chained dReLU GEMM", ref.Calls)
+			}
+			t.Logf("%s: losses %.5f → %.5f, fused calls %v", name, lp[0], lp[len(lp)-1], ref.Calls)
+		})
+	}
 }
