@@ -6,10 +6,12 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 // fusedRefModels are the reference models whose MLPs fuse.
@@ -213,5 +215,51 @@ func TestFusedFixturesMatchPlain(t *testing.T) {
 			}
 			t.Logf("%s: losses %.5f → %.5f, fused calls %v", name, lp[0], lp[len(lp)-1], ref.Calls)
 		})
+	}
+}
+
+// TestGPUFusedMatchesUnfused trains the reference DLRM and DCNv2 (full MLP
+// widths) on the GPU with the fused InnerProduct kernels and without
+// (gpu.Options.Unfused: today's separate kernels), from one seed on the same
+// batches: the losses must agree step by step within the arithmetic's
+// tolerance (the two paths run different cuBLAS kernels, so they round
+// differently).
+func TestGPUFusedMatchesUnfused(t *testing.T) {
+	gpuOrSkip(t, gpu.Options{})
+	sizes := make([]int64, 26)
+	for i := range sizes {
+		sizes[i] = 5000
+	}
+	const batch, steps = 2048, 12
+	data := newPlanted(9, batch*steps, 13, sizes)
+	for _, tc := range []struct {
+		math cuda.Math
+		tol  float64
+	}{{cuda.FP32, 1e-4}, {cuda.TF32, 3e-3}} {
+		for _, name := range []string{"dlrm", "dcnv2"} {
+			t.Run(name+"/"+tc.math.String(), func(t *testing.T) {
+				opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.1}
+				cfg, err := graph.Reference(name, graph.RefOptions{DenseDim: 13, SlotSizes: sizes, Optimizer: opt})
+				if err != nil {
+					t.Fatal(err)
+				}
+				fused := gpuOrSkip(t, gpu.Options{Math: tc.math})
+				plain := gpuOrSkip(t, gpu.Options{Math: tc.math, Unfused: true})
+				lf, mf := trainModel(t, cfg, fused, data, batch, steps)
+				lp, mp := trainModel(t, cfg, plain, data, batch, steps)
+				if n := reluIPs(mf); n == 0 || reluIPs(mp) != 0 {
+					t.Fatalf("%d InnerProducts took their ReLU fused, %d unfused", n, reluIPs(mp))
+				}
+				worst := 0.0
+				for i := range lp {
+					d := math.Abs(lf[i]-lp[i]) / math.Abs(lp[i])
+					if !(d <= tc.tol) {
+						t.Errorf("step %d: fused loss %.7f, unfused %.7f (relative %.2e)", i+1, lf[i], lp[i], d)
+					}
+					worst = max(worst, d)
+				}
+				t.Logf("%s %s: loss %.5f → %.5f, worst relative difference %.2e", name, tc.math, lp[0], lp[steps-1], worst)
+			})
+		}
 	}
 }

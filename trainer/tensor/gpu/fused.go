@@ -48,6 +48,11 @@ type sideStream struct {
 // bfloat16 copies per call, which the epilogue path does not do).
 func (be *Backend) FusesDense() bool { return !be.opts.Unfused && be.opts.Math != cuda.BF16 }
 
+// SetUnfused sets Options.Unfused: the fused kernels off (true) or on.
+// Safe at any time: a model built while they were on runs the plain
+// operations of each fused call from then on (its values are the same).
+func (be *Backend) SetUnfused(off bool) { be.opts.Unfused = off }
+
 // ReLUMask implements tensor.FusedDense: the bit-mask of a [rows, cols]
 // activation, Uint32 [rows, AuxLD(cols)/32].
 func (be *Backend) ReLUMask(_ tensor.DType, rows, cols int) tensor.Tensor {
