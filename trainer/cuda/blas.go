@@ -351,7 +351,9 @@ func (c *Ctx) ltPlan(k ltKey, bias, aux Ptr) (*ltPlan, error) {
 	var got int32
 	r := call(blasLt.heuristic, c.lt.h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(unsafe.Pointer(&got)))
-	if r == 15 || (r == 0 && got == 0) { // CUBLAS_STATUS_NOT_SUPPORTED
+	// CUBLAS_STATUS_NOT_SUPPORTED, INVALID_VALUE (a combination of
+	// epilogue, layout and arithmetic this cuBLASLt rejects), or no result.
+	if r == 15 || r == 7 || (r == 0 && got == 0) {
 		c.lt.plans[k] = nil
 		return nil, ErrNoAlgorithm
 	}

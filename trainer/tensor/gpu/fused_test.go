@@ -69,7 +69,7 @@ func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
 	defer h.g.Free(mask)
 	// Forward: y = ReLU(x·W + b) and the mask.
 	if !h.g.GemmBiasReLUMask(x.G, w.G, bias.G, y.G, mask) {
-		t.Fatalf("GemmBiasReLUMask fell back (cuBLASLt has no RELU_AUX_BIAS kernel for this shape)")
+		t.Fatalf("GemmBiasReLUMask fell back (cuBLASLt has no RELU_AUX_BIAS kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)")
 	}
 	h.c.Gemm(false, false, 1, x.C, w.C, 0, y.C)
 	h.c.BiasAct(tensor.ReLU, 0, y.C, y.C, bias.C)
@@ -87,7 +87,7 @@ func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
 	w2, dy2 := h.Rand(-1, 1, c.out, c.out2), h.Rand(-1, 1, c.b, c.out2)
 	dz, db := h.Out(tensor.Float32, c.b, c.out), h.Out(tensor.Float32, c.out)
 	if !h.g.GemmDReLUBgrad(dy2.G, w2.G, mask, dz.G, db.G) {
-		t.Fatalf("GemmDReLUBgrad fell back (cuBLASLt has no DRELU_BGRAD kernel for this shape)")
+		t.Fatalf("GemmDReLUBgrad fell back (cuBLASLt has no DRELU_BGRAD kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)")
 	}
 	h.c.Gemm(false, true, 1, dy2.C, w2.C, 0, dz.C)
 	h.c.ActGrad(tensor.ReLU, 0, dz.C, dz.C, tensor.Tensor{}, y.C)
@@ -100,7 +100,7 @@ func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
 	for _, side := range []bool{false, true} {
 		dw, db1 := h.Out(tensor.Float32, c.in, c.out), h.Out(tensor.Float32, c.out)
 		if !h.g.GemmBgrad(x.G, dz.G, dw.G, db1.G, side) {
-			t.Fatalf("GemmBgrad (side %v) fell back (cuBLASLt has no BGRADA kernel for this shape)", side)
+			t.Fatalf("GemmBgrad (side %v) fell back (cuBLASLt has no BGRADA kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)", side)
 		}
 		h.c.Gemm(true, false, 1, x.C, dz.C, 0, dw.C)
 		h.c.ColSum(db1.C, 0, dz.C)
