@@ -60,9 +60,10 @@ func TestFusedDense(t *testing.T) {
 }
 
 func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
+	ref := tensor.NewFusedReference(h.c) // the semantics, in float64
 	x, w, bias := h.Rand(-1, 1, c.b, c.in), h.Rand(-1, 1, c.in, c.out), h.Rand(-0.5, 0.5, c.out)
 	y := h.Out(tensor.Float32, c.b, c.out)
-	mask := h.g.ReLUMask(tensor.Float32, c.b, c.out)
+	mask, rmask := h.g.ReLUMask(tensor.Float32, c.b, c.out), ref.ReLUMask(tensor.Float64, c.b, c.out)
 	if want := c.b * cuda.AuxLD(c.out) / 32; mask.Len() != want || mask.DType != tensor.Uint32 {
 		t.Fatalf("mask %v, want Uint32 of %d words", mask, want)
 	}
@@ -71,17 +72,16 @@ func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
 	if !h.g.GemmBiasReLUMask(x.G, w.G, bias.G, y.G, mask) {
 		t.Fatalf("GemmBiasReLUMask fell back (cuBLASLt has no RELU_AUX_BIAS kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)")
 	}
-	h.c.Gemm(false, false, 1, x.C, w.C, 0, y.C)
-	h.c.BiasAct(tensor.ReLU, 0, y.C, y.C, bias.C)
+	ref.GemmBiasReLUMask(x.C, w.C, bias.C, y.C, rmask)
 	h.Check("forward y", y, tol)
 
-	// The reference's ReLU' is the GPU's own y > 0 (a value within rounding
-	// of 0 may fall either side of it on the two backends).
+	// The reference's mask is the GPU's own y (a value within rounding of
+	// 0 may fall either side of it on the two backends).
 	gy := make([]float64, c.b*c.out)
 	if err := h.g.Download(gy, y.G); err != nil {
 		t.Fatal(err)
 	}
-	h.c.Upload(y.C, gy)
+	h.c.Upload(rmask, gy)
 
 	// Input gradient of the next layer through this one's ReLU: dz and db.
 	w2, dy2 := h.Rand(-1, 1, c.out, c.out2), h.Rand(-1, 1, c.b, c.out2)
@@ -89,31 +89,30 @@ func testFusedCase(t *testing.T, h *harness, c fusedCase, tol float64) {
 	if !h.g.GemmDReLUBgrad(dy2.G, w2.G, mask, dz.G, db.G) {
 		t.Fatalf("GemmDReLUBgrad fell back (cuBLASLt has no DRELU_BGRAD kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)")
 	}
-	h.c.Gemm(false, true, 1, dy2.C, w2.C, 0, dz.C)
-	h.c.ActGrad(tensor.ReLU, 0, dz.C, dz.C, tensor.Tensor{}, y.C)
-	h.c.ColSum(db.C, 0, dz.C)
+	ref.GemmDReLUBgrad(dy2.C, w2.C, rmask, dz.C, db.C)
 	h.Check("dReLU dz", dz, tol)
 	h.Check("dReLU db", db, tol)
 
 	// Weight and bias gradient in one GEMM, on the compute and the side
 	// stream, with and without db.
 	for _, side := range []bool{false, true} {
-		dw, db1 := h.Out(tensor.Float32, c.in, c.out), h.Out(tensor.Float32, c.out)
+		dw, db1, dw2 := h.Out(tensor.Float32, c.in, c.out), h.Out(tensor.Float32, c.out), h.Out(tensor.Float32, c.in, c.out)
 		if !h.g.GemmBgrad(x.G, dz.G, dw.G, db1.G, side) {
 			t.Fatalf("GemmBgrad (side %v) fell back (cuBLASLt has no BGRADA kernel for this shape; CUBLASLT_LOG_LEVEL=2 says why)", side)
 		}
-		h.c.Gemm(true, false, 1, x.C, dz.C, 0, dw.C)
-		h.c.ColSum(db1.C, 0, dz.C)
-		h.Check(fmt.Sprintf("bgrad dW (side %v)", side), dw, tol)
-		h.Check(fmt.Sprintf("bgrad db (side %v)", side), db1, tol)
-		dw2 := h.Out(tensor.Float32, c.in, c.out)
 		if !h.g.GemmBgrad(x.G, dz.G, dw2.G, tensor.Tensor{}, side) {
 			t.Fatalf("GemmBgrad without db (side %v) fell back", side)
 		}
-		h.c.Gemm(true, false, 1, x.C, dz.C, 0, dw2.C)
+		h.g.JoinGrads()
+		ref.GemmBgrad(x.C, dz.C, dw.C, db1.C, side)
+		ref.GemmBgrad(x.C, dz.C, dw2.C, tensor.Tensor{}, side)
+		ref.JoinGrads()
+		h.Check(fmt.Sprintf("bgrad dW (side %v)", side), dw, tol)
+		h.Check(fmt.Sprintf("bgrad db (side %v)", side), db1, tol)
 		h.Check(fmt.Sprintf("gemm dW (side %v)", side), dw2, tol)
 		h.Free(dw, db1, dw2)
 	}
+	h.c.Free(rmask)
 	h.Free(x, w, bias, y, w2, dy2, dz, db)
 }
 
