@@ -430,7 +430,9 @@ func (c *Ctx) LtMatmulEx(s Stream, math Math, transA, transB bool, m, n, k int, 
 	r := call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
 		uintptr(a), p.la, uintptr(b), p.lb, uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), p.lc, uintptr(cc), p.lc,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(c.lt.wsSize), uintptr(s))
-	if r == 15 { // CUBLAS_STATUS_NOT_SUPPORTED: nothing ran; refuse the shape from now on
+	// NOT_SUPPORTED or INVALID_VALUE (the algorithm rejects these
+	// operands): nothing ran; refuse the shape from now on.
+	if r == 15 || r == 7 {
 		p.destroy()
 		c.lt.plans[key] = nil
 		return ErrNoAlgorithm
