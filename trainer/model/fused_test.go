@@ -221,9 +221,9 @@ func TestFusedFixturesMatchPlain(t *testing.T) {
 // TestGPUFusedMatchesUnfused trains the reference DLRM and DCNv2 (full MLP
 // widths) on the GPU with the fused InnerProduct kernels and without
 // (gpu.Options.Unfused: today's separate kernels), from one seed on the same
-// batches: the losses must agree step by step within the arithmetic's
-// tolerance (the two paths run different cuBLAS kernels, so they round
-// differently).
+// batches: the losses must agree step by step, and what training changed
+// in every dense parameter must agree, within the arithmetic's tolerance
+// (the two paths run different cuBLAS kernels, so they round differently).
 func TestGPUFusedMatchesUnfused(t *testing.T) {
 	gpuOrSkip(t, gpu.Options{})
 	sizes := make([]int64, 26)
@@ -233,9 +233,9 @@ func TestGPUFusedMatchesUnfused(t *testing.T) {
 	const batch, steps = 2048, 12
 	data := newPlanted(9, batch*steps, 13, sizes)
 	for _, tc := range []struct {
-		math cuda.Math
-		tol  float64
-	}{{cuda.FP32, 1e-4}, {cuda.TF32, 5e-3}} {
+		math     cuda.Math
+		tol, upd float64 // losses; parameter updates
+	}{{cuda.FP32, 1e-4, 1e-3}, {cuda.TF32, 5e-3, 3e-2}} {
 		for _, name := range []string{"dlrm", "dcnv2"} {
 			t.Run(name+"/"+tc.math.String(), func(t *testing.T) {
 				opt := &graph.Optimizer{Type: "SGD", UpdateType: "Local", LearningRate: 0.01}
@@ -250,6 +250,24 @@ func TestGPUFusedMatchesUnfused(t *testing.T) {
 				if n := reluIPs(mf); n == 0 || reluIPs(mp) != 0 {
 					t.Fatalf("%d InnerProducts took their ReLU fused, %d unfused", n, reluIPs(mp))
 				}
+				// What training changed in each dense parameter (both start
+				// from the seed's weights): a wrong gradient shows here long
+				// before it moves the loss.
+				m0, err := Build(cfg, plain, Options{BatchSize: batch, Seed: 7})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, p0 := range m0.params {
+					w0 := downloadF32(t, plain, p0.Value)
+					df, dp := downloadF32(t, fused, mf.params[i].Value), downloadF32(t, plain, mp.params[i].Value)
+					a, b := make([]float64, len(w0)), make([]float64, len(w0))
+					for j := range w0 {
+						a[j], b[j] = float64(df[j])-float64(w0[j]), float64(dp[j])-float64(w0[j])
+					}
+					if e := relErr(a, b); !(e <= tc.upd) {
+						t.Errorf("parameter %d (%s %d): fused update differs from unfused by %.2e relative", i, p0.Name, len(w0), e)
+					}
+				}
 				worst := 0.0
 				for i := range lp {
 					d := math.Abs(lf[i]-lp[i]) / math.Abs(lp[i])
@@ -262,4 +280,20 @@ func TestGPUFusedMatchesUnfused(t *testing.T) {
 			})
 		}
 	}
+}
+
+// relErr is ‖a−b‖₂/‖b‖₂ (NaN: +Inf).
+func relErr(a, b []float64) float64 {
+	var d, r float64
+	for i := range a {
+		d += (a[i] - b[i]) * (a[i] - b[i])
+		r += b[i] * b[i]
+	}
+	if math.IsNaN(d) || math.IsNaN(r) {
+		return math.Inf(1)
+	}
+	if r == 0 {
+		return math.Sqrt(d)
+	}
+	return math.Sqrt(d / r)
 }
