@@ -172,28 +172,7 @@ func TestFusedFixturesMatchPlain(t *testing.T) {
 	data := newPlanted(3, 16*3, 13, slots)
 	for _, name := range []string{"dlrm_mlp_group_fc.json", "dlrm_dgx_a100_fused.json"} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := graph.ReadFile(filepath.Join("testdata", name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range cfg.Graph.Embeddings {
-				e := &cfg.Graph.Embeddings[i]
-				e.VecSize = 16
-				if e.SlotSizeArray != nil {
-					e.SlotSizeArray = slots
-				} else {
-					e.WorkspaceMB, e.MaxVocabGlobal = 1, 0
-				}
-			}
-			for i := range cfg.Graph.Layers {
-				l := &cfg.Graph.Layers[i]
-				if n := len(l.NumOutputs); n > 0 && l.Bottom[0] == "dense" {
-					l.NumOutputs[n-1] = 16
-				}
-				if l.Top[0] == "fc3" {
-					l.NumOutput = 16
-				}
-			}
+			cfg := fixtureConfig(t, name, slots)
 			plain, err := cpu.New(cpu.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -296,4 +275,75 @@ func relErr(a, b []float64) float64 {
 		return math.Sqrt(d)
 	}
 	return math.Sqrt(d / r)
+}
+
+// TestFusedFallbacksMatchPlain: a backend may refuse any fused call (a
+// shape cuBLASLt has no kernel for); the layers' fallbacks — a mask
+// written but its dReLU GEMM refused, a weight-gradient GEMM refused after
+// the consumer wrote the bias gradient — still train bit for bit like the
+// plain path, for the reference MLPs and HugeCTR's MLP layer.
+func TestFusedFallbacksMatchPlain(t *testing.T) {
+	slots := make([]int64, 26)
+	for i := range slots {
+		slots[i] = int64(3 + i%5)
+	}
+	const batch, steps = 16, 2
+	data := newPlanted(6, batch*steps, 13, slots)
+	ref, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 13, SlotSizes: slots, VecSize: 8, Width: 1.0 / 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []*graph.Config{ref, fixtureConfig(t, "dlrm_mlp_group_fc.json", slots)} {
+		plain, err := cpu.New(cpu.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := trainModel(t, cfg, plain, data, batch, steps)
+		for _, refuse := range []string{"GemmBiasReLUMask", "GemmDReLUBgrad", "GemmBgrad"} {
+			c, err := cpu.New(cpu.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			be := newFusedCPU(c)
+			be.Refuse = map[string]bool{refuse: true}
+			got, _ := trainModel(t, cfg, be, data, batch, steps)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Errorf("step %d: loss %.9g with %s refused, plain %.9g", i+1, got[i], refuse, want[i])
+				}
+			}
+			if be.Calls[refuse] != 0 || len(be.Calls) == 0 {
+				t.Errorf("%s refused: calls %v", refuse, be.Calls)
+			}
+		}
+	}
+}
+
+// fixtureConfig reads testdata/name with its tables shrunk to slots (as
+// TestFusedFixtures does).
+func fixtureConfig(t *testing.T, name string, slots []int64) *graph.Config {
+	t.Helper()
+	cfg, err := graph.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Graph.Embeddings {
+		e := &cfg.Graph.Embeddings[i]
+		e.VecSize = 16
+		if e.SlotSizeArray != nil {
+			e.SlotSizeArray = slots
+		} else {
+			e.WorkspaceMB, e.MaxVocabGlobal = 1, 0
+		}
+	}
+	for i := range cfg.Graph.Layers {
+		l := &cfg.Graph.Layers[i]
+		if n := len(l.NumOutputs); n > 0 && l.Bottom[0] == "dense" {
+			l.NumOutputs[n-1] = 16
+		}
+		if l.Top[0] == "fc3" {
+			l.NumOutput = 16
+		}
+	}
+	return cfg
 }

@@ -63,6 +63,9 @@ type FusedReference struct {
 	Backend
 	// Off makes FusesDense report false.
 	Off bool
+	// Refuse makes the named methods report false and do nothing, as a
+	// backend does for shapes it cannot fuse (tests of the fallbacks).
+	Refuse map[string]bool
 
 	pending []func()
 	// Calls counts the fused calls that ran, by method name.
@@ -82,6 +85,9 @@ func (f *FusedReference) ReLUMask(dt DType, rows, cols int) Tensor { return f.Al
 
 // GemmBiasReLUMask implements FusedDense.
 func (f *FusedReference) GemmBiasReLUMask(x, w, bias, y, mask Tensor) bool {
+	if f.Refuse["GemmBiasReLUMask"] {
+		return false
+	}
 	f.Calls["GemmBiasReLUMask"]++
 	f.Gemm(false, false, 1, x, w, 0, y)
 	f.BiasAct(ReLU, 0, y, y, bias)
@@ -91,6 +97,9 @@ func (f *FusedReference) GemmBiasReLUMask(x, w, bias, y, mask Tensor) bool {
 
 // GemmDReLUBgrad implements FusedDense.
 func (f *FusedReference) GemmDReLUBgrad(dy, w, mask, dx, db Tensor) bool {
+	if f.Refuse["GemmDReLUBgrad"] {
+		return false
+	}
 	f.Calls["GemmDReLUBgrad"]++
 	f.Gemm(false, true, 1, dy, w, 0, dx)
 	f.ActGrad(ReLU, 0, dx, dx, Tensor{}, mask)
@@ -100,6 +109,9 @@ func (f *FusedReference) GemmDReLUBgrad(dy, w, mask, dx, db Tensor) bool {
 
 // GemmBgrad implements FusedDense.
 func (f *FusedReference) GemmBgrad(x, dy, dw, db Tensor, side bool) bool {
+	if f.Refuse["GemmBgrad"] {
+		return false
+	}
 	f.Calls["GemmBgrad"]++
 	run := func() {
 		f.Gemm(true, false, 1, x, dy, 0, dw)
