@@ -91,9 +91,10 @@ func (f *fusion) built(i int, gl graph.DenseLayer, l layers.Layer, blobs map[str
 }
 
 // joinGrads makes the device wait for the weight gradients computed on the
-// backend's side stream (a no-op without one).
+// backend's side stream (a no-op without one; also when the fused kernels
+// were turned off since, so nothing issued before stays unjoined).
 func (m *Model) joinGrads() {
-	if f := layers.FusedDense(m.be); f != nil {
+	if f, ok := m.be.(tensor.FusedDense); ok {
 		f.JoinGrads()
 	}
 }
