@@ -44,7 +44,8 @@ type Options struct {
 	// Unfused turns the fused InnerProduct kernels (tensor.FusedDense:
 	// ReLU mask and bias-gradient epilogues, weight gradients on a side
 	// stream) off, for A/B runs; the environment variable CTRKIT_FUSED=0
-	// sets it for every backend New and NewOnDevice open.
+	// (or false, off, no) sets it for every backend New and NewOnDevice
+	// open.
 	Unfused bool
 }
 
@@ -103,7 +104,8 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	if os.Getenv("CTRKIT_FUSED") == "0" {
+	switch strings.ToLower(os.Getenv("CTRKIT_FUSED")) {
+	case "0", "false", "off", "no":
 		o.Unfused = true
 	}
 	src, err := Source()
