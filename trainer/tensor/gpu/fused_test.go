@@ -148,8 +148,8 @@ func TestFusedSideStreamOrder(t *testing.T) {
 	h.Free(x0, dy0, x, dy, dw, db, got)
 }
 
-// TestFusedOff: Options.Unfused turns the kernels off: every method
-// reports false and does nothing.
+// TestFusedOff: Options.Unfused (or CTRKIT_FUSED=0) turns the kernels off:
+// every method reports false and does nothing.
 func TestFusedOff(t *testing.T) {
 	be := fusedBackend(t, cuda.TF32, Options{Unfused: true})
 	if be.FusesDense() {
@@ -170,6 +170,10 @@ func TestFusedOff(t *testing.T) {
 	}
 	h.Free(x, w, bias, y, dx, dw)
 	be.Free(mask)
+	t.Setenv("CTRKIT_FUSED", "0")
+	if fusedBackend(t, cuda.TF32, Options{}).FusesDense() {
+		t.Fatal("FusesDense with CTRKIT_FUSED=0")
+	}
 }
 
 // TestFusedBadMask: a mask of the wrong size is an error, not a fallback.
