@@ -9,6 +9,7 @@ import (
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -49,6 +50,9 @@ type TrainResult struct {
 	Resident  *model.Throughput `json:"resident,omitempty"`
 	// PipelineLoss is 1 − pipeline/resident samples/s.
 	PipelineLoss float64 `json:"pipeline_loss"`
+	// Fused says the backend's fused InnerProduct kernels were on
+	// (tensor.FusedDense: cuBLASLt epilogues, side-stream weight gradients).
+	Fused bool `json:"fused"`
 }
 
 // Train builds the reference model over the dataset's shape, with a
@@ -69,7 +73,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if o.Steps <= 0 {
 		o.Steps = 50
 	}
-	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize}
+	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize, Fused: layers.FusedDense(be) != nil}
 	sizes := d.Spec.SlotSizeArray
 	if len(sizes) != d.Schema.NumSlots() {
 		return res, fmt.Errorf("bench train: give the slot sizes (%d slots, %d sizes)", d.Schema.NumSlots(), len(sizes))
@@ -115,7 +119,11 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	} else if o.Async != nil {
 		return res, fmt.Errorf("bench train: --reader async reads Raw files; %s is %s", d.Path, d.Format)
 	}
-	fmt.Fprintf(log, "%s on %s: batch %d, %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, o.Warmup, o.Steps, d.Path)
+	fused := "off"
+	if res.Fused {
+		fused = "on"
+	}
+	fmt.Fprintf(log, "%s on %s: batch %d, %s, fused dense kernels %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, fused, o.Warmup, o.Steps, d.Path)
 	if res.Pipeline, err = m.TrainThroughput(pipe, o.Warmup, o.Steps); err != nil {
 		return res, err
 	}

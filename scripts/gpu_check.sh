@@ -52,8 +52,9 @@ dlrm)
 	S=$(python3 -c "print(','.join(['1000000']*26))")
 	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
-	for m in ${DLRM_MODES:-tf32 fp32 bf16}; do
+	for m in ${DLRM_MODES:-tf32 tf32-unfused fp32 bf16}; do
 		flag=""; [ $m = tf32 ] && flag=--tf32; [ $m = bf16 ] && flag=--mixed-precision
+		[ $m = tf32-unfused ] && flag="--tf32 --fused=false"  # A/B of the fused dense kernels
 		"$G/ctrkit" bench train "$W/dlrm.bin" --slot-size-array 1000000 --device gpu $flag --resident --optimizer sgd \
 			--warmup 10 --steps 50 >"$OUT/dlrm_$m.log" 2>&1
 		row "ctrkit DLRM $m B=65536" "rc=$? $(grep -h 'pipeline:\|resident:' "$OUT/dlrm_$m.log" | tr '\n' ' ')"

@@ -43,6 +43,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "auto | gpu | gpu:N | cpu"},
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
+				&cli.BoolFlag{Name: "fused", Value: true, Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream); --fused=false for A/B runs (CTRKIT_FUSED=0 does it for any command)"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
 			),
@@ -70,6 +71,9 @@ func runBenchTrain(c *cli.Context) error {
 		return err
 	}
 	defer model.CloseBackend(be)
+	if f, ok := be.(interface{ SetUnfused(bool) }); ok && c.IsSet("fused") {
+		f.SetUnfused(!c.Bool("fused"))
+	}
 	log := c.App.Writer
 	if c.Bool("json") {
 		log = c.App.ErrWriter

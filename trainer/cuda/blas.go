@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"unsafe"
 )
@@ -113,7 +114,9 @@ func (c *Ctx) blasInit() error {
 func (c *Ctx) blasClose() {
 	if c.lt != nil {
 		for _, p := range c.lt.plans {
-			p.destroy()
+			if p != nil {
+				p.destroy()
+			}
 		}
 		call(blasLt.destroy, c.lt.h)
 	}
@@ -182,19 +185,50 @@ func op(t bool) uintptr {
 // Epilogue is what cuBLASLt applies to a GEMM's result.
 type Epilogue uint32
 
-// Epilogues (cublasLtEpilogue_t).
+// Epilogues (cublasLtEpilogue_t), in cuBLASLt's column-major terms: D is
+// [m, n], the bias and the bias gradients of the DReLU and BGradA
+// epilogues have m elements (one per row of D: broadcast over, or summed
+// over, its n columns), BGradB's has n (summed over the GEMM's k).
+//
+// The ReLU bit-mask (ReLUAuxBias writes it, DReLU and DReLUBGrad read it) is
+// a column-major bit matrix of D's shape: one bit per element, its leading
+// dimension (AuxLD) counted in bits, a multiple of 128 and at least m, so
+// it takes AuxLD/8·n bytes. Its bit order inside a word is cuBLASLt's own:
+// only cuBLASLt reads it.
 const (
-	EpilogueNone     Epilogue = 1
-	EpilogueReLU     Epilogue = 2
-	EpilogueBias     Epilogue = 4
-	EpilogueReLUBias Epilogue = 6
+	EpilogueNone        Epilogue = 1
+	EpilogueReLU        Epilogue = 2
+	EpilogueBias        Epilogue = 4
+	EpilogueReLUBias    Epilogue = 6
+	EpilogueReLUAuxBias Epilogue = 2 | 128 | 4 // D = ReLU(A·B + bias), mask of D > 0
+	EpilogueDReLU       Epilogue = 8 | 128     // D = (A·B)⊙mask
+	EpilogueDReLUBGrad  Epilogue = 8 | 128 | 16
+	EpilogueBGradA      Epilogue = 256 // bias gradient = Σ over k of A (m elements)
+	EpilogueBGradB      Epilogue = 512 // bias gradient = Σ over k of B (n elements)
 )
+
+// aux reports whether e reads or writes the ReLU bit-mask.
+func (e Epilogue) aux() bool { return e&128 != 0 }
+
+// usesBias reports whether e reads a bias or writes a bias gradient.
+func (e Epilogue) usesBias() bool {
+	return e&EpilogueBias != 0 || e == EpilogueDReLUBGrad || e == EpilogueBGradA || e == EpilogueBGradB
+}
+
+// AuxLD is the smallest leading dimension (in bits) of a ReLU bit-mask
+// for a D of m rows: m rounded up to a multiple of 128.
+func AuxLD(m int) int { return (m + 127) &^ 127 }
+
+// ErrNoAlgorithm is returned by LtMatmulEx when cuBLASLt has no kernel for
+// a shape and epilogue (its heuristic finds none, or the matmul reports
+// CUBLAS_STATUS_NOT_SUPPORTED): callers fall back to unfused operations.
+var ErrNoAlgorithm = errors.New("cublasLt: no algorithm for this shape and epilogue")
 
 type ltState struct {
 	h      uintptr
 	ws     Ptr
 	wsSize int
-	plans  map[ltKey]*ltPlan
+	plans  map[ltKey]*ltPlan // nil value: no algorithm (cached refusal)
 }
 
 type ltKey struct {
@@ -203,6 +237,7 @@ type ltKey struct {
 	m, n, k       int
 	lda, ldb, ldc int
 	epi           Epilogue
+	auxLD         int
 }
 
 // ltPlan is a matmul descriptor, its layouts and the heuristic's algorithm
@@ -219,23 +254,44 @@ func (p *ltPlan) destroy() {
 	call(blasLt.layoutDestroy, p.lc)
 }
 
-// cuBLASLt attribute numbers.
+// cuBLASLt attribute numbers (cublasLtMatmulDescAttributes_t,
+// cublasLtMatmulPreferenceAttributes_t).
 const (
 	ltDescTransA   = 3
 	ltDescTransB   = 4
 	ltDescEpilogue = 7
-	ltDescBias     = 8
+	ltDescBias     = 8  // CUBLASLT_MATMUL_DESC_BIAS_POINTER
+	ltDescAux      = 11 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+	ltDescAuxLD    = 12 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (int64, bits)
 	ltPrefMaxWS    = 1
 )
 
-func (c *Ctx) ltPlan(k ltKey) (*ltPlan, error) {
+func (p *ltPlan) setPtr(attr uintptr, v Ptr) error {
+	x := []uint64{uint64(v)}
+	return blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, attr, uintptr(unsafe.Pointer(&x[0])), 8))
+}
+
+// ltPlan returns the plan of k, building it on first use. The epilogue's
+// pointers are set before the heuristic runs (it infers their alignment
+// from them). A shape without an algorithm is remembered and refused with
+// ErrNoAlgorithm.
+func (c *Ctx) ltPlan(k ltKey, bias, aux Ptr) (*ltPlan, error) {
 	if p, ok := c.lt.plans[k]; ok {
+		if p == nil {
+			return nil, ErrNoAlgorithm
+		}
 		return p, nil
 	}
 	p := &ltPlan{}
 	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), k.math.computeType(), cudaR32F)); err != nil {
 		return nil, err
 	}
+	ok := false
+	defer func() {
+		if !ok {
+			p.destroy()
+		}
+	}()
 	set := func(attr uintptr, v uint32) error {
 		x := []uint32{v}
 		return blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, attr, uintptr(unsafe.Pointer(&x[0])), 4))
@@ -248,6 +304,20 @@ func (c *Ctx) ltPlan(k ltKey) (*ltPlan, error) {
 	}
 	if err := set(ltDescEpilogue, uint32(k.epi)); err != nil {
 		return nil, err
+	}
+	if k.epi.usesBias() {
+		if err := p.setPtr(ltDescBias, bias); err != nil {
+			return nil, err
+		}
+	}
+	if k.epi.aux() {
+		ld := []int64{int64(k.auxLD)}
+		if err := blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, ltDescAuxLD, uintptr(unsafe.Pointer(&ld[0])), 8)); err != nil {
+			return nil, err
+		}
+		if err := p.setPtr(ltDescAux, aux); err != nil {
+			return nil, err
+		}
 	}
 	layout := func(dst *uintptr, rows, cols, ld int) error {
 		return blasCheck("cublasLtMatrixLayoutCreate", call(blasLt.layoutCreate, uintptr(unsafe.Pointer(dst)), cudaR32F, uintptr(rows), uintptr(cols), uintptr(ld)))
@@ -279,35 +349,93 @@ func (c *Ctx) ltPlan(k ltKey) (*ltPlan, error) {
 		return nil, err
 	}
 	var got int32
-	if err := blasCheck("cublasLtMatmulAlgoGetHeuristic", call(blasLt.heuristic, c.lt.h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1,
-		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(unsafe.Pointer(&got)))); err != nil {
+	r := call(blasLt.heuristic, c.lt.h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1,
+		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(unsafe.Pointer(&got)))
+	// CUBLAS_STATUS_NOT_SUPPORTED, INVALID_VALUE (a combination of
+	// epilogue, layout and arithmetic this cuBLASLt rejects), or no result.
+	if r == 15 || r == 7 || (r == 0 && got == 0) {
+		c.lt.plans[k] = nil
+		return nil, ErrNoAlgorithm
+	}
+	if err := blasCheck("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
 		return nil, err
 	}
-	if got == 0 {
-		p.destroy()
-		return nil, &Error{Call: "cublasLtMatmulAlgoGetHeuristic", Code: 15, Name: "no algorithm for this shape"}
-	}
+	ok = true
 	c.lt.plans[k] = p
 	return p, nil
+}
+
+// LtWorkspaceSize is the size a workspace passed to LtMatmulEx must have.
+func (c *Ctx) LtWorkspaceSize() int { return c.lt.wsSize }
+
+// LtArgs are what an LtMatmulEx call passes beyond the GEMM's operands.
+type LtArgs struct {
+	Epilogue Epilogue
+	// Bias is the bias (Bias epilogues, read) or the bias gradient
+	// (DReLUBGrad, BGradA, BGradB: written, not accumulated).
+	Bias Ptr
+	// Aux is the ReLU bit-mask (written by ReLUAuxBias, read by DReLU and
+	// DReLUBGrad) and AuxLD its leading dimension in bits (AuxLD(m)).
+	Aux   Ptr
+	AuxLD int
+	// Workspace, when not 0, replaces the context's cuBLASLt workspace
+	// (LtWorkspaceSize bytes): GEMMs running at once on different streams
+	// each need their own.
+	Workspace Ptr
 }
 
 // LtMatmul is column-major C[m,n] = epilogue(alpha·op(A)·op(B) + beta·C +
 // bias) through cuBLASLt; bias has m elements (one per row of C) and is
 // used by the Bias epilogues.
 func (c *Ctx) LtMatmul(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, epi Epilogue, bias Ptr) error {
-	p, err := c.ltPlan(ltKey{math, transA, transB, m, n, k, lda, ldb, ldc, epi})
+	return c.LtMatmulEx(s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, LtArgs{Epilogue: epi, Bias: bias})
+}
+
+// LtMatmulEx is column-major C[m,n] = epilogue(alpha·op(A)·op(B) + beta·C)
+// through cuBLASLt with the epilogue's bias, bias gradient and ReLU mask in
+// x (see Epilogue). It returns ErrNoAlgorithm, having launched nothing, when
+// cuBLASLt cannot run the combination.
+func (c *Ctx) LtMatmulEx(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, x LtArgs) error {
+	epi := x.Epilogue
+	if epi == 0 {
+		epi = EpilogueNone
+	}
+	key := ltKey{math, transA, transB, m, n, k, lda, ldb, ldc, epi, 0}
+	if epi.aux() {
+		if x.AuxLD < m || x.AuxLD%128 != 0 || x.Aux == 0 {
+			return fmt.Errorf("cublasLt: ReLU mask leading dimension %d for %d rows (want a multiple of 128, at least the rows)", x.AuxLD, m)
+		}
+		key.auxLD = x.AuxLD
+	}
+	p, err := c.ltPlan(key, x.Bias, x.Aux)
 	if err != nil {
 		return err
 	}
-	if epi&EpilogueBias != 0 {
-		x := []uint64{uint64(bias)}
-		if err := blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, ltDescBias, uintptr(unsafe.Pointer(&x[0])), 8)); err != nil {
+	if epi.usesBias() {
+		if err := p.setPtr(ltDescBias, x.Bias); err != nil {
 			return err
 		}
 	}
+	if epi.aux() {
+		if err := p.setPtr(ltDescAux, x.Aux); err != nil {
+			return err
+		}
+	}
+	ws := c.lt.ws
+	if x.Workspace != 0 {
+		ws = x.Workspace
+	}
 	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
 	sc[0], sc[1] = alpha, beta
-	return blasCheck("cublasLtMatmul", call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
+	r := call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
 		uintptr(a), p.la, uintptr(b), p.lb, uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), p.lc, uintptr(cc), p.lc,
-		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(c.lt.ws), uintptr(c.lt.wsSize), uintptr(s)))
+		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(c.lt.wsSize), uintptr(s))
+	// NOT_SUPPORTED or INVALID_VALUE (the algorithm rejects these
+	// operands): nothing ran; refuse the shape from now on.
+	if r == 15 || r == 7 {
+		p.destroy()
+		c.lt.plans[key] = nil
+		return ErrNoAlgorithm
+	}
+	return blasCheck("cublasLtMatmul", r)
 }

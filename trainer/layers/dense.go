@@ -6,12 +6,29 @@ import (
 
 // InnerProduct is y = x·W + b (W [in, out], b [out]); with Act set it is
 // HugeCTR's FusedInnerProduct (y = act(x·W + b)).
+//
+// On a backend with fused kernels (tensor.FusedDense) the backward pass
+// computes dW and db in one GEMM, on the backend's side stream (the model
+// joins it before the update), and a layer chained to the ReLU
+// InnerProduct that produces its input (ChainReLU) takes that layer's ReLU
+// gradient and bias gradient in its own dx GEMM, from the ReLU mask the
+// producer's forward recorded.
 type InnerProduct struct {
 	c    *Ctx
 	in   *Blob
 	out  *Blob
 	W, B Param
 	Act  tensor.Activation
+
+	fd   tensor.FusedDense // nil: plain operations
+	prev *InnerProduct     // ChainReLU's producer of in
+	// mask is out's ReLU mask (allocated when a consumer chains to this
+	// layer); maskOK says the last forward wrote it.
+	mask   tensor.Tensor
+	maskOK bool
+	// gradDone: the consumer's dx GEMM left the ReLU gradient in out.Grad
+	// and the bias gradient in B.Grad (this backward pass).
+	gradDone bool
 }
 
 // NewInnerProduct builds an InnerProduct; inits are HugeCTR's
@@ -35,11 +52,37 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation, inits ...
 	l := &InnerProduct{c: c, in: in, out: c.Blob(in.Value.Rows(), out), Act: act,
 		W: Param{Name: "weight", Value: c.alloc(n, out), Grad: c.alloc(n, out), Regularize: true},
 		B: Param{Name: "bias", Value: c.alloc(out), Grad: c.alloc(out)}}
+	l.fd = FusedDense(c.BE)
 	c.fillAll(l.Params(), fs[:])
 	return l, nil
 }
 
-// Forward computes y.
+// FusedDense returns be's fused InnerProduct kernels when it has them and
+// they are on, else nil.
+func FusedDense(be tensor.Backend) tensor.FusedDense {
+	if f, ok := be.(tensor.FusedDense); ok && f.FusesDense() {
+		return f
+	}
+	return nil
+}
+
+// ChainReLU makes l's input gradient GEMM also apply the ReLU gradient and
+// compute the bias gradient of prev, whose output (y = ReLU(…)) is l's
+// input. The caller guarantees that nothing else reads that output (or its
+// gradient). It reports whether the chain was made: the backend fuses, prev
+// has a ReLU and its output is l's input.
+func (l *InnerProduct) ChainReLU(prev *InnerProduct) bool {
+	if l.fd == nil || prev == nil || prev.fd == nil || prev.Act != tensor.ReLU || prev.out != l.in || l.in.Grad.IsZero() {
+		return false
+	}
+	if prev.mask.IsZero() {
+		y := prev.out.Value
+		prev.mask = l.fd.ReLUMask(y.DType, y.Rows(), y.Cols())
+	}
+	l.prev = prev
+	return true
+}
+
 // FusedGemm is implemented by backends with a fused InnerProduct forward
 // (the GPU's cuBLASLt bias+ReLU epilogue): y = act(x·W + bias) in one call.
 // It reports false when it does not handle act (the layer then runs Gemm
@@ -48,8 +91,17 @@ type FusedGemm interface {
 	GemmBiasAct(act tensor.Activation, x, w, bias, y tensor.Tensor) bool
 }
 
-func (l *InnerProduct) Forward(Pass) {
+// Forward computes y (and, training with a chained consumer, its ReLU
+// mask).
+func (l *InnerProduct) Forward(p Pass) {
 	be := l.c.BE
+	l.maskOK = false
+	if p.Training && !l.mask.IsZero() {
+		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Value, l.B.Value, l.out.Value, l.mask) {
+			l.maskOK = true
+			return
+		}
+	}
 	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Value, l.B.Value, l.out.Value) {
 		return
 	}
@@ -61,14 +113,31 @@ func (l *InnerProduct) Forward(Pass) {
 func (l *InnerProduct) Backward(Pass) {
 	be := l.c.BE
 	dz := l.out.Grad
-	if l.Act != tensor.Identity {
+	done := l.gradDone
+	l.gradDone = false
+	if !done && l.Act != tensor.Identity {
 		be.ActGrad(l.Act, 1, dz, dz, tensor.Tensor{}, l.out.Value)
 	}
-	be.Gemm(true, false, 1, l.in.Value, dz, 0, l.W.Grad)
-	be.ColSum(l.B.Grad, 0, dz)
-	if !l.in.Grad.IsZero() {
-		be.Gemm(false, true, 1, dz, l.W.Value, 0, l.in.Grad)
+	// The weight gradient first: on a side stream it overlaps the dx
+	// chain.
+	db := l.B.Grad
+	if done {
+		db = tensor.Tensor{} // written by the consumer's dx GEMM
 	}
+	if l.fd == nil || !l.fd.GemmBgrad(l.in.Value, dz, l.W.Grad, db, true) {
+		be.Gemm(true, false, 1, l.in.Value, dz, 0, l.W.Grad)
+		if !done {
+			be.ColSum(l.B.Grad, 0, dz)
+		}
+	}
+	if l.in.Grad.IsZero() {
+		return
+	}
+	if pv := l.prev; pv != nil && pv.maskOK && l.fd.GemmDReLUBgrad(dz, l.W.Value, pv.mask, l.in.Grad, pv.B.Grad) {
+		pv.gradDone = true
+		return
+	}
+	be.Gemm(false, true, 1, dz, l.W.Value, 0, l.in.Grad)
 }
 
 // Params returns W and b.
@@ -268,3 +337,15 @@ func (l *Reshape) Params() []Param { return nil }
 
 // Outputs returns the reshaped blob.
 func (l *Reshape) Outputs() []*Blob { return []*Blob{l.out} }
+
+// Folded is a layer whose work another layer does — a ReLU folded into the
+// InnerProduct before it: its output is that layer's blob, and Forward and
+// Backward do nothing.
+func Folded(out *Blob) Layer { return folded{out} }
+
+type folded struct{ out *Blob }
+
+func (folded) Forward(Pass)       {}
+func (folded) Backward(Pass)      {}
+func (folded) Params() []Param    { return nil }
+func (f folded) Outputs() []*Blob { return []*Blob{f.out} }

@@ -45,6 +45,14 @@
 // WeightMultiplyFiller; docs/INITIALIZERS.md), on the host from the Ctx's
 // seeded source, so a seed gives the same weights on every backend.
 //
+// Fused kernels: on a backend with tensor.FusedDense (the GPU), InnerProduct
+// and MLP compute their weight and bias gradients in one GEMM on the
+// backend's side stream, and a chained InnerProduct (ChainReLU; the model
+// chains InnerProduct → ReLU → InnerProduct, folding the ReLU layer into a
+// Folded pass-through) writes its producer's ReLU and bias gradient from
+// the ReLU mask the producer's forward recorded: that backward pass writes
+// the producer's output gradient and bias gradient, not only its own input's.
+//
 // Precision: a Ctx fixes the dtype; Float32 trains, Float64 runs the same
 // layers as the reference for the finite-difference gradient checks in this
 // package's tests.

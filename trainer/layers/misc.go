@@ -256,6 +256,13 @@ type MLP struct {
 	Bias  []bool
 	Acts  []tensor.Activation
 	fused FusedGemm
+	// With fused dense kernels (tensor.FusedDense, see InnerProduct):
+	// sub-layer i with a ReLU and a bias records masks[i] in training, and
+	// sub-layer i+1's dx GEMM applies it and writes B[i].Grad (done[i]).
+	fd     tensor.FusedDense
+	masks  []tensor.Tensor
+	maskOK []bool
+	done   []bool
 }
 
 // MLPFiller is HugeCTR's MLPLayer initializer of weight index (2i the
@@ -315,6 +322,15 @@ func NewMLP(c *Ctx, in *Blob, outs []int, bias []bool, acts []tensor.Activation,
 		prev = o
 	}
 	c.fillAll(l.Params(), fs)
+	if l.fd = FusedDense(c.BE); l.fd != nil {
+		l.masks, l.maskOK, l.done = make([]tensor.Tensor, len(outs)), make([]bool, len(outs)), make([]bool, len(outs))
+		for i := 0; i+1 < len(outs); i++ {
+			if acts[i] == tensor.ReLU && bias[i] {
+				y := l.hs[i].Value
+				l.masks[i] = l.fd.ReLUMask(y.DType, y.Rows(), y.Cols())
+			}
+		}
+	}
 	return l, nil
 }
 
@@ -326,10 +342,16 @@ func (l *MLP) x(i int) *Blob {
 }
 
 // Forward runs the sub-layers.
-func (l *MLP) Forward(Pass) {
+func (l *MLP) Forward(p Pass) {
 	be := l.c.BE
 	for i := range l.W {
 		x, y := l.x(i).Value, l.hs[i].Value
+		if l.fd != nil {
+			l.maskOK[i] = p.Training && !l.masks[i].IsZero() && l.fd.GemmBiasReLUMask(x, l.W[i].Value, l.B[i].Value, y, l.masks[i])
+			if l.maskOK[i] {
+				continue
+			}
+		}
 		if l.Bias[i] {
 			if l.fused != nil && l.fused.GemmBiasAct(l.Acts[i], x, l.W[i].Value, l.B[i].Value, y) {
 				continue
@@ -350,17 +372,32 @@ func (l *MLP) Backward(Pass) {
 	be := l.c.BE
 	for i := len(l.W) - 1; i >= 0; i-- {
 		dz := l.hs[i].Grad
-		if l.Acts[i] != tensor.Identity {
+		done := l.fd != nil && l.done[i] // sub-layer i+1's GEMM did ReLU' and db
+		if done {
+			l.done[i] = false
+		}
+		if !done && l.Acts[i] != tensor.Identity {
 			be.ActGrad(l.Acts[i], 1, dz, dz, tensor.Tensor{}, l.hs[i].Value)
 		}
 		x := l.x(i)
-		be.Gemm(true, false, 1, x.Value, dz, 0, l.W[i].Grad)
-		if l.Bias[i] {
-			be.ColSum(l.B[i].Grad, 0, dz)
+		db := l.B[i].Grad
+		if !l.Bias[i] || done {
+			db = tensor.Tensor{}
 		}
-		if !x.Grad.IsZero() {
-			be.Gemm(false, true, 1, dz, l.W[i].Value, 0, x.Grad)
+		if l.fd == nil || !l.fd.GemmBgrad(x.Value, dz, l.W[i].Grad, db, true) {
+			be.Gemm(true, false, 1, x.Value, dz, 0, l.W[i].Grad)
+			if !db.IsZero() {
+				be.ColSum(db, 0, dz)
+			}
 		}
+		if x.Grad.IsZero() {
+			continue
+		}
+		if i > 0 && l.fd != nil && l.maskOK[i-1] && l.fd.GemmDReLUBgrad(dz, l.W[i].Value, l.masks[i-1], x.Grad, l.B[i-1].Grad) {
+			l.done[i-1] = true
+			continue
+		}
+		be.Gemm(false, true, 1, dz, l.W[i].Value, 0, x.Grad)
 	}
 }
 

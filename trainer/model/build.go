@@ -161,12 +161,18 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		m.embs = append(m.embs, e)
 		blobs[ge.Top] = e.layer.Outputs()[0]
 	}
+	fz := newFusion(&g, info, be) // fused.go
 	for i := range g.Layers {
 		gl := g.Layers[i]
-		l, err := m.buildLayer(gl, info.Layers[i], blobs)
+		var l layers.Layer
+		var err error
+		if l = fz.build(i, gl, blobs); l == nil {
+			l, err = m.buildLayer(gl, info.Layers[i], blobs)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("layer %d (%s %v): %w", 1+len(g.Embeddings)+i, gl.Type, gl.Top, err)
 		}
+		fz.built(i, gl, l, blobs)
 		m.dense = append(m.dense, l)
 		outs := l.Outputs()
 		if len(outs) != len(gl.Top) {

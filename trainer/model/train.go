@@ -71,11 +71,13 @@ func (m *Model) step(n int) error {
 		m.dense[i].Backward(p)
 	}
 	if m.reg != nil {
+		m.joinGrads() // the regularizer adds to the weight gradients
 		m.reg.AddGrad()
 	}
 	for _, e := range m.embs {
 		e.layer.Backward(p)
 	}
+	m.joinGrads() // weight gradients on the side stream (fused.go)
 	if !m.frozen {
 		m.opt.Update()
 	} else {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"unsafe"
@@ -40,6 +41,12 @@ type Options struct {
 	// Debug synchronises after every operation, so a failing kernel is
 	// named by the operation that launched it.
 	Debug bool
+	// Unfused turns the fused InnerProduct kernels (tensor.FusedDense:
+	// ReLU mask and bias-gradient epilogues, weight gradients on a side
+	// stream) off, for A/B runs; the environment variable CTRKIT_FUSED=0
+	// (or false, off, no) sets it for every backend New and NewOnDevice
+	// open.
+	Unfused bool
 }
 
 // Validate reports an invalid option.
@@ -68,6 +75,7 @@ type Backend struct {
 	wsLen int
 	host  []byte // pinned staging for Upload/Download
 	sms   int
+	side  *sideStream // weight-gradient stream (fused.go); nil until used
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -95,6 +103,10 @@ func New(o Options) (*Backend, error) {
 func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	switch strings.ToLower(os.Getenv("CTRKIT_FUSED")) {
+	case "0", "false", "off", "no":
+		o.Unfused = true
 	}
 	src, err := Source()
 	if err != nil {
@@ -172,6 +184,7 @@ func (be *Backend) Close() error {
 		if be.host != nil {
 			c.HostFree(be.host)
 		}
+		be.closeSide(c)
 		return c.DestroyStream(be.s)
 	})
 	if be.own {
@@ -217,6 +230,7 @@ func deviceErr(err error) error {
 // Sync waits for the stream and returns Err, turning a device-side error
 // record into an error.
 func (be *Backend) Sync() error {
+	be.JoinGrads()
 	if be.err != nil {
 		return be.err
 	}

@@ -46,7 +46,8 @@ func (be *Backend) gemmBF16(transA, transB bool, alpha float64, a, b tensor.Tens
 
 // GemmBiasAct: y = act(x·W + bias) in one cuBLASLt call (the fused
 // InnerProduct forward) for Identity and ReLU; other activations fall back
-// to Gemm then BiasAct. It reports whether the fused path ran.
+// to Gemm then BiasAct, as do shapes cuBLASLt has no kernel for. It
+// reports whether the fused path ran.
 func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor) bool {
 	if (a != tensor.Identity && a != tensor.ReLU) || be.opts.Math == cuda.BF16 {
 		return false
@@ -63,10 +64,10 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 	if a == tensor.ReLU {
 		epi = cuda.EpilogueReLUBias
 	}
-	be.do("gemm_bias_act", func(c *cuda.Ctx) error {
-		return c.LtMatmul(be.s, be.opts.Math, false, false, n, m, k, 1, Ptr(w), n, Ptr(x), k, 0, Ptr(y), n, epi, Ptr(bias))
-	})
-	return true
+	if k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias)) {
+		return false
+	}
+	return be.lt("gemm_bias_act", be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n, cuda.LtArgs{Epilogue: epi, Bias: Ptr(bias)})
 }
 
 // gemmShape checks Gemm's operands: float32, shapes (tensor.GemmShape) and

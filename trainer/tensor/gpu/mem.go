@@ -173,6 +173,7 @@ func (be *Backend) UploadAsync(c *cuda.Ctx, s cuda.Stream, dst tensor.Tensor, sr
 // Download copies src to a host slice of its dtype and length (float32
 // tensors may also be read into []float64); it waits and returns Err.
 func (be *Backend) Download(dst any, src tensor.Tensor) error {
+	be.JoinGrads() // side-stream weight gradients (fused.go)
 	if !be.owned("download", src) {
 		return be.err
 	}

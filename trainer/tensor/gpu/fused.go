@@ -1,0 +1,234 @@
+package gpu
+
+import (
+	"errors"
+
+	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// The fused InnerProduct (tensor.FusedDense) in cuBLASLt epilogues.
+//
+// A row-major [r, c] matrix is column-major [c, r], so each row-major GEMM
+// runs as its transpose (see Gemm): y = x·W is D = Wᵀ-view·xᵀ-view with D
+// column-major [out, B]. In those terms:
+//
+//	forward    y = ReLU(x·W + b)   D[out,B] = W[out,in]·x[in,B]      RELU_AUX_BIAS: bias per row of D,
+//	                                                                  bit-mask of D > 0 (ld AuxLD(out) bits)
+//	input grad dz = (dy·Wᵀ)⊙mask   D[in,B] = Wᵀ(T of [out,in])·dy     DRELU_BGRAD: the mask of the layer
+//	           db = Σ_B dz                                            before (its D had this shape), its
+//	                                                                  bias gradient = Σ over D's columns
+//	weight grad dW = xᵀ·dy         D[out,in] = dy[out,B]·xᵀ(T)       BGRADA: Σ over k = B of A = dy,
+//	           db = Σ_B dy                                            one per row of D (A not transposed)
+//
+// (cuBLASLt's BGRADB would sum B = x: the wrong operand in this mapping.)
+// The ReLU mask of a [B, n] activation is Uint32 [B, AuxLD(n)/32]: column b
+// of the bit matrix (sample b) holds n bits padded to a multiple of 128.
+//
+// Weight-gradient GEMMs issued with side run on a stream of their own, with
+// their own cuBLASLt workspace: the side stream waits for an event recorded
+// on the compute stream when the GEMM is issued (its operands are ready),
+// and JoinGrads makes the compute stream wait for an event recorded on the
+// side stream. Sync and Download join first, so the host never sees a
+// gradient still being written.
+
+var _ tensor.FusedDense = (*Backend)(nil)
+
+// sideStream is the weight-gradient stream and what it needs.
+type sideStream struct {
+	s       cuda.Stream
+	issued  cuda.Event // compute stream → side stream: operands ready
+	done    cuda.Event // side stream → compute stream: JoinGrads
+	ws      cuda.Ptr   // the side stream's cuBLASLt workspace
+	pending bool       // side GEMMs issued since the last join
+}
+
+// FusesDense implements tensor.FusedDense: on unless Options.Unfused, and
+// for FP32 and TF32 arithmetic (BF16 GEMMs round their operands to
+// bfloat16 copies per call, which the epilogue path does not do).
+func (be *Backend) FusesDense() bool { return !be.opts.Unfused && be.opts.Math != cuda.BF16 }
+
+// SetUnfused sets Options.Unfused: the fused kernels off (true) or on.
+// Safe at any time: a model built while they were on runs the plain
+// operations of each fused call from then on (its values are the same).
+func (be *Backend) SetUnfused(off bool) { be.opts.Unfused = off }
+
+// ReLUMask implements tensor.FusedDense: the bit-mask of a [rows, cols]
+// activation, Uint32 [rows, AuxLD(cols)/32].
+func (be *Backend) ReLUMask(_ tensor.DType, rows, cols int) tensor.Tensor {
+	return be.Alloc(tensor.Uint32, rows, cuda.AuxLD(cols)/32)
+}
+
+// checkMask checks a ReLU mask for a [rows, cols] activation.
+func (be *Backend) checkMask(op string, mask tensor.Tensor, rows, cols int) bool {
+	if !be.owned(op, mask) {
+		return false
+	}
+	if want := rows * cuda.AuxLD(cols) / 32; mask.DType != tensor.Uint32 || mask.Len() != want {
+		be.fail(op, tensor.ErrShape, "ReLU mask %v for a [%d, %d] activation (want Uint32 of %d words: ReLUMask)", mask, rows, cols, want)
+		return false
+	}
+	return true
+}
+
+// aligned reports whether every pointer is 256-byte aligned (what the
+// cuBLASLt heuristic assumes of operands by default; allocations are).
+func aligned(ps ...cuda.Ptr) bool {
+	for _, p := range ps {
+		if p%256 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// lt runs one cuBLASLt matmul on stream s, reporting false (and leaving no
+// error) when cuBLASLt has no kernel for it.
+func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int, a cuda.Ptr, lda int, b cuda.Ptr, ldb int, c cuda.Ptr, ldc int, x cuda.LtArgs) bool {
+	ran := true
+	be.do(op, func(cx *cuda.Ctx) error {
+		err := cx.LtMatmulEx(s, be.opts.Math, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, x)
+		if errors.Is(err, cuda.ErrNoAlgorithm) {
+			ran = false
+			return nil
+		}
+		if err == nil && be.opts.Debug && s != be.s {
+			return cx.StreamSync(s)
+		}
+		return err
+	})
+	return ran
+}
+
+// GemmBiasReLUMask implements tensor.FusedDense (RELU_AUX_BIAS).
+func (be *Backend) GemmBiasReLUMask(x, w, bias, y, mask tensor.Tensor) bool {
+	const op = "gemm_bias_relu_mask"
+	if !be.FusesDense() || be.err != nil {
+		return false
+	}
+	m, k, n, ok := be.gemmShape(op, false, false, x, w, y)
+	if !ok || !be.floats(op, bias) || !be.check(tensor.CheckWant(op, bias, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+		return true // the error is sticky; nothing more to run
+	}
+	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias), Ptr(mask)) {
+		return false
+	}
+	return be.lt(op, be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n,
+		cuda.LtArgs{Epilogue: cuda.EpilogueReLUAuxBias, Bias: Ptr(bias), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n)})
+}
+
+// GemmDReLUBgrad implements tensor.FusedDense (DRELU_BGRAD).
+func (be *Backend) GemmDReLUBgrad(dy, w, mask, dx, db tensor.Tensor) bool {
+	const op = "gemm_drelu_bgrad"
+	if !be.FusesDense() || be.err != nil {
+		return false
+	}
+	m, k, n, ok := be.gemmShape(op, false, true, dy, w, dx) // dx [m=B, n=in], k = out
+	if !ok || !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+		return true
+	}
+	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(dy), Ptr(w), Ptr(dx), Ptr(db), Ptr(mask)) {
+		return false
+	}
+	return be.lt(op, be.s, true, false, n, m, k, Ptr(w), w.Cols(), Ptr(dy), dy.Cols(), Ptr(dx), n,
+		cuda.LtArgs{Epilogue: cuda.EpilogueDReLUBGrad, Bias: Ptr(db), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n)})
+}
+
+// GemmBgrad implements tensor.FusedDense (BGRADA, or no epilogue without
+// db), on the side stream when side.
+func (be *Backend) GemmBgrad(x, dy, dw, db tensor.Tensor, side bool) bool {
+	const op = "gemm_bgrad"
+	if !be.FusesDense() || be.err != nil {
+		return false
+	}
+	m, k, n, ok := be.gemmShape(op, true, false, x, dy, dw) // dw [m=in, n=out], k = B
+	if !ok {
+		return true
+	}
+	args := cuda.LtArgs{Epilogue: cuda.EpilogueNone}
+	if !db.IsZero() {
+		if !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) {
+			return true
+		}
+		args = cuda.LtArgs{Epilogue: cuda.EpilogueBGradA, Bias: Ptr(db)}
+	}
+	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(dy), Ptr(dw), Ptr(db)) {
+		return false
+	}
+	s := be.s
+	if side {
+		ss := be.sideStream()
+		if ss == nil {
+			return true // its creation failed: the error is sticky
+		}
+		be.do(op, func(c *cuda.Ctx) error {
+			if err := c.Record(ss.issued, be.s); err != nil {
+				return err
+			}
+			return c.Wait(ss.s, ss.issued)
+		})
+		s, args.Workspace = ss.s, ss.ws
+	}
+	ran := be.lt(op, s, false, true, n, m, k, Ptr(dy), dy.Cols(), Ptr(x), x.Cols(), Ptr(dw), n, args)
+	if ran && side {
+		be.side.pending = true
+	}
+	return ran
+}
+
+// sideStream returns the side stream, creating it on first use (nil after
+// an error, which is sticky).
+func (be *Backend) sideStream() *sideStream {
+	if be.side != nil {
+		return be.side
+	}
+	ss := &sideStream{}
+	be.do("side_stream", func(c *cuda.Ctx) error {
+		var err error
+		if ss.s, err = c.NewStream(); err != nil {
+			return err
+		}
+		for _, e := range []*cuda.Event{&ss.issued, &ss.done} {
+			if *e, err = c.NewEvent(false); err != nil {
+				return err
+			}
+		}
+		ss.ws, err = c.Malloc(c.LtWorkspaceSize())
+		return err
+	})
+	if be.err != nil {
+		return nil
+	}
+	be.side = ss
+	return ss
+}
+
+// JoinGrads implements tensor.FusedDense.
+func (be *Backend) JoinGrads() {
+	ss := be.side
+	if ss == nil || !ss.pending {
+		return
+	}
+	ss.pending = false
+	be.do("join_grads", func(c *cuda.Ctx) error {
+		if err := c.Record(ss.done, ss.s); err != nil {
+			return err
+		}
+		return c.Wait(be.s, ss.done)
+	})
+}
+
+// closeSide releases the side stream (on the device goroutine, after the
+// compute stream has been synchronised).
+func (be *Backend) closeSide(c *cuda.Ctx) {
+	ss := be.side
+	if ss == nil {
+		return
+	}
+	be.side = nil
+	c.StreamSync(ss.s)
+	c.DestroyEvent(ss.issued)
+	c.DestroyEvent(ss.done)
+	c.Free(ss.ws)
+	c.DestroyStream(ss.s)
+}
