@@ -36,6 +36,10 @@ type Prefetcher struct {
 	keyAt  int             // index of the keys among the staged buffers
 	srcs   [][]byte
 	nnz    []int // HostSide's key counts (this prefetcher's own scratch)
+	// open, when not nil, opens the next pass (StartPasses): the
+	// goroutine reads pass after pass and owns the readers.
+	open func() (formats.Reader, error)
+	st   pipeStats // TimeStats (stats.go)
 }
 
 // NewPrefetcher returns an idle prefetcher of f's inputs; Start starts
@@ -49,6 +53,11 @@ func NewPrefetcher(f *Feeder) *Prefetcher { return &Prefetcher{f: f} }
 // schema is the same (a new pass over the same data). The reader stays
 // the caller's.
 func (pf *Prefetcher) Start(r formats.Reader) error {
+	pf.open = nil
+	return pf.start(r)
+}
+
+func (pf *Prefetcher) start(r formats.Reader) error {
 	f := pf.f
 	pf.r = r
 	st, onStager := f.be.(tensor.Stager)
@@ -115,6 +124,7 @@ func (pf *Prefetcher) run() {
 		var b *formats.Batch
 		var n int
 		var err error
+		t0 := pf.st.now()
 		if pf.lend != nil {
 			select {
 			case <-pf.quit:
@@ -132,6 +142,7 @@ func (pf *Prefetcher) run() {
 			}
 			n, err = pf.r.Read(b)
 		}
+		pf.st.add(statRead, t0)
 		st := Staged{N: n, batch: b, Err: err}
 		if err != nil && !errors.Is(err, io.EOF) {
 			st.batch = pf.recycle(b)
@@ -147,7 +158,10 @@ func (pf *Prefetcher) run() {
 			}
 			st.batch = pf.recycle(b)
 		}
-		if !pf.send(st) || st.Err != nil {
+		if !pf.send(st) {
+			return
+		}
+		if st.Err != nil && (pf.open == nil || st.Err != io.EOF || !pf.nextPass()) {
 			return
 		}
 	}
@@ -175,12 +189,16 @@ func (pf *Prefetcher) send(st Staged) bool {
 // stage uploads a batch into a staging slot: its labels, dense values,
 // keys and offsets as the reader decoded them.
 func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, error) {
+	t0 := pf.st.now()
 	srcs, nnz, err := pf.HostSide(b)
 	if err != nil {
 		return 0, nil, err
 	}
 	nnz = append([]int(nil), nnz...)
+	pf.st.add(statHostSide, t0)
+	t0 = pf.st.now()
 	slot, err := pf.stg.Stage(srcs)
+	pf.st.add(statStage, t0)
 	return slot, nnz, err
 }
 
@@ -272,6 +290,10 @@ func (pf *Prefetcher) Stop() {
 	}
 	pf.wg.Wait()
 	pf.quit = nil
+	if pf.open != nil && pf.r != nil {
+		pf.r.Close()
+		pf.r, pf.lend = nil, nil
+	}
 }
 
 // Close stops the goroutine and frees the buffers (the reader is the
@@ -286,4 +308,60 @@ func (pf *Prefetcher) Close() {
 		b.Free()
 	}
 	pf.bufs = nil
+}
+
+// StartPasses starts reading the passes open returns, one after another,
+// with no pause between them: when a pass's reader ends, the goroutine
+// opens the next one at once and goes on reading while the caller trains
+// on the last batches of the pass before (the pipeline never drains at a
+// pass boundary). Next returns io.EOF with (or after) each pass's last
+// batch, as with Start, and the next pass's batches after it; an error
+// opening a pass is the Err of the Next after that pass's io.EOF, and
+// ends the reading. The readers are the prefetcher's: Stop closes the
+// current one. Every pass must have the first pass's schema.
+func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error)) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	pf.open = open
+	if err := pf.start(r); err != nil {
+		pf.open = nil
+		r.Close()
+		return err
+	}
+	return nil
+}
+
+// nextPass (the goroutine, StartPasses) closes the ended pass's reader and
+// opens the next; false when it could not (the error sent) or when the
+// prefetcher is stopping.
+func (pf *Prefetcher) nextPass() bool {
+	select {
+	case <-pf.quit:
+		return false
+	default:
+	}
+	pf.r.Close()
+	pf.r, pf.lend = nil, nil
+	r, err := pf.open()
+	if err == nil && !reflect.DeepEqual(*r.Schema(), pf.schema) {
+		r.Close()
+		err = errors.New("the next pass's data has another schema than the first pass's")
+	}
+	if err == nil {
+		lend, _ := r.(formats.Lender)
+		if pf.stg != nil && lend == nil && len(pf.bufs) == 0 {
+			r.Close()
+			err = errors.New("the next pass's reader does not lend its batches (the first pass's did)")
+		} else if pf.stg != nil {
+			pf.lend = lend
+		}
+	}
+	if err != nil {
+		pf.send(Staged{Err: err})
+		return false
+	}
+	pf.r = r
+	return true
 }

@@ -58,35 +58,44 @@ func (m *Model) step(n int) error {
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
 	m.runLabels(p)
-	for _, e := range m.embs {
+	m.prof.mark(spanLabels, 0) // profile.go; a no-op when m.prof is nil
+	for i, e := range m.embs {
 		e.layer.Forward(p)
+		m.prof.mark(spanEmbFwd, i)
 	}
-	for _, l := range m.dense {
+	for i, l := range m.dense {
 		l.Forward(p)
+		m.prof.mark(spanDenseFwd, i)
 	}
 	if m.total != nil {
 		m.total.Forward(p)
+		m.prof.mark(spanLossSum, 0)
 	}
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
+		m.prof.mark(spanDenseBwd, i)
 	}
 	if m.reg != nil {
 		m.reg.AddGrad()
+		m.prof.mark(spanReg, 0)
 	}
-	for _, e := range m.embs {
+	for i, e := range m.embs {
 		e.layer.Backward(p)
+		m.prof.mark(spanEmbBwd, i)
 	}
 	if !m.frozen {
-		m.opt.Update()
+		m.opt.UpdateEach(m.prof.paramHook())
 	} else {
 		m.opt.Skip()
 	}
-	for _, e := range m.embs {
+	m.prof.mark(spanOptRest, 0)
+	for i, e := range m.embs {
 		if !e.frozen {
 			e.opt.Update()
 		} else {
 			e.opt.Skip()
 		}
+		m.prof.mark(spanEmbUpdate, i)
 	}
 	return m.be.Err()
 }
