@@ -38,8 +38,9 @@ type Prefetcher struct {
 	nnz    []int // HostSide's key counts (this prefetcher's own scratch)
 	// open, when not nil, opens the next pass (StartPasses): the
 	// goroutine reads pass after pass and owns the readers.
-	open func() (formats.Reader, error)
-	st   pipeStats // TimeStats (stats.go)
+	open         func() (formats.Reader, error)
+	passes, pass int       // StartPasses' limit (0: none) and the pass being read (1-based)
+	st           pipeStats // TimeStats (stats.go)
 }
 
 // NewPrefetcher returns an idle prefetcher of f's inputs; Start starts
@@ -318,13 +319,15 @@ func (pf *Prefetcher) Close() {
 // batch, as with Start, and the next pass's batches after it; an error
 // opening a pass is the Err of the Next after that pass's io.EOF, and
 // ends the reading. The readers are the prefetcher's: Stop closes the
-// current one. Every pass must have the first pass's schema.
-func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error)) error {
+// current one. Every pass must have the first pass's schema. passes > 0
+// reads that many passes (the last ends with io.EOF as with Start); 0
+// reads on until Stop.
+func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error), passes int) error {
 	r, err := open()
 	if err != nil {
 		return err
 	}
-	pf.open = open
+	pf.open, pf.passes, pf.pass = open, passes, 1
 	if err := pf.start(r); err != nil {
 		pf.open = nil
 		r.Close()
@@ -342,6 +345,10 @@ func (pf *Prefetcher) nextPass() bool {
 		return false
 	default:
 	}
+	if pf.passes > 0 && pf.pass >= pf.passes {
+		return false
+	}
+	pf.pass++
 	pf.r.Close()
 	pf.r, pf.lend = nil, nil
 	r, err := pf.open()

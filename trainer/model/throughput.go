@@ -52,7 +52,7 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	var res Throughput
 	pf := input.NewPrefetcher(m.feed)
 	defer pf.Close()
-	if err := pf.StartPasses(open); err != nil {
+	if err := pf.StartPasses(open, 0); err != nil {
 		return res, nil, err
 	}
 	var prof *profiler

@@ -800,20 +800,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			return res, err
 		}
 	}
-	r, err := o.OpenTrain()
-	if err != nil {
+	// One pipeline reads pass after pass: it opens the next while the
+	// last batches of a pass train (no drain at an epoch's end).
+	pf := input.NewPrefetcher(m.feed)
+	if err := pf.StartPasses(o.OpenTrain, max(o.NumEpochs, 0)); err != nil {
 		return res, err
 	}
-	defer func() {
-		if r != nil {
-			r.Close()
-		}
-	}()
-	pf, err := m.newPrefetcher(r)
-	if err != nil {
-		return res, err
-	}
-	defer func() { pf.Close() }()
+	defer pf.Close()
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch
@@ -953,9 +946,6 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			}
 		}
 		if rerr == io.EOF {
-			pf.Stop()
-			r.Close()
-			r = nil
 			epoch++
 			if epoch == 1 && passSamples == 0 {
 				return res, errors.New("the training data holds no samples")
@@ -982,12 +972,6 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				}
 			}
 			if err := watch.check(res.Iters); err != nil {
-				return res, err
-			}
-			if r, err = o.OpenTrain(); err != nil {
-				return res, err
-			}
-			if err = pf.Start(r); err != nil {
 				return res, err
 			}
 			if epoch > 0 && res.Iters == res.First && passSamples < int64(m.batch) && o.NumEpochs <= 0 {
