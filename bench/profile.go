@@ -40,9 +40,14 @@ func WriteProfile(w io.Writer, title string, p *model.Profile) error {
 		if q.ReaderRate > 0 {
 			fmt.Fprintf(w, " (%s while it reads)", Rate(q.ReaderRate))
 		}
-		fmt.Fprintf(w, ", check and key counts %.3f ms, Stage %.3f ms", q.HostSideMs, q.StageMs)
-		if q.CopyMs > 0 {
-			fmt.Fprintf(w, " of which the copies take %.3f ms on the copy stream (overlapping compute)", q.CopyMs)
+		switch {
+		case !q.Staged:
+			fmt.Fprint(w, "; no staging (batches load on Commit)")
+		default:
+			fmt.Fprintf(w, ", check and key counts %.3f ms, Stage %.3f ms", q.HostSideMs, q.StageMs)
+			if q.CopyMs > 0 {
+				fmt.Fprintf(w, " of which the copies take %.3f ms on the copy stream (overlapping compute)", q.CopyMs)
+			}
 		}
 		fmt.Fprintln(w)
 	}

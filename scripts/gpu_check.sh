@@ -3,7 +3,7 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [python] [conformance] [planted] [readers] [convert]
+#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [profile] [python] [conformance] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 # The repository copy the folder sits in: test binaries run from their
@@ -92,6 +92,22 @@ pipeline)
 			--resident --reader async --warmup 5 --steps 20 >"$OUT/pipe_dcnv2.log" 2>&1
 		row "bench train dcnv2 raw O_DIRECT" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/pipe_dcnv2.log" | tr '\n' ' ')"
 	fi
+	;;
+profile)
+	# issue #18/#14: the per-layer profile of DLRM (TF32) through the pipeline
+	# and on the resident batch, from a 4 M-sample file (64 steps a pass) and a
+	# 1 M-sample one (15 steps a pass: the pass boundaries fall in the timed
+	# steps, where the pipeline used to drain).
+	S=$(python3 -c "print(','.join(['1000000']*26))")
+	for n in 4194304 1048576; do
+		f="$W/dlrm_$n.bin"; [ $n = 4194304 ] && f="$W/dlrm.bin" # the dlrm and pipeline stages' file
+		[ -f "$f" ] || "$G/ctrkit" gen --format raw --out-source "$f" --out-eval-source "${f%.bin}_eval.bin" \
+			--num-samples $n --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_${n}_gen.log" 2>&1
+		"$G/ctrkit" bench train "$f" --model dlrm --slot-size-array 1000000 --device gpu --tf32 --resident \
+			--warmup 5 --steps 30 --profile --profile-steps 20 >"$OUT/profile_dlrm_$n.log" 2>&1
+		row "bench train dlrm --profile, $n samples" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/profile_dlrm_$n.log" | tr '\n' ' ')"
+		cat "$OUT/profile_dlrm_$n.log" | tee -a "$summary"
+	done
 	;;
 python)
 	if [ -d "$G/python" ]; then

@@ -87,3 +87,8 @@ func (pf *Prefetcher) Stats() Stats {
 	}
 	return s
 }
+
+// Staging reports whether batches go through the backend's staging
+// (tensor.Stager: pinned memory, copies on a copy stream) rather than a
+// synchronous load on Commit.
+func (pf *Prefetcher) Staging() bool { return pf.stg != nil }

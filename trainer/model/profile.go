@@ -83,6 +83,10 @@ type PipelineProfile struct {
 	Batches    int     `json:"batches"`
 	ReadMs     float64 `json:"read_ms"`
 	ReaderRate float64 `json:"reader_samples_per_sec"`
+	// Staged: batches go through the backend's staging (the GPU: pinned
+	// memory, copies on a copy stream); else Commit loads them (the CPU)
+	// and the rows below are 0.
+	Staged bool `json:"staged"`
 	// HostSideMs is the host's check and key counts per batch; StageMs
 	// the prefetcher's Stage per batch (waiting for a free staging slot
 	// and for its copies).

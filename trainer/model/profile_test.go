@@ -119,7 +119,7 @@ func TestProfileRows(t *testing.T) {
 			t.Errorf("rows add up to %v ms, spans %v", sum, pr.SpanMillis)
 		}
 		p := pr.Pipeline
-		if p == nil || p.Batches < steps || p.WaitMs < 0 || p.WaitMaxMs < p.WaitMs || p.ReadMs < 0 {
+		if p == nil || !p.Staged || p.Batches < steps || p.WaitMs < 0 || p.WaitMaxMs < p.WaitMs || p.ReadMs < 0 {
 			t.Errorf("pipeline %+v", p)
 		}
 		if m.prof != nil {
@@ -170,7 +170,7 @@ func TestProfileHostClock(t *testing.T) {
 			t.Errorf("%s: shares add up to %v; spans %v ms in %v ms steps", name, share, p.SpanMillis, p.StepMillis)
 		}
 	}
-	if len(pr.Layers) != len(rp.Layers)+1 || pr.Pipeline == nil || rp.Pipeline != nil {
+	if len(pr.Layers) != len(rp.Layers)+1 || pr.Pipeline == nil || pr.Pipeline.Staged || rp.Pipeline != nil {
 		t.Errorf("pipeline %d rows, resident %d rows", len(pr.Layers), len(rp.Layers))
 	}
 	if rp.Layers[len(rp.Layers)-1].Layer != "(between steps)" {

@@ -132,7 +132,7 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	}
 	pr := prof.profile(m, res.Elapsed)
 	ps := pf.Stats()
-	pp := &PipelineProfile{WaitMs: float64(wait) / 1e6 / float64(steps), WaitMaxMs: float64(waitMax) / 1e6, Batches: ps.Batches}
+	pp := &PipelineProfile{WaitMs: float64(wait) / 1e6 / float64(steps), WaitMaxMs: float64(waitMax) / 1e6, Batches: ps.Batches, Staged: pf.Staging()}
 	if ps.Batches > 0 {
 		nb := float64(ps.Batches)
 		pp.ReadMs = float64(ps.Read) / 1e6 / nb
