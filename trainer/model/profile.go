@@ -116,10 +116,15 @@ const (
 	spanEmbUpdate                 // embedding i's optimizer
 )
 
+var spanNames = [...]string{"gap", "commit", "labels", "embedding forward", "dense forward", "loss sum",
+	"dense backward", "regularizer", "embedding backward", "parameter update", "optimizer rest", "embedding update"}
+
 type spanID struct {
 	kind spanKind
 	i    int
 }
+
+func (s spanID) String() string { return fmt.Sprintf("%s %d", spanNames[s.kind], s.i) }
 
 // profileRing is how many steps' timelines are in flight: reading step
 // s−4's while step s is issued waits for nothing on the GPU.

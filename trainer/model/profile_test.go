@@ -273,3 +273,33 @@ type closeCounter struct {
 }
 
 func (c *closeCounter) Close() error { *c.n++; return c.Reader.Close() }
+
+// TestProfileSequence: a step whose spans do not follow the model's
+// sequence (a hook out of place) is an error naming the span, not a
+// silently wrong table.
+func TestProfileSequence(t *testing.T) {
+	m := cacheModel(t, cpuBackend(t), "dlrm", 64)
+	p, err := newProfiler(m, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.free()
+	p.start()
+	p.mark(spanGap, 0)
+	p.mark(spanDenseFwd, 0) // the labels' span is next
+	if err := p.endStep(true); err == nil || !strings.Contains(err.Error(), "dense forward 0") {
+		t.Errorf("out of sequence: %v", err)
+	}
+	p2, _ := newProfiler(m, false)
+	defer p2.free()
+	p2.start()
+	p2.mark(spanGap, 0)
+	if err := p2.endStep(true); err == nil {
+		t.Error("a step of one span ended without an error")
+	}
+	var off *profiler
+	off.mark(spanGap, 0) // profiling off: a no-op
+	if off.paramHook() != nil {
+		t.Error("a parameter hook with profiling off")
+	}
+}
