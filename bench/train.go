@@ -37,6 +37,11 @@ type TrainOptions struct {
 	// Async reads a Raw dataset with HugeCTR's RawAsync engine (O_DIRECT
 	// unless Async.Buffered) instead of the synchronous reader.
 	Async *asyncio.Params
+	// Profile also profiles ProfileSteps steps (default 20) after
+	// Warmup steps, through the pipeline and (Resident) on the resident
+	// batch: per layer and phase, the pipeline's share (model.Profile).
+	Profile      bool
+	ProfileSteps int
 }
 
 // TrainResult is what a training-throughput run measured.
@@ -53,6 +58,9 @@ type TrainResult struct {
 	// Fused says the backend's fused InnerProduct kernels were on
 	// (tensor.FusedDense: cuBLASLt epilogues, side-stream weight gradients).
 	Fused bool `json:"fused"`
+	// Profile and ResidentProfile are the profiles (Profile).
+	Profile         *model.Profile `json:"profile,omitempty"`
+	ResidentProfile *model.Profile `json:"resident_profile,omitempty"`
 }
 
 // Train builds the reference model over the dataset's shape, with a
@@ -72,6 +80,9 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	if o.Steps <= 0 {
 		o.Steps = 50
+	}
+	if o.ProfileSteps <= 0 {
+		o.ProfileSteps = 20
 	}
 	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize, Fused: layers.FusedDense(be) != nil}
 	sizes := d.Spec.SlotSizeArray
@@ -132,6 +143,16 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	fmt.Fprintf(log, "pipeline: %s (%.2f ms/step), loss %.4f → %.4f\n",
 		Rate(res.Pipeline.SamplesPerSec), res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	if o.Profile {
+		p, err := m.ProfileTrain(pipe, o.Warmup, o.ProfileSteps)
+		if err != nil {
+			return res, fmt.Errorf("bench train: profiling: %w", err)
+		}
+		res.Profile = &p
+		if err := WriteProfile(log, "profile through the pipeline", &p); err != nil {
+			return res, err
+		}
+	}
 	if !o.Resident {
 		return res, nil
 	}
@@ -161,6 +182,16 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
 	fmt.Fprintf(log, "resident: %s (%.2f ms/step); the pipeline costs %.1f%%\n",
 		Rate(rt.SamplesPerSec), rt.StepMillis, 100*res.PipelineLoss)
+	if o.Profile {
+		p, err := m.ProfileResident(b, o.Warmup, o.ProfileSteps)
+		if err != nil {
+			return res, fmt.Errorf("bench train: profiling: %w", err)
+		}
+		res.ResidentProfile = &p
+		if err := WriteProfile(log, "profile on the resident batch", &p); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 

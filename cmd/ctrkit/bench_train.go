@@ -28,6 +28,17 @@ fed by the input pipeline (pinned batches, uploads on a copy stream), then with
 --resident the same steps on one batch already on the device. The difference is
 what the pipeline costs.
 
+--profile then profiles --profile-steps steps (after --warmup more) through the
+pipeline, and with --resident on the resident batch: a table of each layer's
+forward, backward and update milliseconds per step (CUDA events on the GPU's
+compute stream; the host clock on the CPU), its share of the measured step, the
+GEMM TFLOP/s of InnerProduct, MLP, MultiCross and Interaction layers, the
+device's idle time between steps and the pipeline's Commit (staged batch into
+the inputs, SplitInputs), then the pipeline's host side: the training
+goroutine's wait for the next batch, the reader's wait and rate, the check and
+key counts, Stage and the staging copies on the copy stream. --json includes
+the tables as "profile" and "resident_profile".
+
 Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
    ctrkit gen --format raw --out-source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
    ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
@@ -40,10 +51,12 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.StringFlag{Name: "optimizer", Usage: "sgd: plain SGD lr 0.01 (the PyTorch anchors'); default: the reference model's own"},
 				&cli.Float64Flag{Name: "lr", Usage: "learning rate (default: the optimizer's)"},
 				&cli.BoolFlag{Name: "resident", Usage: "also time steps on one batch already on the device"},
+				&cli.BoolFlag{Name: "profile", Usage: "also profile steps: per-layer forward/backward/update ms, the pipeline's share, GEMM TFLOP/s"},
+				&cli.IntFlag{Name: "profile-steps", Value: 20, Usage: "steps to profile (with --profile)"},
 				&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "auto | gpu | gpu:N | cpu"},
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
-				&cli.BoolFlag{Name: "fused", Value: true, Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream); --fused=false for A/B runs (CTRKIT_FUSED=0 does it for any command)"},
+				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
 			),
@@ -56,6 +69,12 @@ func runBenchTrain(c *cli.Context) error {
 	d, err := resolveArg(c, "PATH")
 	if err != nil {
 		return err
+	}
+	if c.IsSet("profile-steps") && !c.Bool("profile") {
+		return &exitError{2, fmt.Errorf("--profile-steps sets how many steps --profile profiles: give --profile too")}
+	}
+	if c.Int("profile-steps") <= 0 {
+		return &exitError{2, fmt.Errorf("--profile-steps %d: give at least 1", c.Int("profile-steps"))}
 	}
 	var async *asyncio.Params
 	switch r := c.String("reader"); r {
@@ -81,6 +100,7 @@ func runBenchTrain(c *cli.Context) error {
 	res, err := bench.Train(d, be, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
 		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async,
+		Profile: c.Bool("profile"), ProfileSteps: c.Int("profile-steps"),
 	}, log)
 	if err != nil {
 		return err

@@ -45,3 +45,59 @@ func TestBenchTrainSources(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchTrainProfile: `bench train --profile` prints the profile table
+// (a row per layer of the model, the pipeline's rows, totals against the
+// measured step, the pipeline's host side) through the pipeline and on the
+// resident batch, and --json carries both profiles; --profile-steps needs
+// --profile.
+func TestBenchTrainProfile(t *testing.T) {
+	dir := t.TempDir()
+	rawPath := filepath.Join(dir, "train.bin")
+	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "300", "--eval-num-samples", "64",
+		"--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin"),
+		"--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
+		t.Fatalf("gen raw: %v\n%s", err, out)
+	}
+	base := []string{"bench", "train", rawPath, "--device", "cpu", "--batchsize", "8", "--warmup", "1", "--steps", "2",
+		"--vec-size", "4", "--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4", "--resident"}
+	out, err := runCtrkit(t, append(base, "--profile", "--profile-steps", "3")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Log(out)
+	for _, want := range []string{"profile through the pipeline: 3 steps of 8 samples, host clock", "profile on the resident batch",
+		"sparse_embedding1", "LocalizedSlotSparseEmbeddingOneHot", "interaction1", "fc8", "InnerProduct", "(wait for the batch)",
+		"(commit + split inputs)", "(between steps)", "total of the spans", "measured step:", "pipeline, host side: training waits"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	out, err = runCtrkit(t, append(base, "--profile", "--profile-steps", "2", "--json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	type profile struct {
+		Steps  int
+		Layers []struct {
+			Layer, Type string
+			Share       float64
+		}
+		Pipeline *struct{ Batches int }
+	}
+	var res struct {
+		Profile         *profile
+		ResidentProfile *profile `json:"resident_profile"`
+	}
+	js := out[max(strings.Index(out, "{\n"), 0):]
+	if err := json.Unmarshal([]byte(js), &res); err != nil || res.Profile == nil || res.ResidentProfile == nil {
+		t.Fatalf("%v: %+v\n%s", err, res, out)
+	}
+	if res.Profile.Steps != 2 || res.Profile.Pipeline == nil || res.ResidentProfile.Pipeline != nil ||
+		len(res.Profile.Layers) != len(res.ResidentProfile.Layers)+1 || len(res.Profile.Layers) < 10 {
+		t.Errorf("profiles %+v and %+v", res.Profile, res.ResidentProfile)
+	}
+	if out, err := runCtrkit(t, append(base, "--profile-steps", "3")...); err == nil || !strings.Contains(err.Error(), "give --profile too") {
+		t.Errorf("--profile-steps without --profile: %v\n%s", err, out)
+	}
+}

@@ -36,8 +36,9 @@ type Prefetcher struct {
 	dsts   []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
 	keyAt  int             // index of the keys among the staged buffers
 	srcs   [][]byte
-	nnz    []int  // HostSide's key counts (this prefetcher's own scratch)
-	chain  *chain // StartChain's passes; nil: one reader per Start
+	nnz    []int     // HostSide's key counts (this prefetcher's own scratch)
+	chain  *chain    // StartChain's passes; nil: one reader per Start
+	st     pipeStats // TimeStats (stats.go)
 }
 
 // chain is the state of a prefetcher that opens its passes itself.
@@ -98,7 +99,7 @@ func (c *chain) tick(now time.Time) {
 // close them. Every pass must have r's schema.
 func (pf *Prefetcher) StartChain(r formats.Reader, open func() (formats.Reader, error), passes int) error {
 	pf.chain = &chain{open: open, passes: passes, pass: 1}
-	if err := pf.Start(r); err != nil {
+	if err := pf.start(r); err != nil {
 		pf.chain = nil
 		r.Close()
 		return err
@@ -188,6 +189,11 @@ func NewPrefetcher(f *Feeder) *Prefetcher { return &Prefetcher{f: f} }
 // schema is the same (a new pass over the same data). The reader stays
 // the caller's.
 func (pf *Prefetcher) Start(r formats.Reader) error {
+	pf.chain = nil
+	return pf.start(r)
+}
+
+func (pf *Prefetcher) start(r formats.Reader) error {
 	f := pf.f
 	pf.r = r
 	st, onStager := f.be.(tensor.Stager)
@@ -255,7 +261,7 @@ func (pf *Prefetcher) run() {
 		var b *formats.Batch
 		var n int
 		var err error
-		t0 := time.Now()
+		t0, ts := time.Now(), pf.st.now()
 		if pf.lend != nil {
 			select {
 			case <-pf.quit:
@@ -271,9 +277,10 @@ func (pf *Prefetcher) run() {
 			case <-pf.quit:
 				return
 			}
-			t0 = time.Now() // not the wait for a free buffer
+			t0, ts = time.Now(), pf.st.now() // not the wait for a free buffer
 			n, err = pf.r.Read(b)
 		}
+		pf.st.add(statRead, ts)
 		if c := pf.chain; c != nil && c.first {
 			// A wait of more than a millisecond for the pass's first batch:
 			// the reader needed this much longer than its lead.
@@ -337,12 +344,16 @@ func (pf *Prefetcher) send(st Staged) bool {
 // stage uploads a batch into a staging slot: its labels, dense values,
 // keys and offsets as the reader decoded them.
 func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, error) {
+	t0 := pf.st.now()
 	srcs, nnz, err := pf.HostSide(b)
 	if err != nil {
 		return 0, nil, err
 	}
 	nnz = append([]int(nil), nnz...)
+	pf.st.add(statHostSide, t0)
+	t0 = pf.st.now()
 	slot, err := pf.stg.Stage(srcs)
+	pf.st.add(statStage, t0)
 	return slot, nnz, err
 }
 
@@ -455,4 +466,13 @@ func (pf *Prefetcher) Close() {
 		b.Free()
 	}
 	pf.bufs = nil
+}
+
+// StartPasses is StartChain on the first reader open gives.
+func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error), passes int) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	return pf.StartChain(r, open, passes)
 }

@@ -107,6 +107,7 @@ type Model struct {
 	optCfg     *graph.Optimizer
 	half       bool              // Options.MixedPrecision
 	aux        map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
+	prof       *profiler         // spans of profiled steps (profile.go); nil: off
 }
 
 // Build constructs the network of cfg on be.

@@ -222,8 +222,8 @@ func TestGPUFusedMatchesUnfused(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fused := gpuOrSkip(t, gpu.Options{Math: tc.math})
-				plain := gpuOrSkip(t, gpu.Options{Math: tc.math, Unfused: true})
+				fused := gpuOrSkip(t, gpu.Options{Math: tc.math, Fused: true})
+				plain := gpuOrSkip(t, gpu.Options{Math: tc.math})
 				lf, mf := trainModel(t, cfg, fused, data, batch, steps)
 				lp, mp := trainModel(t, cfg, plain, data, batch, steps)
 				if n := reluIPs(mf); n == 0 || reluIPs(mp) != 0 {

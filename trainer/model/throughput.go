@@ -22,90 +22,207 @@ type Throughput struct {
 
 // TrainThroughput trains warmup steps, then times steps through the input
 // pipeline (the prefetcher: read, pin, upload on the copy stream) reading
-// open's reader, reopened at its end. The clock starts and stops with the
-// backend synchronised, so it counts every step's device time.
+// the passes open returns, one after another without a pause (the
+// prefetcher opens the next pass while the last batches of the previous
+// one train; a pass's short last batch is skipped). The clock starts and
+// stops with the backend synchronised, so it counts every step's device
+// time.
 func (m *Model) TrainThroughput(open func() (formats.Reader, error), warmup, steps int) (Throughput, error) {
-	var res Throughput
-	r, err := open()
-	if err != nil {
-		return res, err
+	res, _, err := m.pipelineRun(open, warmup, steps, false)
+	return res, err
+}
+
+// ProfileTrain trains warmup steps through the input pipeline (as
+// TrainThroughput), then steps profiled ones: each layer's forward,
+// backward and update spans, the pipeline's Commit and the device's idle
+// time between steps, timed on the backend (Profile), with the input
+// pipeline's own side (Profile.Pipeline).
+func (m *Model) ProfileTrain(open func() (formats.Reader, error), warmup, steps int) (Profile, error) {
+	if steps <= 0 {
+		return Profile{}, errProfileSteps
 	}
-	// One pipeline for the run, opening each next pass ahead of the
-	// pass's end, as Fit does.
+	_, pr, err := m.pipelineRun(open, warmup, steps, true)
+	if err != nil {
+		return Profile{}, err
+	}
+	return *pr, nil
+}
+
+func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps int, profile bool) (Throughput, *Profile, error) {
+	var res Throughput
 	pf := input.NewPrefetcher(m.feed)
 	defer pf.Close()
-	if err := pf.StartChain(r, open, 0); err != nil {
-		return res, err
+	if err := pf.StartPasses(open, 0); err != nil {
+		return res, nil, err
 	}
-	var pass int64 // samples of this pass
-	var start time.Time
+	var prof *profiler
+	if profile {
+		var err error
+		if prof, err = newProfiler(m, true); err != nil {
+			return res, nil, err
+		}
+		defer prof.free()
+		defer func() { m.prof = nil }()
+	}
+	var start, waitFrom time.Time
+	var wait, waitMax time.Duration
+	full := false // a full batch in this pass
 	for i := 0; i < warmup+steps; {
-		if i == warmup {
+		if i == warmup && start.IsZero() {
 			if err := m.be.Sync(); err != nil {
-				return res, err
+				return res, nil, err
+			}
+			if prof != nil {
+				pf.TimeStats(true)
+				m.prof = prof
+				prof.start()
 			}
 			start = time.Now()
+			waitFrom = start
 		}
 		st := pf.Next()
 		if st.Err != nil && st.Err != io.EOF {
-			return res, st.Err
+			pf.Release(st)
+			return res, nil, st.Err
 		}
 		if st.N == m.batch {
+			full = true
+			if i >= warmup {
+				d := time.Since(waitFrom)
+				wait += d
+				waitMax = max(waitMax, d)
+			}
+			m.prof.mark(spanGap, 0)
 			if err := pf.Commit(st); err != nil {
-				return res, err
+				return res, nil, err
 			}
+			m.prof.mark(spanCommit, 0)
 			if err := m.step(m.batch); err != nil {
-				return res, err
+				return res, nil, err
 			}
-			if i == warmup {
+			if i == warmup && prof == nil {
+				var err error
 				if res.LossFirst, err = m.Loss(); err != nil {
-					return res, err
+					return res, nil, err
 				}
 			}
 			i++
+			if prof != nil && i > warmup {
+				if err := prof.endStep(i == warmup+steps); err != nil {
+					return res, nil, err
+				}
+			}
+			waitFrom = time.Now()
 		} else {
 			pf.Release(st)
 		}
-		pass += int64(st.N)
 		if st.Err == io.EOF {
-			if pass < int64(m.batch) {
-				return res, fmt.Errorf("a pass over the data holds %d samples, less than one batch of %d", pass, m.batch)
+			if !full {
+				return res, nil, fmt.Errorf("the data holds no full batch of %d samples", m.batch)
 			}
-			pass = 0
+			full = false // the prefetcher reads the next pass
 		}
 	}
-	return m.finish(res, start, steps)
+	res, err := m.finish(res, start, steps)
+	if err != nil || prof == nil {
+		return res, nil, err
+	}
+	if err := prof.flush(); err != nil {
+		return res, nil, err
+	}
+	pr := prof.profile(m, res.Elapsed)
+	ps := pf.Stats()
+	pp := &PipelineProfile{WaitMs: float64(wait) / 1e6 / float64(steps), WaitMaxMs: float64(waitMax) / 1e6, Batches: ps.Batches, Staged: pf.Staging()}
+	if ps.Batches > 0 {
+		nb := float64(ps.Batches)
+		pp.ReadMs = float64(ps.Read) / 1e6 / nb
+		pp.HostSideMs = float64(ps.HostSide) / 1e6 / nb
+		pp.StageMs = float64(ps.Stage) / 1e6 / nb
+		if pp.ReadMs > 0 {
+			pp.ReaderRate = float64(m.batch) / (pp.ReadMs / 1e3)
+		}
+	}
+	if ps.Copies > 0 {
+		pp.CopyMs = ps.CopyMillis / float64(ps.Copies)
+	}
+	pr.Pipeline = pp
+	return res, &pr, nil
 }
 
 // ResidentThroughput times steps on one batch loaded once: the model alone,
 // with no input pipeline (the ceiling TrainThroughput is compared with).
 func (m *Model) ResidentThroughput(b *formats.Batch, warmup, steps int) (Throughput, error) {
+	res, _, err := m.residentRun(b, warmup, steps, false)
+	return res, err
+}
+
+// ProfileResident is ProfileTrain on one batch loaded once (no pipeline
+// rows).
+func (m *Model) ProfileResident(b *formats.Batch, warmup, steps int) (Profile, error) {
+	if steps <= 0 {
+		return Profile{}, errProfileSteps
+	}
+	_, pr, err := m.residentRun(b, warmup, steps, true)
+	if err != nil {
+		return Profile{}, err
+	}
+	return *pr, nil
+}
+
+func (m *Model) residentRun(b *formats.Batch, warmup, steps int, profile bool) (Throughput, *Profile, error) {
 	var res Throughput
 	if b.N != m.batch {
-		return res, fmt.Errorf("batch of %d samples, want %d", b.N, m.batch)
+		return res, nil, fmt.Errorf("batch of %d samples, want %d", b.N, m.batch)
 	}
 	if err := m.feed.Load(b); err != nil {
-		return res, err
+		return res, nil, err
+	}
+	var prof *profiler
+	if profile {
+		var err error
+		if prof, err = newProfiler(m, false); err != nil {
+			return res, nil, err
+		}
+		defer prof.free()
+		defer func() { m.prof = nil }()
 	}
 	var start time.Time
 	for i := 0; i < warmup+steps; i++ {
 		if i == warmup {
 			if err := m.be.Sync(); err != nil {
-				return res, err
+				return res, nil, err
+			}
+			if prof != nil {
+				m.prof = prof
+				prof.start()
 			}
 			start = time.Now()
 		}
+		m.prof.mark(spanGap, 0)
 		if err := m.step(m.batch); err != nil {
-			return res, err
+			return res, nil, err
 		}
-		if i == warmup {
+		if i == warmup && prof == nil {
 			var err error
 			if res.LossFirst, err = m.Loss(); err != nil {
-				return res, err
+				return res, nil, err
+			}
+		}
+		if prof != nil && i >= warmup {
+			if err := prof.endStep(i+1 == warmup+steps); err != nil {
+				return res, nil, err
 			}
 		}
 	}
-	return m.finish(res, start, steps)
+	res, err := m.finish(res, start, steps)
+	if err != nil || prof == nil {
+		return res, nil, err
+	}
+	if err := prof.flush(); err != nil {
+		return res, nil, err
+	}
+	pr := prof.profile(m, res.Elapsed)
+	return res, &pr, nil
 }
 
 func (m *Model) finish(res Throughput, start time.Time, steps int) (Throughput, error) {

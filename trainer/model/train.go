@@ -58,37 +58,46 @@ func (m *Model) step(n int) error {
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
 	m.runLabels(p)
-	for _, e := range m.embs {
+	m.prof.mark(spanLabels, 0) // profile.go; a no-op when m.prof is nil
+	for i, e := range m.embs {
 		e.layer.Forward(p)
+		m.prof.mark(spanEmbFwd, i)
 	}
-	for _, l := range m.dense {
+	for i, l := range m.dense {
 		l.Forward(p)
+		m.prof.mark(spanDenseFwd, i)
 	}
 	if m.total != nil {
 		m.total.Forward(p)
+		m.prof.mark(spanLossSum, 0)
 	}
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
+		m.prof.mark(spanDenseBwd, i)
 	}
 	if m.reg != nil {
 		m.joinGrads() // the regularizer adds to the weight gradients
 		m.reg.AddGrad()
+		m.prof.mark(spanReg, 0)
 	}
-	for _, e := range m.embs {
+	for i, e := range m.embs {
 		e.layer.Backward(p)
+		m.prof.mark(spanEmbBwd, i)
 	}
 	m.joinGrads() // weight gradients on the side stream (fused.go)
 	if !m.frozen {
-		m.opt.Update()
+		m.opt.UpdateEach(m.prof.paramHook())
 	} else {
 		m.opt.Skip()
 	}
-	for _, e := range m.embs {
+	m.prof.mark(spanOptRest, 0)
+	for i, e := range m.embs {
 		if !e.frozen {
 			e.opt.Update()
 		} else {
 			e.opt.Skip()
 		}
+		m.prof.mark(spanEmbUpdate, i)
 	}
 	return m.be.Err()
 }
@@ -808,24 +817,13 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			return res, err
 		}
 	}
-	r, err := o.OpenTrain()
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		if r != nil {
-			r.Close()
-		}
-	}()
-	// One pipeline for the run: it opens each next epoch's reader ahead
-	// of the epoch's end and owns the readers.
+	// One pipeline reads pass after pass: it opens the next while the
+	// last batches of a pass train (no drain at an epoch's end).
 	pf := input.NewPrefetcher(m.feed)
-	defer pf.Close()
-	err = pf.StartChain(r, o.OpenTrain, max(o.NumEpochs, 0))
-	r = nil
-	if err != nil {
+	if err := pf.StartPasses(o.OpenTrain, max(o.NumEpochs, 0)); err != nil {
 		return res, err
 	}
+	defer pf.Close()
 	start, lastIter := time.Now(), res.First
 	epoch := 0
 	var epochSamples int64 // samples trained in this epoch

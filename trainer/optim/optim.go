@@ -168,7 +168,11 @@ func (o *Optimizer) Skip() {
 
 // Update applies one step to everything registered, from the gradients the
 // last Backward left.
-func (o *Optimizer) Update() {
+func (o *Optimizer) Update() { o.UpdateEach(nil) }
+
+// UpdateEach is Update calling after(i), when not nil, once the update of
+// the i-th dense parameter (AddDense order) is issued: a profiler's hook.
+func (o *Optimizer) UpdateEach(after func(i int)) {
 	if o.skipping {
 		o.skipping = false
 		for _, s := range o.sparse {
@@ -179,8 +183,11 @@ func (o *Optimizer) Update() {
 	}
 	o.step++
 	p := o.Params(o.step)
-	for _, d := range o.dense {
+	for i, d := range o.dense {
 		o.be.DenseUpdate(p, d.p.Value, d.p.Grad, d.s1, d.s2)
+		if after != nil {
+			after(i)
+		}
 	}
 	for _, s := range o.sparse {
 		o.be.SparseUpdate(p, s.e.Table, s.s1, s.s2, s.last, s.e.UniqRows, s.e.UniqGrad, s.e.NumUniq)

@@ -43,15 +43,15 @@ type sideStream struct {
 	pending bool       // side GEMMs issued since the last join
 }
 
-// FusesDense implements tensor.FusedDense: on unless Options.Unfused, and
+// FusesDense implements tensor.FusedDense: on with Options.Fused, and
 // for FP32 and TF32 arithmetic (BF16 GEMMs round their operands to
 // bfloat16 copies per call, which the epilogue path does not do).
-func (be *Backend) FusesDense() bool { return !be.opts.Unfused && be.opts.Math != cuda.BF16 }
+func (be *Backend) FusesDense() bool { return be.opts.Fused && be.opts.Math != cuda.BF16 }
 
-// SetUnfused sets Options.Unfused: the fused kernels off (true) or on.
+// SetUnfused turns the fused kernels off (true) or on (Options.Fused).
 // Safe at any time: a model built while they were on runs the plain
 // operations of each fused call from then on (its values are the same).
-func (be *Backend) SetUnfused(off bool) { be.opts.Unfused = off }
+func (be *Backend) SetUnfused(off bool) { be.opts.Fused = !off }
 
 // ReLUMask implements tensor.FusedDense: the bit-mask of a [rows, cols]
 // activation, Uint32 [rows, AuxLD(cols)/32].

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/cuda"
@@ -29,6 +30,7 @@ func fusedBackend(t *testing.T, math cuda.Math, o Options) *Backend {
 	t.Helper()
 	gpuBackend(t)
 	o.Math = math
+	o.Fused = true
 	be, err := NewOnDevice(sharedBE.Device(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -148,12 +150,20 @@ func TestFusedSideStreamOrder(t *testing.T) {
 	h.Free(x0, dy0, x, dy, dw, db, got)
 }
 
-// TestFusedOff: Options.Unfused (or CTRKIT_FUSED=0) turns the kernels off:
-// every method reports false and does nothing.
+// TestFusedOff: without Options.Fused (the default; CTRKIT_FUSED=1 sets
+// it) the kernels are off: every method reports false and does nothing.
 func TestFusedOff(t *testing.T) {
-	be := fusedBackend(t, cuda.TF32, Options{Unfused: true})
+	gpuBackend(t)
+	if v := os.Getenv("CTRKIT_FUSED"); v != "" {
+		t.Skipf("CTRKIT_FUSED=%s is set", v)
+	}
+	be, err := NewOnDevice(sharedBE.Device(), Options{Math: cuda.TF32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
 	if be.FusesDense() {
-		t.Fatal("FusesDense with Unfused")
+		t.Fatal("FusesDense by default")
 	}
 	h := newHarness(t)
 	h.g = be
@@ -162,7 +172,7 @@ func TestFusedOff(t *testing.T) {
 	mask := be.ReLUMask(tensor.Float32, 64, 16)
 	if be.GemmBiasReLUMask(x.G, w.G, bias.G, y.G, mask) || be.GemmDReLUBgrad(y.G, w.G, mask, dx.G, bias.G) ||
 		be.GemmBgrad(x.G, y.G, dw.G, bias.G, true) {
-		t.Fatal("a fused method ran with Unfused")
+		t.Fatal("a fused method ran by default")
 	}
 	be.JoinGrads()
 	if err := be.Sync(); err != nil {

@@ -31,6 +31,7 @@ type Uploader struct {
 	slots [2]stageSlot
 	free  chan int
 	done  chan struct{}
+	ct    copyTimes // TimeCopies (profile.go)
 }
 
 type stageSlot struct {
@@ -79,7 +80,7 @@ func (be *Backend) NewUploader(dsts []tensor.Tensor, stageTypes []tensor.DType) 
 				return err
 			}
 		}
-		return nil
+		return u.newCopyTimers(c)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gpu: uploader: %w", err)
@@ -113,9 +114,15 @@ func (u *Uploader) Stage(srcs [][]byte) (int, error) {
 	if len(srcs) != len(sl.bufs) {
 		return 0, fmt.Errorf("gpu: staging %d buffers into %d inputs", len(srcs), len(sl.bufs))
 	}
+	timed := u.timing()
 	err := u.be.dev.Do(func(c *cuda.Ctx) error {
 		if err := c.Wait(u.s, sl.released); err != nil {
 			return err
+		}
+		if timed {
+			if err := u.markCopy(c, slot, 0); err != nil {
+				return err
+			}
 		}
 		for k, b := range srcs {
 			capB := sl.bufs[k].Len() * sl.bufs[k].DType.Size()
@@ -127,6 +134,11 @@ func (u *Uploader) Stage(srcs [][]byte) (int, error) {
 				if err := c.HtoD(Ptr(sl.bufs[k]), unsafe.Pointer(&b[0]), len(b), u.s); err != nil {
 					return err
 				}
+			}
+		}
+		if timed {
+			if err := u.markCopy(c, slot, 1); err != nil {
+				return err
 			}
 		}
 		if err := c.Record(sl.ready, u.s); err != nil {
@@ -146,6 +158,9 @@ func (u *Uploader) Stage(srcs [][]byte) (int, error) {
 		if err == nil && !done {
 			time.Sleep(50 * time.Microsecond)
 		}
+	}
+	if err == nil && timed {
+		err = u.addCopy(slot)
 	}
 	if err != nil {
 		u.free <- slot
@@ -208,6 +223,7 @@ func (u *Uploader) Close() error {
 			c.DestroyEvent(sl.released)
 			c.DestroyEvent(sl.copied)
 		}
+		u.freeCopyTimers(c)
 		return c.DestroyStream(u.s)
 	})
 	for i := range u.slots {
