@@ -504,5 +504,9 @@ func (m *Model) LocalBatch() int { return m.batch / m.World() }
 // exchangeOf picks embedding e's exchange by how its layer holds the
 // table.
 func (m *Model) exchangeOf(e *embedding) exchangeKind {
+	switch e.layer.Cfg.Kind {
+	case layers.LocalizedHash, layers.LocalizedOneHot:
+		return exAllToAll
+	}
 	return exReplicated
 }
