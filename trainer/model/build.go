@@ -155,6 +155,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 			if m.par, err = m.newParState(o.Parallel); err != nil {
 				return nil, err
 			}
+			m.ctx.Shard = layers.Shard{Rank: m.par.rank, World: m.par.world}
 		}
 	}
 	blobs := map[string]*layers.Blob{}
@@ -271,7 +272,7 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 	}
 	sp := m.Graph.Input.Sparse[in]
 	ec := layers.EmbeddingConfig{VecSize: ge.VecSize, Slots: sp.SlotNum, StateCopies: ocfg.StateCopies(),
-		MaxNNZ: m.batch * sp.MaxFeatures()}
+		MaxNNZ: m.batch * sp.MaxFeatures(), Shard: m.ctx.Shard}
 	switch ge.Type {
 	case graph.DistributedHash:
 		ec.Kind = layers.DistributedHash

@@ -37,16 +37,11 @@ type Parallel struct {
 type exchangeKind uint8
 
 const (
-	// exReplicated: every rank holds the whole table and pools every
-	// sample; a rank copies out its samples' rows (no communication) and
-	// the backward all-gathers the output gradient, so every rank applies
-	// the whole global batch's update to its copy.
-	exReplicated exchangeKind = iota
 	// exReduceScatter: every rank pools its rows for all samples (a
 	// partial sum); a reduce-scatter sums the partials and hands rank r
 	// its block of samples. The backward all-gathers the output gradient.
 	// DistributedSlotSparseEmbeddingHash.
-	exReduceScatter
+	exReduceScatter exchangeKind = iota
 	// exAllToAll: a rank owns whole slots (s mod W == rank) and sends each
 	// rank its samples' rows of those slots (HugeCTR's all2all of the
 	// Localized embeddings); the backward sends the gradients back the
@@ -56,8 +51,6 @@ const (
 
 func (k exchangeKind) String() string {
 	switch k {
-	case exReplicated:
-		return "replicated"
 	case exReduceScatter:
 		return "reduce-scatter"
 	case exAllToAll:
@@ -285,8 +278,6 @@ func (m *Model) embForward(p layers.Pass) error {
 			var err error
 			pooled := x.e.layer.Outputs()[0].Value
 			switch x.kind {
-			case exReplicated:
-				ps.rowBlock(m.be, x.out.Value, pooled)
 			case exReduceScatter:
 				err = ps.comm.ReduceScatter(x.out.Value, pooled, collective.Sum)
 			case exAllToAll:
@@ -501,12 +492,11 @@ func (m *Model) Comm() collective.Comm { return m.comm }
 // (BatchSize) divided by the rank count.
 func (m *Model) LocalBatch() int { return m.batch / m.World() }
 
-// exchangeOf picks embedding e's exchange by how its layer holds the
-// table.
+// exchangeOf picks embedding e's exchange: all-to-all for the tables
+// sharded by slot, reduce-scatter for those sharded by key.
 func (m *Model) exchangeOf(e *embedding) exchangeKind {
-	switch e.layer.Cfg.Kind {
-	case layers.LocalizedHash, layers.LocalizedOneHot:
-		return exAllToAll
+	if e.layer.Cfg.Kind == layers.DistributedHash {
+		return exReduceScatter
 	}
-	return exReplicated
+	return exAllToAll
 }
