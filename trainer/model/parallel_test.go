@@ -27,12 +27,17 @@ type parData struct {
 }
 
 // newParData writes samples training and 1024 evaluation samples: 6 slots
-// with nnz (nil: one-hot).
+// with nnz (nil: one-hot), one label.
 func newParData(t *testing.T, samples int, nnz []int) parData {
+	return newParDataLabels(t, samples, nnz, 1)
+}
+
+func newParDataLabels(t *testing.T, samples int, nnz []int, labels int) parData {
 	t.Helper()
 	dir := t.TempDir()
 	p := datagen.DefaultParams()
 	p.Format = datagen.Norm
+	p.LabelDim = labels
 	p.DenseDim = 4
 	p.NumSlot = 6
 	p.SlotSizeArray = []int64{40, 60, 20, 80, 30, 50}
@@ -74,9 +79,14 @@ func hostWorld(t *testing.T, w int) *collective.World {
 // trainRanks trains cfg over w ranks (Fit over a group; 20 steps, or
 // epochs when epochs > 0) and evaluates and predicts.
 func trainRanks(t *testing.T, cfg *graph.Config, d parData, w, batch, epochs int) parRun {
+	return trainRanksWith(t, cfg, d, w, Options{BatchSize: batch, Seed: 7}, epochs)
+}
+
+func trainRanksWith(t *testing.T, cfg *graph.Config, d parData, w int, o Options, epochs int) parRun {
 	t.Helper()
 	wo := hostWorld(t, w)
-	g, err := NewGroup(cfg, wo.Comms, Options{BatchSize: batch, Seed: 7})
+	batch := o.BatchSize
+	g, err := NewGroup(cfg, wo.Comms, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,11 +94,12 @@ func trainRanks(t *testing.T, cfg *graph.Config, d parData, w, batch, epochs int
 	open := func(s Source) func() (formats.Reader, error) {
 		return func() (formats.Reader, error) { return m0.Open(s) }
 	}
-	fo := FitOptions{OpenTrain: open(d.train), OpenEval: open(d.eval), Display: 1, MaxEvalBatches: 1024 / batch}
+	// Two evaluations, the second from the cached first batches.
+	fo := FitOptions{OpenTrain: open(d.train), OpenEval: open(d.eval), Display: 1, MaxEvalBatches: 1024 / batch, CacheEvalBatches: 2}
 	if epochs > 0 {
 		fo.NumEpochs = epochs
 	} else {
-		fo.MaxIter, fo.EvalInterval = 20, 20
+		fo.MaxIter, fo.EvalInterval = 20, 10
 	}
 	res, err := g.Fit(context.Background(), fo)
 	if err != nil {
@@ -102,6 +113,13 @@ func trainRanks(t *testing.T, cfg *graph.Config, d parData, w, batch, epochs int
 	}
 	if run.pred, err = g.PredictSamples(context.Background(), nil, open(d.eval), 300); err != nil {
 		t.Fatal(err)
+	}
+	ev, err := g.EvaluateSamples(context.Background(), open(d.eval), int64(fo.MaxEvalBatches*batch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.AUC != res.LastAUC {
+		t.Errorf("%d ranks: Evaluate's AUC %v, the last of Fit %v", w, ev.AUC, res.LastAUC)
 	}
 	return run
 }
@@ -179,6 +197,26 @@ func TestParallelRanksMatchOne(t *testing.T) {
 				compareRuns(t, w, trainRanks(t, cfg, c.d, w, 128, 0), want)
 			}
 		})
+	}
+}
+
+// TestParallelMultiTask: a two-task model (two losses weighted 1 and
+// 0.5, an L2 regularizer, one-hot embedding) over 2 and 4 ranks trains
+// as on one: the weighted losses' gradients, the regularizer's term and
+// gradient counted once, and both tasks' predictions gathered.
+func TestParallelMultiTask(t *testing.T) {
+	d := newParDataLabels(t, 4096, nil, 2)
+	cfg := multiTaskConfig(t, 4, d.sizes)
+	for i := range cfg.Graph.Layers {
+		if l := &cfg.Graph.Layers[i]; l.Type == graph.BinaryCrossEntropyLoss {
+			l.Regularizer, l.Lambda = "L2", 0.05
+		}
+	}
+	cfg.Optimizer = sgd
+	o := Options{BatchSize: 64, Seed: 3, LossWeights: map[string]float64{"click": 1, "buy": 0.5}}
+	want := trainRanksWith(t, cfg, d, 1, o, 0)
+	for _, w := range []int{2, 4} {
+		compareRuns(t, w, trainRanksWith(t, cfg, d, w, o, 0), want)
 	}
 }
 
