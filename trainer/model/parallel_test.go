@@ -170,10 +170,11 @@ func TestParallelRanksMatchOne(t *testing.T) {
 			return graph.Reference("dlrm", graph.RefOptions{DenseDim: 4, SlotSizes: d.sizes, NNZPerSlot: d.nnz, VecSize: 8, Width: 1.0 / 64, Optimizer: sgd})
 		}},
 		{"wdl", multi, func(d parData) (*graph.Config, error) {
-			// The wide input DistributedSlot, the deep one LocalizedSlot.
+			// The wide input (one slot: fewer slots than ranks) LocalizedSlot,
+			// the deep one (5 slots) DistributedSlot.
 			cfg, err := graph.Reference("wdl", graph.RefOptions{DenseDim: 4, SlotSizes: d.sizes, NNZPerSlot: d.nnz, VecSize: 8, Width: 1.0 / 64, Optimizer: sgd})
 			if err == nil {
-				cfg.Graph.Embeddings[1].Type = graph.LocalizedHash
+				cfg.Graph.Embeddings[0].Type = graph.LocalizedHash
 			}
 			return cfg, err
 		}},
