@@ -189,7 +189,7 @@ func (ps *parState) newExchange(be tensor.Backend, e *embedding, kind exchangeKi
 	return x
 }
 
-// finish completes the state once the network is built: the flat
+// finishPar completes the state once the network is built: the flat
 // gradient buffer, the heads' gathered predictions and loss scales.
 func (m *Model) finishPar() {
 	ps := m.par
@@ -223,7 +223,7 @@ func (ps *parState) rowBlock(be tensor.Backend, dst, src tensor.Tensor) {
 	be.CopyCols(dst.Reshape(1, n), 0, src.Reshape(1, src.Len()), ps.rank*n, n, 0)
 }
 
-// load takes the rank's rows of the loaded global batch (n real samples)
+// parLoad takes the rank's rows of the loaded global batch (n real samples)
 // and sets the losses' real rows and gradient scales: each rank's loss
 // gradient is a mean over the global batch's samples.
 func (m *Model) parLoad(n int) {
@@ -396,7 +396,7 @@ func (ps *parState) unpackBackward(be tensor.Backend, x *exchange) {
 	}
 }
 
-// afterForward finishes a training forward: a rank without real samples
+// parAfterForward finishes a training forward: a rank without real samples
 // in this batch gets no loss gradient, and the model's loss becomes the
 // global batch's mean: Σ_r loss_r·n_r/n over the ranks (each rank's
 // regularizer term counts Σ n_r/n = 1 time).

@@ -379,3 +379,50 @@ func trainLossesOf(t *testing.T, m *Model, data *planted, batch, steps int) []fl
 	}
 	return out
 }
+
+// TestParallelInferenceGraph: a graph without a loss layer predicts and
+// evaluates over 2 ranks as on one, the short last batch (100 = 12·8 + 4:
+// rank 1 without samples) included.
+func TestParallelInferenceGraph(t *testing.T) {
+	cfg, err := graph.Read(strings.NewReader(inferenceJSON), "inference.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := newPlanted(4, 100, 2, []int64{5, 7, 3})
+	open := func() (formats.Reader, error) { return data.reader(8), nil }
+	one, err := Build(cfg, cpuBackend(t), Options{BatchSize: 8, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := one.PredictSamples(nil, data.reader(8), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantEv, err := one.EvaluateSamples(data.reader(8), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGroup(cfg, hostWorld(t, 2).Comms, Options{BatchSize: 8, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.PredictSamples(context.Background(), nil, open, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := g.EvaluateSamples(context.Background(), open, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 100 || len(want) != 100 {
+		t.Fatalf("%d predictions over 2 ranks, %d on one", len(got), len(want))
+	}
+	for i := range got {
+		if math.Abs(float64(got[i]-want[i])) > 1e-6 {
+			t.Fatalf("prediction %d: %v over 2 ranks, %v on one", i, got[i], want[i])
+		}
+	}
+	if ev.Samples != 100 || math.Abs(ev.AUC-wantEv.AUC) > 1e-9 || math.Abs(ev.Loss-wantEv.Loss) > 1e-6 {
+		t.Errorf("evaluation over 2 ranks %+v, on one %+v", ev, wantEv)
+	}
+}
