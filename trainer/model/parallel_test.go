@@ -426,3 +426,22 @@ func TestParallelInferenceGraph(t *testing.T) {
 		t.Errorf("evaluation over 2 ranks %+v, on one %+v", ev, wantEv)
 	}
 }
+
+// TestParallelOptimizers: the stateful optimizers over 4 ranks (each
+// rank updating its own rows: Adam with LazyGlobal's catch-up of skipped
+// rows, AdaGrad Global, Nesterov) train as on one.
+func TestParallelOptimizers(t *testing.T) {
+	d := newParData(t, 4096, []int{2, 1, 3, 1, 2, 1})
+	for _, c := range [][2]string{{"Adam", "LazyGlobal"}, {"AdaGrad", "Global"}, {"Nesterov", "Local"}} {
+		t.Run(c[0], func(t *testing.T) {
+			opt := graph.DefaultOptimizer()
+			opt.Type, opt.UpdateType, opt.LearningRate = c[0], c[1], 0.001
+			cfg, err := graph.Reference("dcn", graph.RefOptions{DenseDim: 4, SlotSizes: d.sizes, NNZPerSlot: d.nnz, VecSize: 8, Width: 1.0 / 64,
+				Optimizer: opt, EmbeddingType: graph.LocalizedHash})
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareRuns(t, 4, trainRanks(t, cfg, d, 4, 128, 0), trainRanks(t, cfg, d, 1, 128, 0))
+		})
+	}
+}
