@@ -106,6 +106,7 @@ func trainRanksWith(t *testing.T, cfg *graph.Config, d parData, w int, o Options
 	if err != nil {
 		t.Fatal(err)
 	}
+	sameDense(t, g)
 	run := parRun{auc: res.LastAUC, iters: res.Iters}
 	for _, p := range res.History {
 		if p.Loss != nil {
@@ -443,5 +444,89 @@ func TestParallelOptimizers(t *testing.T) {
 			}
 			compareRuns(t, 4, trainRanks(t, cfg, d, 4, 128, 0), trainRanks(t, cfg, d, 1, 128, 0))
 		})
+	}
+}
+
+// denseValues downloads every dense parameter of m.
+func denseValues(t *testing.T, m *Model) [][]float32 {
+	t.Helper()
+	var vs [][]float32
+	for _, p := range m.params {
+		v := make([]float32, p.Value.Len())
+		if err := m.be.Download(v, p.Value); err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// sameDense checks that every rank holds the same dense weights, bit for
+// bit (the all-reduced gradients are the same on every rank).
+func sameDense(t *testing.T, g *Group) {
+	t.Helper()
+	want := denseValues(t, g.Models[0])
+	for r, m := range g.Models[1:] {
+		for i, v := range denseValues(t, m) {
+			for j := range v {
+				if math.Float32bits(v[j]) != math.Float32bits(want[i][j]) {
+					t.Fatalf("rank %d: dense parameter %s[%d] is %v, rank 0's %v", r+1, m.params[i].Name, j, v[j], want[i][j])
+				}
+			}
+		}
+	}
+}
+
+// TestParallelBatchNorm: BatchNorm over 2 ranks normalises with each
+// rank's own batch statistics and keeps its own running statistics
+// (HugeCTR's behaviour, docs/MULTI_GPU.md), while the dense weights stay
+// the same on every rank.
+func TestParallelBatchNorm(t *testing.T) {
+	d := newParData(t, 4096, []int{2, 1, 3, 1, 2, 1})
+	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 4, SlotSizes: d.sizes, NNZPerSlot: d.nnz, VecSize: 8, Width: 1.0 / 64, Optimizer: sgd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := cfg.Graph
+	for i, l := range g.Layers {
+		if l.Type == graph.ReLU && l.Bottom[0] == "fc1" {
+			g.Layers[i].Bottom = []string{"bn1"}
+			bn := graph.DenseLayer{Type: graph.BatchNorm, Bottom: []string{"fc1"}, Top: []string{"bn1"}, Factor: 0.1, Eps: 1e-5}
+			g.Layers = append(g.Layers[:i], append([]graph.DenseLayer{bn}, g.Layers[i:]...)...)
+			break
+		}
+	}
+	one := trainRanks(t, cfg, d, 1, 128, 0)
+	wo := hostWorld(t, 2)
+	grp, err := NewGroup(cfg, wo.Comms, Options{BatchSize: 128, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := grp.Fit(context.Background(), FitOptions{MaxIter: 20, Display: 1, OpenTrain: func() (formats.Reader, error) { return grp.Models[0].Open(d.train) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameDense(t, grp)
+	var mean [2][]float32
+	for r, m := range grp.Models {
+		bns := m.batchNorms()
+		if len(bns) != 1 {
+			t.Fatalf("%d BatchNorm layers", len(bns))
+		}
+		mean[r] = make([]float32, bns[0].RunMean.Len())
+		if err := m.be.Download(mean[r], bns[0].RunMean); err != nil {
+			t.Fatal(err)
+		}
+	}
+	differ := false
+	for j := range mean[0] {
+		differ = differ || mean[0][j] != mean[1][j]
+	}
+	if !differ {
+		t.Errorf("the ranks' running means are the same: %v", mean[0])
+	}
+	last := *res.History[len(res.History)-1].Loss
+	if math.IsNaN(last) || math.Abs(last-one.losses[len(one.losses)-1]) > 0.1 {
+		t.Errorf("loss %v over 2 ranks, %v on one", last, one.losses[len(one.losses)-1])
 	}
 }
