@@ -329,41 +329,50 @@ func (ps *parState) unpackForward(be tensor.Backend, x *exchange) {
 	be.CopyCols(x.out.Value, 0, x.pad, 0, x.slots*V, 0)
 }
 
-// embBackward hands every embedding the output gradient of the whole
-// global batch and runs its backward.
-func (m *Model) embBackward(p layers.Pass) error {
+// parBackward exchanges the gradients, in one group: every embedding
+// gets the output gradient of the whole global batch (for its layer's
+// backward), and the dense gradients are summed over the ranks (one
+// all-reduce of a flat buffer; none for a frozen dense network).
+func (m *Model) parBackward() error {
 	ps := m.par
-	if ps != nil {
-		for _, x := range ps.ex {
-			if x.kind == exAllToAll {
-				ps.packBackward(m.be, x)
-			}
-		}
-		err := ps.comm.Group(func() error {
-			for _, x := range ps.ex {
-				var err error
-				if x.kind == exAllToAll {
-					err = ps.comm.AllToAllV(x.recv, x.counts, x.send, x.counts)
-				} else {
-					err = ps.comm.AllGather(x.e.layer.Outputs()[0].Grad, x.out.Grad)
-				}
-				if err != nil {
-					return fmt.Errorf("embedding %s gradient: %w", x.e.g.Top, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, x := range ps.ex {
-			if x.kind == exAllToAll {
-				ps.unpackBackward(m.be, x)
-			}
+	for _, x := range ps.ex {
+		if x.kind == exAllToAll {
+			ps.packBackward(m.be, x)
 		}
 	}
-	for _, e := range m.embs {
-		e.layer.Backward(p)
+	dense := !m.frozen && !ps.flat.IsZero()
+	if dense {
+		m.flatGrads(true)
+	}
+	err := ps.comm.Group(func() error {
+		for _, x := range ps.ex {
+			var err error
+			if x.kind == exAllToAll {
+				err = ps.comm.AllToAllV(x.recv, x.counts, x.send, x.counts)
+			} else {
+				err = ps.comm.AllGather(x.e.layer.Outputs()[0].Grad, x.out.Grad)
+			}
+			if err != nil {
+				return fmt.Errorf("embedding %s gradient: %w", x.e.g.Top, err)
+			}
+		}
+		if dense {
+			if err := ps.comm.AllReduce(ps.flat, collective.Sum); err != nil {
+				return fmt.Errorf("the dense gradients: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range ps.ex {
+		if x.kind == exAllToAll {
+			ps.unpackBackward(m.be, x)
+		}
+	}
+	if dense {
+		m.flatGrads(false)
 	}
 	return nil
 }
@@ -421,29 +430,20 @@ func (ps *parState) reduceLoss(be tensor.Backend) error {
 	return nil
 }
 
-// allReduceGrads sums the dense gradients over the ranks (one all-reduce
-// of a flat buffer).
-func (m *Model) allReduceGrads() error {
-	ps := m.par
-	if ps.flat.IsZero() {
-		return nil
-	}
+// flatGrads copies the dense gradients into the flat buffer (in) or
+// back from it.
+func (m *Model) flatGrads(in bool) {
 	off := 0
 	for _, p := range m.params {
 		n := p.Grad.Len()
-		m.be.CopyCols(ps.flat, off, p.Grad.Reshape(1, n), 0, n, 0)
+		g := p.Grad.Reshape(1, n)
+		if in {
+			m.be.CopyCols(m.par.flat, off, g, 0, n, 0)
+		} else {
+			m.be.CopyCols(g, 0, m.par.flat, off, n, 0)
+		}
 		off += n
 	}
-	if err := ps.comm.AllReduce(ps.flat, collective.Sum); err != nil {
-		return fmt.Errorf("the dense gradients: %w", err)
-	}
-	off = 0
-	for _, p := range m.params {
-		n := p.Grad.Len()
-		m.be.CopyCols(p.Grad.Reshape(1, n), 0, ps.flat, off, n, 0)
-		off += n
-	}
-	return nil
 }
 
 // gatherPredictions collects every rank's predictions ([B_l, t] per head)

@@ -83,13 +83,18 @@ func trainRanks(t *testing.T, cfg *graph.Config, d parData, w, batch, epochs int
 	return trainRanksWith(t, cfg, d, w, Options{BatchSize: batch, Seed: 7}, epochs)
 }
 
-func trainRanksWith(t *testing.T, cfg *graph.Config, d parData, w int, o Options, epochs int) parRun {
+func trainRanksWith(t *testing.T, cfg *graph.Config, d parData, w int, o Options, epochs int, prep ...func(m *Model) error) parRun {
 	t.Helper()
 	wo := hostWorld(t, w)
 	batch := o.BatchSize
 	g, err := NewGroup(cfg, wo.Comms, o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, f := range prep {
+		if err := g.Run(context.Background(), func(_ context.Context, m *Model) error { return f(m) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 	m0 := g.Models[0]
 	open := func(s Source) func() (formats.Reader, error) {
@@ -528,5 +533,25 @@ func TestParallelBatchNorm(t *testing.T) {
 	last := *res.History[len(res.History)-1].Loss
 	if math.IsNaN(last) || math.Abs(last-one.losses[len(one.losses)-1]) > 0.1 {
 		t.Errorf("loss %v over 2 ranks, %v on one", last, one.losses[len(one.losses)-1])
+	}
+}
+
+// TestParallelFrozen: with the dense network frozen (no all-reduce) or
+// one embedding frozen, 2 ranks train as one.
+func TestParallelFrozen(t *testing.T) {
+	d := newParData(t, 4096, []int{2, 1, 3, 1, 2, 1})
+	cfg, err := graph.Reference("wdl", graph.RefOptions{DenseDim: 4, SlotSizes: d.sizes, NNZPerSlot: d.nnz, VecSize: 8, Width: 1.0 / 64, Optimizer: sgd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Graph.Embeddings[0].Type = graph.LocalizedHash
+	o := Options{BatchSize: 128, Seed: 7}
+	for name, f := range map[string]func(m *Model) error{
+		"dense":     func(m *Model) error { m.FreezeDense(); return nil },
+		"embedding": func(m *Model) error { return m.FreezeEmbedding("sparse_embedding1") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			compareRuns(t, 2, trainRanksWith(t, cfg, d, 2, o, 0, f), trainRanksWith(t, cfg, d, 1, o, 0, f))
+		})
 	}
 }
