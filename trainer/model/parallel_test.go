@@ -245,7 +245,7 @@ func TestParallelShortBatch(t *testing.T) {
 }
 
 // TestParallelBatchNotDivisible: a global batch the ranks cannot split
-// equally is refused by name.
+// equally is refused by name, and so is a model on another rank's backend.
 func TestParallelBatchNotDivisible(t *testing.T) {
 	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 8, Width: 1.0 / 64})
 	if err != nil {
@@ -259,6 +259,10 @@ func TestParallelBatchNotDivisible(t *testing.T) {
 	_, err = Build(cfg, wo.Backends[1], Options{BatchSize: 130, Parallel: &Parallel{Comm: wo.Comms[1]}})
 	if err == nil || !strings.Contains(err.Error(), "does not split") {
 		t.Fatalf("Build: err = %v", err)
+	}
+	_, err = Build(cfg, wo.Backends[0], Options{BatchSize: 128, Parallel: &Parallel{Comm: wo.Comms[1]}})
+	if err == nil || !strings.Contains(err.Error(), "another backend") {
+		t.Fatalf("Build on another rank's backend: err = %v", err)
 	}
 }
 
