@@ -335,9 +335,10 @@ func TestParallelRankFailure(t *testing.T) {
 	}
 }
 
-// TestParallelOneRankIsSingleDevice: a group of one rank trains with the
-// single-device step; with the exchange forced (the sharded step's code
-// with one rank) it trains the same.
+// TestParallelOneRankExchange: a group of one rank trains with the
+// single-device step, and with the exchange forced (the sharded step's
+// code with one rank: the CPU twin of TestGPUParallelWorld1) it trains as
+// the model without Parallel.
 func TestParallelOneRankExchange(t *testing.T) {
 	data := newPlanted(1, 2048, 4, smallSlots)
 	cfg, err := graph.Reference("wdl", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 8, Width: 1.0 / 64, Optimizer: sgd})
@@ -345,21 +346,28 @@ func TestParallelOneRankExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Graph.Embeddings[1].Type = graph.LocalizedHash
-	losses := func(force bool) []float64 {
+	losses := func(p func(c collective.Comm) *Parallel) []float64 {
 		wo := hostWorld(t, 1)
-		m, err := Build(cfg, wo.Backends[0], Options{BatchSize: 64, Seed: 2, Parallel: &Parallel{Comm: wo.Comms[0], exchange: force}})
+		par := p(wo.Comms[0])
+		m, err := Build(cfg, wo.Backends[0], Options{BatchSize: 64, Seed: 2, Parallel: par})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if (m.par != nil) != force {
-			t.Fatalf("exchange %v: sharded step %v", force, m.par != nil)
+		if sharded := par != nil && par.exchange; (m.par != nil) != sharded {
+			t.Fatalf("sharded step %v, want %v", m.par != nil, sharded)
 		}
 		return trainLossesOf(t, m, data, 64, 20)
 	}
-	plain, forced := losses(false), losses(true)
-	for i := range plain {
-		if d := math.Abs(forced[i]-plain[i]) / math.Abs(plain[i]); !(d <= 1e-6) {
-			t.Errorf("step %d: loss %.8f with the exchange, %.8f without", i+1, forced[i], plain[i])
+	plain := losses(func(collective.Comm) *Parallel { return nil })
+	for name, p := range map[string]func(c collective.Comm) *Parallel{
+		"one rank":            func(c collective.Comm) *Parallel { return &Parallel{Comm: c} },
+		"the exchange forced": func(c collective.Comm) *Parallel { return &Parallel{Comm: c, exchange: true} },
+	} {
+		got := losses(p)
+		for i := range plain {
+			if d := math.Abs(got[i]-plain[i]) / math.Abs(plain[i]); !(d <= 1e-6) {
+				t.Errorf("%s, step %d: loss %.8f, %.8f without Parallel", name, i+1, got[i], plain[i])
+			}
 		}
 	}
 }
