@@ -118,6 +118,11 @@ profile)
 		row "bench train dlrm --profile, $n samples" "rc=$? $(grep -h 'pipeline:\|resident:\|ctrkit:' "$OUT/profile_dlrm_$n.log" | tr '\n' ' ')"
 		cat "$OUT/profile_dlrm_$n.log" | tee -a "$summary"
 	done
+	# The fused InnerProduct kernels (off by default), profiled the same way.
+	"$G/ctrkit" bench train "$W/dlrm.bin" --model dlrm --slot-size-array 1000000 --device gpu --tf32 --fused \
+		--warmup 5 --steps 30 --profile --profile-steps 20 >"$OUT/profile_dlrm_fused.log" 2>&1
+	row "bench train dlrm --fused --profile" "rc=$? $(grep -h 'pipeline:' "$OUT/profile_dlrm_fused.log" | tr '\n' ' ')"
+	cat "$OUT/profile_dlrm_fused.log" | tee -a "$summary"
 	;;
 python)
 	if [ -d "$G/python" ]; then

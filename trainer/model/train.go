@@ -41,14 +41,13 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 // step trains on the n samples of the inputs already loaded (the rest is
 // padding).
 func (m *Model) step(n int) error {
-	valid := 0
-	if n < m.batch {
-		valid = n
-	}
-	for _, h := range m.heads {
-		h.loss.Valid = valid
-	}
-	if valid > 0 {
+	if m.par != nil {
+		m.parLoad(n)
+		defer m.parUnload()
+	} else if n < m.batch {
+		for _, h := range m.heads {
+			h.loss.Valid = n
+		}
 		defer func() {
 			for _, h := range m.heads {
 				h.loss.Valid = 0
@@ -59,9 +58,8 @@ func (m *Model) step(n int) error {
 	p := layers.Pass{Training: true, Iter: m.iter}
 	m.runLabels(p)
 	m.prof.mark(spanLabels, 0) // profile.go; a no-op when m.prof is nil
-	for i, e := range m.embs {
-		e.layer.Forward(p)
-		m.prof.mark(spanEmbFwd, i)
+	if err := m.embForward(p); err != nil {
+		return err
 	}
 	for i, l := range m.dense {
 		l.Forward(p)
@@ -71,9 +69,23 @@ func (m *Model) step(n int) error {
 		m.total.Forward(p)
 		m.prof.mark(spanLossSum, 0)
 	}
+	if m.par != nil {
+		if err := m.parAfterForward(); err != nil {
+			return err
+		}
+	}
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
 		m.prof.mark(spanDenseBwd, i)
+	}
+	if m.par != nil {
+		// The regularizer's gradient, the same on every rank, is added
+		// after the sum: once. The sum reads the weight gradients, so the
+		// side stream's (fused.go) join first.
+		m.joinGrads()
+		if err := m.parBackward(); err != nil {
+			return err
+		}
 	}
 	if m.reg != nil {
 		m.joinGrads() // the regularizer adds to the weight gradients
@@ -139,9 +151,13 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 // and returns their logits ([n·T]) in scores.
 func (m *Model) forwardLoaded(n int, scores []float32) ([]float32, error) {
 	p := layers.Pass{Training: false, Iter: m.iter}
+	if m.par != nil {
+		m.parLoad(n)
+		defer m.parUnload()
+	}
 	m.runLabels(p)
-	for _, e := range m.embs {
-		e.layer.Forward(p)
+	if err := m.embForward(p); err != nil {
+		return nil, err
 	}
 	for _, l := range m.dense {
 		l.Forward(p)
@@ -790,6 +806,10 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
 		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
 	}
+	if m.Rank() != 0 {
+		// One rank of a group (Parallel): rank 0 reports for all.
+		o.Log, o.Metrics, o.Progress, o.ExportPredictionsPrefix = nil, nil, nil, ""
+	}
 	logw := o.Log
 	if logw == nil {
 		logw = io.Discard
@@ -957,8 +977,10 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				if err := m.Save(o.SnapshotPrefix, res.Iters); err != nil {
 					return res, err
 				}
-				if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
-					return res, err
+				if m.Rank() == 0 {
+					if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
+						return res, err
+					}
 				}
 				fmt.Fprintf(logw, "saved snapshot %s at iter %d\n", o.SnapshotPrefix, res.Iters)
 			}
