@@ -476,7 +476,31 @@ func (d *decoder) key(raw int64, bad bool, si, row int) (int64, *formats.Error) 
 	if d.r.schema.KeyType == formats.KeyU32 && (raw < 0 || raw > math.MaxUint32) {
 		return 0, d.fail(row, formats.ErrKeyRange, "key %d does not fit key type %s", raw, d.r.schema.KeyType)
 	}
+	if d.r.ranges != nil {
+		if kr := d.r.ranges[si]; raw < kr.Lo || raw-kr.Lo >= kr.Size {
+			hint := ""
+			if d.r.o.KeyRangeHint != "" {
+				hint = " (" + d.r.o.KeyRangeHint + ")"
+			}
+			return 0, d.fail(row, formats.ErrKeyRange, "slot %d key %d outside [%d, %d)%s", si, raw, kr.Lo, kr.Lo+kr.Size, hint)
+		}
+	}
 	return raw, nil
+}
+
+// keyWindow returns the keys of slot si that emitScalar stores without
+// calling key: k with uint64(k-lo) < n (those of the slot's range that the
+// key type holds, or every key it holds).
+func (d *decoder) keyWindow(si int) (lo int64, n uint64) {
+	top := d.r.schema.KeyType.Max() // < 2^63
+	if d.r.ranges == nil {
+		return 0, top + 1
+	}
+	kr := d.r.ranges[si]
+	if uint64(kr.Lo) > top {
+		return kr.Lo, 0
+	}
+	return kr.Lo, min(uint64(kr.Size), top+1-uint64(kr.Lo))
 }
 
 // emitScalar stores the values of rows [row, row+len(vals)) of a scalar
@@ -507,9 +531,22 @@ func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
 	if b.fp.fixed {
 		base := row*S + si
 		if s.KeyType == formats.KeyI64 {
-			if plain {
+			if plain && d.r.ranges == nil {
 				for i, x := range vals {
 					b.k64[base+i*S] = int64(x)
+				}
+				return nil
+			}
+			if plain {
+				// In range (uint64(k-lo) < n), or key reports why not.
+				lo, n := d.keyWindow(si)
+				for i, x := range vals {
+					k := int64(x)
+					if uint64(k-lo) >= n {
+						_, e := d.key(k, false, si, row+i)
+						return e
+					}
+					b.k64[base+i*S] = k
 				}
 				return nil
 			}
@@ -523,9 +560,10 @@ func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
 			}
 			return nil
 		}
+		lo, n := d.keyWindow(si)
 		for i, x := range vals {
 			k, bad := rawKey(x, cp.unsigned)
-			if bad || d.r.sizes != nil || uint64(k) > math.MaxUint32 {
+			if bad || d.r.sizes != nil || uint64(k-lo) >= n {
 				var e *formats.Error
 				if k, e = d.key(k, bad, si, row+i); e != nil {
 					return e

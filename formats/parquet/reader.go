@@ -37,9 +37,10 @@ type Reader struct {
 	files  []fileEntry
 	first  *filePlan // the first file's plan, kept (the others are loaded as reached)
 	plans  *planner
-	numRG  int     // non-empty row groups of one epoch (estimated from the first file)
-	sizes  []int64 // slot sizes when o.SlotSizeArray is set, else nil
-	offs   []int64 // slot offsets matching sizes
+	numRG  int        // non-empty row groups of one epoch (estimated from the first file)
+	sizes  []int64    // slot sizes when o.SlotSizeArray is set, else nil
+	offs   []int64    // slot offsets matching sizes
+	ranges []KeyRange // Options.KeyRanges when sizes is nil, else nil
 
 	props *parquet.ReaderProperties // shared by the column readers, with a pooling allocator
 	pool  *poolAllocator
@@ -155,6 +156,8 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	if len(o.SlotSizeArray) > 0 {
 		r.sizes = append([]int64(nil), o.SlotSizeArray...)
 		r.offs = formats.SlotOffsets(r.sizes)
+	} else if len(o.KeyRanges) > 0 {
+		r.ranges = append([]KeyRange(nil), o.KeyRanges...)
 	}
 	// At most one row group per worker being decoded, Prefetch more decoded
 	// ahead, one being handed out; the buffers are made as needed (see
