@@ -93,7 +93,7 @@ epochs:
 			return res, err
 		}
 		lender, _ := r.(formats.Lender) // what a trainer feeding pinned buffers uses
-		if b == nil && lender == nil { // a Lender's batches are its own
+		if b == nil && lender == nil {  // a Lender's batches are its own
 			if b, err = formats.NewBatch(r.Schema(), o.BatchSize, o.Alloc); err != nil {
 				r.Close()
 				return res, err

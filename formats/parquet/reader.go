@@ -217,7 +217,13 @@ func (r *Reader) produce(ctx context.Context) {
 	defer close(r.jobs)
 	defer tasks.Wait()
 	for epoch := uint64(0); ; epoch++ {
-		for _, fi := range r.order(epoch) {
+		order := r.order(epoch)
+		for oi, fi := range order {
+			// The rows of the epoch's later files, by the metadata.
+			var after int64
+			for _, fj := range order[oi+1:] {
+				after += r.files[fj].rows
+			}
 			fp := r.first
 			if fi > 0 {
 				var err error
@@ -235,7 +241,7 @@ func (r *Reader) produce(ctx context.Context) {
 					return
 				}
 				r.setup(b, fp, g)
-				cuts := r.split(fp, g)
+				cuts := r.split(fp, g, after+fp.numRows-fp.rgStart[g])
 				for len(b.subs) < len(cuts)-2 {
 					b.subs = append(b.subs, scratch{})
 				}
@@ -289,14 +295,22 @@ func (r *Reader) fail(ctx context.Context, err error) {
 // Workers leaves cores idle. So each row group is decoded by Workers/2
 // tasks (two row groups in flight, each ready in a fraction of the time),
 // or, in a dataset of R < Workers row groups, by ⌈2·Workers/R⌉ (twice the
-// workers: tasks of unequal length still end together). Cuts fall at column
-// bounds that balance the columns' uncompressed bytes; a task has at least
-// one column.
-func (r *Reader) split(fp *filePlan, g int) []int {
+// workers: tasks of unequal length still end together). The same holds for
+// the last row groups of an epoch (epoch mode; left is the rows from row
+// group g to the epoch's end): when the m ≤ Workers row groups left would
+// leave cores idle as the first of them end, each is decoded by ⌈2·Workers/m⌉
+// tasks, so that the workers end the epoch together rather than one of them
+// decoding the last row group alone. Cuts fall at column bounds that balance
+// the columns' uncompressed bytes; a task has at least one column.
+func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	nc := len(fp.cols)
 	k := r.o.Workers / 2
 	if r.numRG < r.o.Workers {
 		k = (2*r.o.Workers + r.numRG - 1) / r.numRG
+	}
+	if rows := fp.rgStart[g+1] - fp.rgStart[g]; !r.o.Repeat && r.o.Workers > 1 && rows > 0 && left <= int64(r.o.Workers)*rows {
+		m := int((left + rows - 1) / rows) // ≤ Workers
+		k = max(k, (2*r.o.Workers+m-1)/m)
 	}
 	if k = min(k, nc); k < 2 {
 		return []int{0, nc}
@@ -684,11 +698,31 @@ func (r *Reader) Next() (*formats.Batch, error) {
 // makeOnes makes the CSR offsets of one-hot views.
 func (r *Reader) makeOnes() {
 	if r.ones == nil {
-		r.ones = makeBuf[int32](r.o.BatchSize*len(r.schema.Slots) + 1) // huge pages: 7 MB for 65536 Criteo rows
-		for i := range r.ones {
-			r.ones[i] = int32(i)
-		}
+		r.ones = sharedOnes(r.o.BatchSize*len(r.schema.Slots) + 1)
 	}
+}
+
+// ones holds 0, 1, …, len-1: the offsets of every one-hot view, read only,
+// so one array serves every reader of the process (the next epoch's reader
+// does not make and write its 7 MB again).
+var ones struct {
+	sync.Mutex
+	a []int32
+}
+
+// sharedOnes returns 0, 1, …, n-1 from the shared array, grown (on huge
+// pages) when shorter than n; readers keep the array they were given.
+func sharedOnes(n int) []int32 {
+	ones.Lock()
+	defer ones.Unlock()
+	if len(ones.a) < n {
+		a := makeBuf[int32](n)
+		for i := range a {
+			a[i] = int32(i)
+		}
+		ones.a = a
+	}
+	return ones.a[:n:n]
 }
 
 // views are a batch's buffers at full capacity.
