@@ -48,7 +48,8 @@ type Reader struct {
 	cancel context.CancelFunc
 	jobs   chan *rgBuf // row groups in hand-out order; closed by the producer at the end
 	free   chan *rgBuf // recycled row-group buffers
-	nbuf   int         // row-group buffers made so far (at most cap(free))
+	nbuf   int         // row-group buffers taken so far (at most cap(free))
+	made   int         // of them made new, not recycled (tests)
 	// tail is the producer's position in the stream of rows modulo
 	// BatchSize: the rows of the last batch begun but not completed by the
 	// row groups queued so far (see rgBuf.room).
@@ -131,6 +132,7 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	// column chunk that Workers tasks have open at once (pages of up to
 	// 1 MiB, as arrow-go and pyarrow write them).
 	pool := &poolAllocator{limit: o.Workers * (ncols + 1) * (3 << 20)}
+	pool.rec, _ = o.Alloc.(*formats.Recycler)
 	r := &Reader{schema: s, o: o, files: files, first: first, plans: pl, pool: pool, props: parquet.NewReaderProperties(pool)}
 	// The other footers are not read yet: their row groups are taken to
 	// be the first file's, per row.
@@ -351,9 +353,15 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 		}
 		if r.nbuf < cap(r.free) && int(r.busy.Load()) < r.o.Workers {
 			r.nbuf++
-			b, _ := spareBufs.Get().(*rgBuf)
+			var b *rgBuf
+			if r.pool.rec != nil {
+				b, _ = r.pool.rec.Take(rgBufKey{}).(*rgBuf)
+			} else {
+				b, _ = spareBufs.Get().(*rgBuf)
+			}
 			if b == nil {
 				b = &rgBuf{}
+				r.made++
 			}
 			return b
 		}
@@ -368,14 +376,23 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 }
 
 // spareBufs holds the row group buffers of closed readers, for the next
-// reader; the garbage collector empties it.
+// reader; the garbage collector empties it. Readers given a
+// formats.Recycler as Options.Alloc keep them there instead (rgBufKey),
+// where garbage collections do not reach.
 var spareBufs sync.Pool
 
-// recycle drops b's references to its reader and puts it in spareBufs.
-func (b *rgBuf) recycle() {
+type rgBufKey struct{}
+
+// recycle drops b's references to its reader and puts it in rec (when not
+// nil) or spareBufs.
+func (b *rgBuf) recycle(rec *formats.Recycler) {
 	b.fp, b.err, b.done = nil, nil, nil
 	clear(b.decs)
 	clear(b.errs)
+	if rec != nil {
+		rec.Keep(rgBufKey{}, b)
+		return
+	}
 	spareBufs.Put(b)
 }
 
@@ -820,7 +837,7 @@ func (r *Reader) Close() error {
 	r.pool.release()
 	for _, b := range []*rgBuf{r.cur, r.lent, r.peek} {
 		if b != nil {
-			b.recycle()
+			b.recycle(r.pool.rec)
 		}
 	}
 	r.cur, r.lent, r.peek = nil, nil, nil
@@ -828,7 +845,7 @@ func (r *Reader) Close() error {
 		r.free <- b
 	}
 	for len(r.free) > 0 {
-		(<-r.free).recycle()
+		(<-r.free).recycle(r.pool.rec)
 	}
 	if r.err == nil {
 		r.err = errClosed
