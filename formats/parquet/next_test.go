@@ -116,6 +116,25 @@ func TestNextJoins(t *testing.T) {
 			if joined != 6*12 {
 				t.Fatalf("%s workers=%d: %d rows joined, want %d", kt, workers, joined, 6*12)
 			}
+			// The short last batch is a view too, not a copy.
+			if r, err = OpenList(list, &s, o); err != nil {
+				t.Fatal(err)
+			}
+			var last *formats.Batch
+			for {
+				b, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = b
+			}
+			if last.N != 976%64 || last == r.own {
+				t.Fatalf("%s workers=%d: last batch of %d rows, copied %v", kt, workers, last.N, last == r.own)
+			}
+			r.Close()
 
 			// Repeat, shuffled, 3 epochs, Read and Next alternating.
 			o.Repeat, o.Shuffle, o.Seed = true, true, 9

@@ -684,6 +684,12 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	if c.fp.fixed && c.rows-c.pos < bs && r.join(c) {
 		return &r.view, nil
 	}
+	if c.fp.fixed && c.rows-c.pos < bs && r.peek == nil && !r.eof {
+		r.peek = r.nextJob() // nil at the end: the short last batch is a view too
+	}
+	if c.fp.fixed && c.rows-c.pos < bs && r.peek == nil && r.eof {
+		bs = c.rows - c.pos
+	}
 	if !c.fp.fixed || c.rows-c.pos < bs {
 		if r.own == nil {
 			b, err := formats.NewBatch(s, bs, r.o.Alloc)
