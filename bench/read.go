@@ -92,13 +92,13 @@ epochs:
 		if err != nil {
 			return res, err
 		}
-		if b == nil {
+		lender, _ := r.(formats.Lender) // what a trainer feeding pinned buffers uses
+		if b == nil && lender == nil {  // a Lender's batches are its own
 			if b, err = formats.NewBatch(r.Schema(), o.BatchSize, o.Alloc); err != nil {
 				r.Close()
 				return res, err
 			}
 		}
-		lender, _ := r.(formats.Lender) // what a trainer feeding pinned buffers uses
 		for {
 			t := time.Now()
 			var n int

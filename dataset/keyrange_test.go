@@ -4,10 +4,13 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/formatstest"
 	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/parquet"
 )
 
 // TestSlotSizeArrayChecksKeysWithoutOffsets: --slot-size-array checks key
@@ -52,5 +55,86 @@ func TestSlotSizeArrayChecksKeysWithoutOffsets(t *testing.T) {
 		if errors.As(rerr, &fe) && fe.Record != 5 {
 			t.Errorf("offsets %v: error at record %d, want 5", offsets, fe.Record)
 		}
+	}
+}
+
+// TestParquetChecksKeysWhileDecoding: a Parquet dataset's --slot-size-array
+// range check (without offsets) runs in the reader's decoding workers, not
+// as a pass over every batch after it (a quarter of a 2-core read's CPU):
+// the reader is not wrapped, still lends batches, passes keys through, and
+// a key outside its slot's range (slot-local or global) is an ErrKeyRange
+// error naming the data file, its record and the flag.
+func TestParquetChecksKeysWhileDecoding(t *testing.T) {
+	s := formats.NewSchema(1, 1, []int{1, 1}, nil, formats.KeyI64)
+	for _, global := range []bool{false, true} {
+		ds := &formatstest.Dataset{Schema: s}
+		for i := range 40 {
+			k0, k1 := int64(i%5), int64(3)
+			if global {
+				k1 += 5
+			}
+			ds.Labels = append(ds.Labels, []float32{float32(i % 2)})
+			ds.Dense = append(ds.Dense, []float32{1})
+			ds.Keys = append(ds.Keys, [][]int64{{k0}, {k1}})
+		}
+		sp := Spec{KeyType: formats.KeyI64, KeyTypeSet: true, SlotSizeArray: []int64{5, 5}}
+		if global {
+			sp.Keys = KeysGlobal
+		}
+		read := func(ds *formatstest.Dataset) (*formatstest.Dataset, formats.Reader, error) {
+			dir := writeDirect(t, t.TempDir(), ds, Output{Format: Parquet, KeyType: formats.KeyI64, RowGroupSize: 16})
+			dp, err := Resolve(dir, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := dp.Open(formats.Options{BatchSize: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			got := &formatstest.Dataset{Schema: s}
+			for {
+				b, err := r.(formats.Lender).Next()
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = nil
+					}
+					return got, r, err
+				}
+				for j := 0; j < b.N; j++ {
+					got.AppendFrom(b, j)
+				}
+			}
+		}
+		got, r, err := read(ds)
+		if err != nil {
+			t.Fatalf("global %v: %v", global, err)
+		}
+		if _, ok := r.(*parquet.Reader); !ok {
+			t.Errorf("global %v: the reader is a %T, want the Parquet reader itself", global, r)
+		}
+		if diff := formatstest.Diff(ds, got); diff != "" {
+			t.Errorf("global %v: %s", global, diff)
+		}
+		for _, bad := range []int64{-1, 5, 10} {
+			ds.Keys[33][1][0] = bad
+			_, _, err := read(ds)
+			var fe *formats.Error
+			want := "[0, 5) (--slot-size-array, keys slot-local)"
+			if global {
+				want = "[5, 10) (--slot-size-array, keys global)"
+			}
+			inRange := global && bad >= 5 && bad < 10 || !global && bad >= 0 && bad < 5
+			if inRange {
+				if err != nil {
+					t.Errorf("global %v key %d: %v", global, bad, err)
+				}
+				continue
+			}
+			if !errors.Is(err, formats.ErrKeyRange) || !errors.As(err, &fe) || fe.Record != 33 || !strings.HasSuffix(fe.Path, ".parquet") || !strings.Contains(err.Error(), want) {
+				t.Errorf("global %v key %d: %v, want an ErrKeyRange error at record 33 of a .parquet file, %q", global, bad, err, want)
+			}
+		}
+		ds.Keys[33][1][0] = 3
 	}
 }

@@ -2,9 +2,12 @@ package parquet
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -158,6 +161,99 @@ func TestKeyRange(t *testing.T) {
 			_, err := readErr(t, list, nil, o)
 			checkErr(t, err, formats.ErrKeyRange, tc.rec)
 		})
+	}
+}
+
+// TestKeyRanges: Options.KeyRanges checks every key against its slot's
+// range while decoding and passes keys through unchanged: scalar and list
+// columns, both key types, signed and unsigned file types, slot-local and
+// global ranges, with Read and with Next; the error names the record, the
+// slot, the range and the hint.
+func TestKeyRanges(t *testing.T) {
+	i64 := func(v ...int64) rawCol { return rawCol{node: intNode("C1", req, 64, true), i64: v} }
+	u64 := func(v ...int64) rawCol { return rawCol{node: intNode("C1", req, 64, false), i64: v} }
+	i32 := func(v ...int32) rawCol { return rawCol{node: intNode("C1", req, 32, true), i32: v} }
+	u32 := func(v ...int32) rawCol { return rawCol{node: intNode("C1", req, 32, false), i32: v} }
+	for _, tc := range []struct {
+		name string
+		col  rawCol
+		kt   formats.KeyType
+		kr   KeyRange
+		rec  int64 // -1: no error
+		bad  int64 // the key at rec
+	}{
+		{"i64-in", i64(0, 9, 3), formats.KeyI64, KeyRange{0, 10}, -1, 0},
+		{"i64-above", i64(0, 9, 10), formats.KeyI64, KeyRange{0, 10}, 2, 10},
+		{"i64-negative", i64(0, -1, 3), formats.KeyI64, KeyRange{0, 10}, 1, -1},
+		{"i64-min", i64(math.MinInt64, 0, 0), formats.KeyI64, KeyRange{5, 10}, 0, math.MinInt64},
+		{"i64-global-in", i64(100, 109, 105), formats.KeyI64, KeyRange{100, 10}, -1, 0},
+		{"i64-global-below", i64(100, 99, 105), formats.KeyI64, KeyRange{100, 10}, 1, 99},
+		{"i64-global-above", i64(100, 101, 110), formats.KeyI64, KeyRange{100, 10}, 2, 110},
+		{"u64-above", u64(1, 2, 10), formats.KeyI64, KeyRange{0, 10}, 2, 10},
+		{"u64-huge", u64(1, -1, 3), formats.KeyI64, KeyRange{0, 10}, 1, 0},
+		{"i32-to-u32-in", i32(0, 9, 4), formats.KeyU32, KeyRange{0, 10}, -1, 0},
+		{"i32-to-u32-above", i32(0, 9, 10), formats.KeyU32, KeyRange{0, 10}, 2, 10},
+		{"i32-to-u32-negative", i32(-3, 9, 4), formats.KeyU32, KeyRange{0, 10}, 0, 0},
+		{"u32-global-above", u32(20, 29, 30), formats.KeyU32, KeyRange{20, 10}, 2, 30},
+		{"u32-range-past-u32", u32(-1, -2, 7), formats.KeyU32, KeyRange{math.MaxUint32 - 1, 1 << 40}, 2, 7},
+		{"i64-to-u32", i64(1, 2, 3), formats.KeyU32, KeyRange{0, 10}, -1, 0},
+		{"i64-to-u32-above", i64(1, 2, 30), formats.KeyU32, KeyRange{0, 10}, 2, 30},
+		{"list-in", rawCol{node: listNode("C1", req, req, intNode("element", req, 64, true)), i64: []int64{1, 2, 9, 0},
+			def: []int16{1, 1, 1, 1}, rep: []int16{0, 1, 0, 0}}, formats.KeyI64, KeyRange{0, 10}, -1, 0},
+		{"list-above", rawCol{node: listNode("C1", req, req, intNode("element", req, 64, true)), i64: []int64{1, 2, 9, 10},
+			def: []int16{1, 1, 1, 1}, rep: []int16{0, 1, 0, 0}}, formats.KeyI64, KeyRange{0, 10}, 2, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cols := []rawCol{{node: prim("label", req, parquet.Types.Float), f32: []float32{0, 1, 0}}, tc.col}
+			list := rawDataset(t, cols, 3, []int{0}, nil, []int{1})
+			o := Options{KeyType: tc.kt, KeyRanges: []KeyRange{tc.kr}, KeyRangeHint: "the test's ranges"}
+			plain, err := readErr(t, list, nil, Options{KeyType: tc.kt})
+			if tc.rec < 0 {
+				if err != nil && !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+				got, err := readErr(t, list, nil, o)
+				if err != nil && !errors.Is(err, io.EOF) {
+					t.Fatal(err)
+				}
+				if diff := formatstest.Diff(plain, got); diff != "" {
+					t.Fatalf("keys changed: %s", diff)
+				}
+				return
+			}
+			for _, next := range []bool{false, true} {
+				var err error
+				if next {
+					r, oerr := OpenList(list, nil, o)
+					if oerr != nil {
+						t.Fatal(oerr)
+					}
+					for err == nil {
+						_, err = r.Next()
+					}
+					r.Close()
+				} else {
+					_, err = readErr(t, list, nil, o)
+				}
+				checkErr(t, err, formats.ErrKeyRange, tc.rec)
+				want := fmt.Sprintf("slot 0 key %d outside [%d, %d) (the test's ranges)", tc.bad, tc.kr.Lo, tc.kr.Lo+tc.kr.Size)
+				if strings.HasSuffix(tc.name, "huge") || strings.HasSuffix(tc.name, "negative") && tc.kt == formats.KeyU32 {
+					want = "does not fit key type" // the key type's check comes first
+				}
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+		})
+	}
+	// Ranges that cannot be are refused at open.
+	cols := []rawCol{{node: prim("label", req, parquet.Types.Float), f32: []float32{0}}, i64(1)}
+	list := rawDataset(t, cols, 1, []int{0}, nil, []int{1})
+	for _, krs := range [][]KeyRange{{{0, 0}}, {{-1, 5}}, {{1, math.MaxInt64}}, {{0, 5}, {0, 5}}} {
+		if r, err := OpenList(list, nil, Options{KeyType: formats.KeyI64, KeyRanges: krs}); err == nil {
+			r.Close()
+			t.Errorf("ranges %v accepted", krs)
+		}
 	}
 }
 

@@ -476,12 +476,39 @@ func (d *decoder) key(raw int64, bad bool, si, row int) (int64, *formats.Error) 
 	if d.r.schema.KeyType == formats.KeyU32 && (raw < 0 || raw > math.MaxUint32) {
 		return 0, d.fail(row, formats.ErrKeyRange, "key %d does not fit key type %s", raw, d.r.schema.KeyType)
 	}
+	if d.r.ranges != nil {
+		if kr := d.r.ranges[si]; raw < kr.Lo || raw-kr.Lo >= kr.Size {
+			hint := ""
+			if d.r.o.KeyRangeHint != "" {
+				hint = " (" + d.r.o.KeyRangeHint + ")"
+			}
+			return 0, d.fail(row, formats.ErrKeyRange, "slot %d key %d outside [%d, %d)%s", si, raw, kr.Lo, kr.Lo+kr.Size, hint)
+		}
+	}
 	return raw, nil
+}
+
+// keyWindow returns the keys of slot si that emitScalar stores without
+// calling key: k with uint64(k-lo) < n (those of the slot's range that the
+// key type holds, or every key it holds).
+func (d *decoder) keyWindow(si int) (lo int64, n uint64) {
+	top := d.r.schema.KeyType.Max() // < 2^63
+	if d.r.ranges == nil {
+		return 0, top + 1
+	}
+	kr := d.r.ranges[si]
+	if uint64(kr.Lo) > top {
+		return kr.Lo, 0
+	}
+	return kr.Lo, min(uint64(kr.Size), top+1-uint64(kr.Lo))
 }
 
 // emitScalar stores the values of rows [row, row+len(vals)) of a scalar
 // column.
 func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
+	if len(vals) == 0 {
+		return nil
+	}
 	cp, b, s := d.cp, d.b, d.r.schema
 	switch cp.group {
 	case gLabel, gDense:
@@ -489,49 +516,38 @@ func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
 		if cp.group == gDense {
 			f, W = b.dense, s.DenseDim
 		}
-		if W == 1 {
-			dst := f[row : row+len(vals)]
-			for i, x := range vals {
-				dst[i] = float32(x)
-			}
-		} else {
-			base := row*W + cp.dst
-			for i, x := range vals {
-				f[base+i*W] = float32(x)
-			}
-		}
+		scatter(f[row*W+cp.dst:], vals, W)
 		return nil
 	}
 	si, S := cp.dst, len(s.Slots)
-	plain := d.r.sizes == nil && !cp.unsigned
 	if b.fp.fixed {
 		base := row*S + si
-		if s.KeyType == formats.KeyI64 {
-			if plain {
-				for i, x := range vals {
-					b.k64[base+i*S] = int64(x)
+		i64 := s.KeyType == formats.KeyI64
+		if d.r.sizes == nil {
+			// Every key in its window (a signed int64 key needs no check
+			// without ranges) is stored as is; otherwise the loop below
+			// reports the first that is not.
+			lo, n := d.keyWindow(si)
+			if (i64 && !cp.unsigned && d.r.ranges == nil) || firstOutside(vals, lo, n, cp.unsigned) < 0 {
+				if i64 {
+					scatterKeys(b.k64[base:], vals, S, cp.unsigned)
+				} else {
+					scatterKeys(b.k32[base:], vals, S, cp.unsigned)
 				}
 				return nil
 			}
-			for i, x := range vals {
-				rk, bad := rawKey(x, cp.unsigned)
-				k, e := d.key(rk, bad, si, row+i)
-				if e != nil {
-					return e
-				}
-				b.k64[base+i*S] = k
-			}
-			return nil
 		}
 		for i, x := range vals {
-			k, bad := rawKey(x, cp.unsigned)
-			if bad || d.r.sizes != nil || uint64(k) > math.MaxUint32 {
-				var e *formats.Error
-				if k, e = d.key(k, bad, si, row+i); e != nil {
-					return e
-				}
+			rk, bad := rawKey(x, cp.unsigned)
+			k, e := d.key(rk, bad, si, row+i)
+			if e != nil {
+				return e
 			}
-			b.k32[base+i*S] = uint32(k)
+			if i64 {
+				b.k64[base+i*S] = k
+			} else {
+				b.k32[base+i*S] = uint32(k)
+			}
 		}
 		return nil
 	}
@@ -551,6 +567,69 @@ func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
 		}
 	}
 	return nil
+}
+
+// scatter stores vals[i] at dst[i·stride]: one column into a sample-major
+// row group (dst is a local slice, so the loop keeps it in registers).
+func scatter[T number](dst []float32, vals []T, stride int) {
+	if len(vals) == 0 {
+		return
+	}
+	dst = dst[:(len(vals)-1)*stride+1]
+	if stride == 1 {
+		for i, x := range vals {
+			dst[i] = float32(x)
+		}
+		return
+	}
+	j := 0
+	for _, x := range vals {
+		dst[j] = float32(x)
+		j += stride
+	}
+}
+
+// scatterKeys stores the keys of vals (rawKey's, known to be in range) at
+// dst[i·stride].
+func scatterKeys[T number, K int64 | uint32](dst []K, vals []T, stride int, unsigned bool) {
+	if len(vals) == 0 {
+		return
+	}
+	dst = dst[:(len(vals)-1)*stride+1]
+	var z T
+	j := 0
+	if unsigned && unsafe.Sizeof(z) == 4 {
+		for _, x := range vals {
+			dst[j] = K(uint32(x))
+			j += stride
+		}
+		return
+	}
+	for _, x := range vals {
+		dst[j] = K(int64(x))
+		j += stride
+	}
+}
+
+// firstOutside returns the index of the first value of vals whose key
+// (rawKey) k has uint64(k-lo) ≥ n, or -1. A uint64 value above MaxInt64
+// is outside every window (lo+n ≤ 2^63).
+func firstOutside[T number](vals []T, lo int64, n uint64, unsigned bool) int {
+	var z T
+	if unsigned && unsafe.Sizeof(z) == 4 {
+		for i, x := range vals {
+			if uint64(int64(uint32(x))-lo) >= n {
+				return i
+			}
+		}
+		return -1
+	}
+	for i, x := range vals {
+		if uint64(int64(x)-lo) >= n {
+			return i
+		}
+	}
+	return -1
 }
 
 // emitOne stores value cnt of row cur of a list column.

@@ -116,6 +116,25 @@ func TestNextJoins(t *testing.T) {
 			if joined != 6*12 {
 				t.Fatalf("%s workers=%d: %d rows joined, want %d", kt, workers, joined, 6*12)
 			}
+			// The short last batch is a view too, not a copy.
+			if r, err = OpenList(list, &s, o); err != nil {
+				t.Fatal(err)
+			}
+			var last *formats.Batch
+			for {
+				b, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = b
+			}
+			if last.N != 976%64 || last == r.own {
+				t.Fatalf("%s workers=%d: last batch of %d rows, copied %v", kt, workers, last.N, last == r.own)
+			}
+			r.Close()
 
 			// Repeat, shuffled, 3 epochs, Read and Next alternating.
 			o.Repeat, o.Shuffle, o.Seed = true, true, 9
@@ -165,4 +184,52 @@ func readList(list string, s *formats.Schema, o Options, n int) (*formatstest.Da
 	}
 	defer r.Close()
 	return formatstest.ReadAll(r, o.BatchSize, n)
+}
+
+// TestRecyclerAcrossReaders: readers opened with the same formats.Recycler
+// as Alloc leave their row-group, page and batch buffers to it at Close, and
+// the next reader takes them, making a row-group buffer only when none is
+// left, and reads the same batches.
+func TestRecyclerAcrossReaders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64) // a list slot: Next copies into its own batch
+	d := formatstest.NewDataset(rng, s, 600, 1, formatstest.AnyFloat)
+	list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 100}, RowsPerFile: 300})
+	rec := formats.NewRecycler(nil)
+	count := func(key any) int {
+		var l []any
+		for v := rec.Take(key); v != nil; v = rec.Take(key) {
+			l = append(l, v)
+		}
+		for _, v := range l {
+			rec.Keep(key, v)
+		}
+		return len(l)
+	}
+	o := Options{Options: formats.Options{BatchSize: 64, Workers: 2, Alloc: rec}}
+	for epoch := 0; epoch < 3; epoch++ {
+		before := count(rgBufKey{})
+		r, err := OpenList(list, &s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readNext(t, r)
+		nbuf, made := r.nbuf, r.made
+		r.Close()
+		if diff := formatstest.Diff(d, got); diff != "" {
+			t.Fatalf("epoch %d: %s", epoch, diff)
+		}
+		if made != max(0, nbuf-before) {
+			t.Errorf("epoch %d: %d row-group buffers made new, %d used, %d kept before", epoch, made, nbuf, before)
+		}
+		if after := count(rgBufKey{}); after != max(before, nbuf) {
+			t.Errorf("epoch %d: %d row-group buffers kept after, want %d", epoch, after, max(before, nbuf))
+		}
+		if count(poolKey(sizeClass(streamWindow))) == 0 {
+			t.Errorf("epoch %d: no column window kept", epoch)
+		}
+		if rec.Held() == 0 {
+			t.Errorf("epoch %d: the reader's own batch was not kept", epoch)
+		}
+	}
 }

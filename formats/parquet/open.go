@@ -35,7 +35,20 @@ type Options struct {
 	// MaxRowGroupRows bounds the rows of one row group (default 1<<24), so a
 	// hostile footer cannot make the reader allocate without bound.
 	MaxRowGroupRows int64
+	// KeyRanges, when set (one per slot) and SlotSizeArray is not, has the
+	// decoding workers check that every key of slot s lies in
+	// KeyRanges[s], passing keys through unchanged: a key outside is an
+	// ErrKeyRange error naming the file, the record and KeyRangeHint (what
+	// set the ranges, e.g. "--slot-size-array, keys slot-local"). A check
+	// of every lent batch after the reader costs a pass over its keys on
+	// the consumer's core; here it is one compare in the decode loop, on
+	// every worker, while the row is in cache.
+	KeyRanges    []KeyRange
+	KeyRangeHint string
 }
+
+// KeyRange is the keys [Lo, Lo+Size) of a slot (Options.KeyRanges).
+type KeyRange struct{ Lo, Size int64 }
 
 // DefaultMaxRowGroupRows is the default of Options.MaxRowGroupRows.
 const DefaultMaxRowGroupRows = 1 << 24
@@ -59,6 +72,14 @@ func (o *Options) Validate(s *formats.Schema) error {
 	}
 	if o.Prefetch < 0 || o.MaxRowGroupRows < 0 {
 		return fmt.Errorf("negative Prefetch %d or MaxRowGroupRows %d", o.Prefetch, o.MaxRowGroupRows)
+	}
+	if len(o.KeyRanges) > 0 && len(o.KeyRanges) != len(s.Slots) {
+		return fmt.Errorf("%d key ranges for %d slots", len(o.KeyRanges), len(s.Slots))
+	}
+	for i, kr := range o.KeyRanges {
+		if kr.Lo < 0 || kr.Size <= 0 || kr.Lo > math.MaxInt64-kr.Size {
+			return fmt.Errorf("slot %d key range [%d, %d+%d) is empty, negative or past 2^63", i, kr.Lo, kr.Lo, kr.Size)
+		}
 	}
 	return o.Options.Validate(s)
 }

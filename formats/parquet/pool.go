@@ -3,6 +3,8 @@ package parquet
 import (
 	"math/bits"
 	"sync"
+
+	"github.com/ctrkit/ctrkit/formats"
 )
 
 // poolAllocator is the memory.Allocator given to arrow-go's column readers:
@@ -19,7 +21,13 @@ type poolAllocator struct {
 	held  int          // bytes in free
 	limit int
 	slab  []byte // the rest of a huge page that new buffers are cut from
+	// rec, when the reader's Options.Alloc is a formats.Recycler, keeps
+	// the free lists of a closed reader for the next (instead of spare).
+	rec *formats.Recycler
 }
+
+// poolKey is the formats.Recycler key of buffers of one size class.
+type poolKey int
 
 // minSlabClass is the size class from which new buffers are cut from huge
 // pages (see makeBuf): snappy files have a decompressed page buffer (128
@@ -59,7 +67,13 @@ func (p *poolAllocator) Allocate(n int) []byte {
 		return b[:n]
 	}
 	p.mu.Unlock()
-	if v := spare[c].Get(); v != nil {
+	var v any
+	if p.rec != nil {
+		v = p.rec.Take(poolKey(c))
+	} else {
+		v = spare[c].Get()
+	}
+	if v != nil {
 		return (*v.(*[]byte))[:n]
 	}
 	if c < minSlabClass {
@@ -85,7 +99,11 @@ func (p *poolAllocator) release() {
 	defer p.mu.Unlock()
 	for c := range p.free {
 		for i, b := range p.free[c] {
-			spare[c].Put(&b)
+			if p.rec != nil {
+				p.rec.Keep(poolKey(c), &b)
+			} else {
+				spare[c].Put(&b)
+			}
 			p.free[c][i] = nil
 		}
 		p.free[c] = nil

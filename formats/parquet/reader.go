@@ -37,9 +37,10 @@ type Reader struct {
 	files  []fileEntry
 	first  *filePlan // the first file's plan, kept (the others are loaded as reached)
 	plans  *planner
-	numRG  int     // non-empty row groups of one epoch (estimated from the first file)
-	sizes  []int64 // slot sizes when o.SlotSizeArray is set, else nil
-	offs   []int64 // slot offsets matching sizes
+	numRG  int        // non-empty row groups of one epoch (estimated from the first file)
+	sizes  []int64    // slot sizes when o.SlotSizeArray is set, else nil
+	offs   []int64    // slot offsets matching sizes
+	ranges []KeyRange // Options.KeyRanges when sizes is nil, else nil
 
 	props *parquet.ReaderProperties // shared by the column readers, with a pooling allocator
 	pool  *poolAllocator
@@ -47,7 +48,8 @@ type Reader struct {
 	cancel context.CancelFunc
 	jobs   chan *rgBuf // row groups in hand-out order; closed by the producer at the end
 	free   chan *rgBuf // recycled row-group buffers
-	nbuf   int         // row-group buffers made so far (at most cap(free))
+	nbuf   int         // row-group buffers taken so far (at most cap(free))
+	made   int         // of them made new, not recycled (tests)
 	// tail is the producer's position in the stream of rows modulo
 	// BatchSize: the rows of the last batch begun but not completed by the
 	// row groups queued so far (see rgBuf.room).
@@ -130,6 +132,7 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	// column chunk that Workers tasks have open at once (pages of up to
 	// 1 MiB, as arrow-go and pyarrow write them).
 	pool := &poolAllocator{limit: o.Workers * (ncols + 1) * (3 << 20)}
+	pool.rec, _ = o.Alloc.(*formats.Recycler)
 	r := &Reader{schema: s, o: o, files: files, first: first, plans: pl, pool: pool, props: parquet.NewReaderProperties(pool)}
 	// The other footers are not read yet: their row groups are taken to
 	// be the first file's, per row.
@@ -155,6 +158,8 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	if len(o.SlotSizeArray) > 0 {
 		r.sizes = append([]int64(nil), o.SlotSizeArray...)
 		r.offs = formats.SlotOffsets(r.sizes)
+	} else if len(o.KeyRanges) > 0 {
+		r.ranges = append([]KeyRange(nil), o.KeyRanges...)
 	}
 	// At most one row group per worker being decoded, Prefetch more decoded
 	// ahead, one being handed out; the buffers are made as needed (see
@@ -214,7 +219,13 @@ func (r *Reader) produce(ctx context.Context) {
 	defer close(r.jobs)
 	defer tasks.Wait()
 	for epoch := uint64(0); ; epoch++ {
-		for _, fi := range r.order(epoch) {
+		order := r.order(epoch)
+		for oi, fi := range order {
+			// The rows of the epoch's later files, by the metadata.
+			var after int64
+			for _, fj := range order[oi+1:] {
+				after += r.files[fj].rows
+			}
 			fp := r.first
 			if fi > 0 {
 				var err error
@@ -232,7 +243,7 @@ func (r *Reader) produce(ctx context.Context) {
 					return
 				}
 				r.setup(b, fp, g)
-				cuts := r.split(fp, g)
+				cuts := r.split(fp, g, after+fp.numRows-fp.rgStart[g])
 				for len(b.subs) < len(cuts)-2 {
 					b.subs = append(b.subs, scratch{})
 				}
@@ -286,14 +297,22 @@ func (r *Reader) fail(ctx context.Context, err error) {
 // Workers leaves cores idle. So each row group is decoded by Workers/2
 // tasks (two row groups in flight, each ready in a fraction of the time),
 // or, in a dataset of R < Workers row groups, by ⌈2·Workers/R⌉ (twice the
-// workers: tasks of unequal length still end together). Cuts fall at column
-// bounds that balance the columns' uncompressed bytes; a task has at least
-// one column.
-func (r *Reader) split(fp *filePlan, g int) []int {
+// workers: tasks of unequal length still end together). The same holds for
+// the last row groups of an epoch (epoch mode; left is the rows from row
+// group g to the epoch's end): when the m ≤ Workers row groups left would
+// leave cores idle as the first of them end, each is decoded by ⌈2·Workers/m⌉
+// tasks, so that the workers end the epoch together rather than one of them
+// decoding the last row group alone. Cuts fall at column bounds that balance
+// the columns' uncompressed bytes; a task has at least one column.
+func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	nc := len(fp.cols)
 	k := r.o.Workers / 2
 	if r.numRG < r.o.Workers {
 		k = (2*r.o.Workers + r.numRG - 1) / r.numRG
+	}
+	if rows := fp.rgStart[g+1] - fp.rgStart[g]; !r.o.Repeat && r.o.Workers > 1 && rows > 0 && left <= int64(r.o.Workers)*rows {
+		m := int((left + rows - 1) / rows) // ≤ Workers
+		k = max(k, (2*r.o.Workers+m-1)/m)
 	}
 	if k = min(k, nc); k < 2 {
 		return []int{0, nc}
@@ -334,9 +353,15 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 		}
 		if r.nbuf < cap(r.free) && int(r.busy.Load()) < r.o.Workers {
 			r.nbuf++
-			b, _ := spareBufs.Get().(*rgBuf)
+			var b *rgBuf
+			if r.pool.rec != nil {
+				b, _ = r.pool.rec.Take(rgBufKey{}).(*rgBuf)
+			} else {
+				b, _ = spareBufs.Get().(*rgBuf)
+			}
 			if b == nil {
 				b = &rgBuf{}
+				r.made++
 			}
 			return b
 		}
@@ -351,14 +376,23 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 }
 
 // spareBufs holds the row group buffers of closed readers, for the next
-// reader; the garbage collector empties it.
+// reader; the garbage collector empties it. Readers given a
+// formats.Recycler as Options.Alloc keep them there instead (rgBufKey),
+// where garbage collections do not reach.
 var spareBufs sync.Pool
 
-// recycle drops b's references to its reader and puts it in spareBufs.
-func (b *rgBuf) recycle() {
+type rgBufKey struct{}
+
+// recycle drops b's references to its reader and puts it in rec (when not
+// nil) or spareBufs.
+func (b *rgBuf) recycle(rec *formats.Recycler) {
 	b.fp, b.err, b.done = nil, nil, nil
 	clear(b.decs)
 	clear(b.errs)
+	if rec != nil {
+		rec.Keep(rgBufKey{}, b)
+		return
+	}
 	spareBufs.Put(b)
 }
 
@@ -650,6 +684,12 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	if c.fp.fixed && c.rows-c.pos < bs && r.join(c) {
 		return &r.view, nil
 	}
+	if c.fp.fixed && c.rows-c.pos < bs && r.peek == nil && !r.eof {
+		r.peek = r.nextJob() // nil at the end: the short last batch is a view too
+	}
+	if c.fp.fixed && c.rows-c.pos < bs && r.peek == nil && r.eof {
+		bs = c.rows - c.pos
+	}
 	if !c.fp.fixed || c.rows-c.pos < bs {
 		if r.own == nil {
 			b, err := formats.NewBatch(s, bs, r.o.Alloc)
@@ -681,11 +721,31 @@ func (r *Reader) Next() (*formats.Batch, error) {
 // makeOnes makes the CSR offsets of one-hot views.
 func (r *Reader) makeOnes() {
 	if r.ones == nil {
-		r.ones = makeBuf[int32](r.o.BatchSize*len(r.schema.Slots) + 1) // huge pages: 7 MB for 65536 Criteo rows
-		for i := range r.ones {
-			r.ones[i] = int32(i)
-		}
+		r.ones = sharedOnes(r.o.BatchSize*len(r.schema.Slots) + 1)
 	}
+}
+
+// ones holds 0, 1, …, len-1: the offsets of every one-hot view, read only,
+// so one array serves every reader of the process (the next epoch's reader
+// does not make and write its 7 MB again).
+var ones struct {
+	sync.Mutex
+	a []int32
+}
+
+// sharedOnes returns 0, 1, …, n-1 from the shared array, grown (on huge
+// pages) when shorter than n; readers keep the array they were given.
+func sharedOnes(n int) []int32 {
+	ones.Lock()
+	defer ones.Unlock()
+	if len(ones.a) < n {
+		a := makeBuf[int32](n)
+		for i := range a {
+			a[i] = int32(i)
+		}
+		ones.a = a
+	}
+	return ones.a[:n:n]
 }
 
 // views are a batch's buffers at full capacity.
@@ -783,7 +843,7 @@ func (r *Reader) Close() error {
 	r.pool.release()
 	for _, b := range []*rgBuf{r.cur, r.lent, r.peek} {
 		if b != nil {
-			b.recycle()
+			b.recycle(r.pool.rec)
 		}
 	}
 	r.cur, r.lent, r.peek = nil, nil, nil
@@ -791,7 +851,7 @@ func (r *Reader) Close() error {
 		r.free <- b
 	}
 	for len(r.free) > 0 {
-		(<-r.free).recycle()
+		(<-r.free).recycle(r.pool.rec)
 	}
 	if r.err == nil {
 		r.err = errClosed

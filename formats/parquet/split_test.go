@@ -13,7 +13,8 @@ import (
 // ⌈2·Workers/row groups⌉ when the dataset has fewer row groups than
 // Workers (at most one part per column), increasing, covering every
 // column, with the uncompressed bytes balanced (int64 cats weigh twice a
-// float column).
+// float column). The last row groups of an epoch are split like a dataset
+// of that many row groups (epoch mode, more than one worker).
 func TestSplit(t *testing.T) {
 	s := formats.NewSchema(1, 13, make([]int, 26), nil, formats.KeyI64)
 	for i := range s.Slots {
@@ -27,20 +28,37 @@ func TestSplit(t *testing.T) {
 		list    string
 		workers int
 		want    []int
+		left    int64 // rows from row group 1 to the epoch's end (0: many)
+		repeat  bool
 	}{
-		{many, 8, []int{0, 16, 24, 32, 40}}, // 14 float + 26 int64 columns: 18, 16, 16, 16 %
-		{many, 4, []int{0, 24, 40}},
-		{many, 3, []int{0, 40}},
-		{many, 16, []int{0, 9, 16, 20, 24, 28, 32, 36, 40}},
-		{many, 400, nil}, // fewer row groups than workers: one column a task
-		{few, 2, []int{0, 40}},
-		{few, 3, []int{0, 18, 29, 40}}, // ⌈2·3/2⌉ = 3 tasks, cut at thirds of the bytes
+		{many, 8, []int{0, 16, 24, 32, 40}, 0, false}, // 14 float + 26 int64 columns: 18, 16, 16, 16 %
+		{many, 4, []int{0, 24, 40}, 0, false},
+		{many, 3, []int{0, 40}, 0, false},
+		{many, 16, []int{0, 9, 16, 20, 24, 28, 32, 36, 40}, 0, false},
+		{many, 400, nil, 0, false}, // fewer row groups than workers: one column a task
+		{few, 2, []int{0, 40}, 0, false},
+		{few, 3, []int{0, 18, 29, 40}, 0, false}, // ⌈2·3/2⌉ = 3 tasks, cut at thirds of the bytes
+		// The epoch's last row groups of 500 rows, 2 workers: 2 left, 2
+		// tasks each; the last, 4; 3 left (or repeat mode, or one
+		// worker): whole.
+		{many, 2, []int{0, 24, 40}, 1000, false},
+		{many, 2, []int{0, 16, 24, 32, 40}, 500, false},
+		{many, 2, []int{0, 40}, 1001, false},
+		{many, 2, []int{0, 40}, 500, true},
+		{many, 1, []int{0, 40}, 500, false},
+		{many, 8, []int{0, 16, 24, 32, 40}, 4000, false},                // 8 left: Workers/2 as before
+		{many, 8, []int{0, 9, 16, 20, 24, 28, 32, 36, 40}, 1000, false}, // 2 left: 8 tasks
+		{few, 2, []int{0, 24, 40}, 10000, false},
 	} {
-		r, err := OpenList(tc.list, &s, Options{Options: formats.Options{BatchSize: 100, Workers: tc.workers}})
+		r, err := OpenList(tc.list, &s, Options{Options: formats.Options{BatchSize: 100, Workers: tc.workers, Repeat: tc.repeat}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := r.split(r.first, 1)
+		left := tc.left
+		if left == 0 {
+			left = 1 << 40
+		}
+		got := r.split(r.first, 1, left)
 		r.Close()
 		want := tc.want
 		if want == nil {
@@ -49,7 +67,7 @@ func TestSplit(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, want) {
-			t.Errorf("workers %d: cuts %v, want %v", tc.workers, got, want)
+			t.Errorf("workers %d, %d rows left, repeat %v: cuts %v, want %v", tc.workers, tc.left, tc.repeat, got, want)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package input
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -43,6 +44,8 @@ type Feeder struct {
 	nnz                  []int // scratch of load
 	split                tensor.InputSplitter
 	dstKeys, dstOff      []tensor.Tensor
+	recOnce              sync.Once
+	rec                  *formats.Recycler // HostAlloc's
 }
 
 // slotAdds returns SplitInputs' per-slot add and size for a graph g whose
@@ -243,10 +246,17 @@ func (f *Feeder) BatchSize() int { return f.batch }
 func (f *Feeder) Backend() tensor.Backend { return f.be }
 
 // HostAlloc is the allocator of batches that the backend stages without a
-// copy (pinned memory on the GPU), or nil (Go heap).
+// copy (pinned memory on the GPU, else the Go heap), one formats.Recycler
+// over it per Feeder: the readers and prefetchers of later epochs and
+// evaluations take the batches (and Parquet's row-group buffers) that
+// earlier ones left.
 func (f *Feeder) HostAlloc() formats.Allocator {
-	if st, ok := f.be.(tensor.Stager); ok {
-		return st.PinnedAllocator()
-	}
-	return nil
+	f.recOnce.Do(func() {
+		var a formats.Allocator
+		if st, ok := f.be.(tensor.Stager); ok {
+			a = st.PinnedAllocator()
+		}
+		f.rec = formats.NewRecycler(a)
+	})
+	return f.rec
 }
