@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/layers"
@@ -107,6 +108,7 @@ type Model struct {
 	optCfg     *graph.Optimizer
 	half       bool              // Options.MixedPrecision
 	aux        map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
+	comm       collective.Comm   // Options.Parallel's; nil: alone
 }
 
 // Build constructs the network of cfg on be.
@@ -134,6 +136,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	}
 	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt, half: o.MixedPrecision,
 		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
+	if o.Parallel != nil {
+		m.comm = o.Parallel.Comm
+	}
 	m.sched = schedule(gopt)
 	dcfg, err := optConfig(gopt, o.LossScale)
 	if err != nil {

@@ -1,0 +1,252 @@
+package model
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/collective"
+	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
+)
+
+// TestSparseFilesKeySorted: a sparse directory lists its rows in ascending
+// key order whatever order the keys were first seen in, with emb_vector,
+// slot_id and the optimizer states in the same order: a model loaded from
+// the files predicts, trains and saves as the saved one.
+func TestSparseFilesKeySorted(t *testing.T) {
+	cfg := tinyLocalized()
+	adam := &graph.Optimizer{Type: "Adam", UpdateType: "Global", LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}
+	m, err := Build(cfg, cpuBackend(t), Options{BatchSize: 2, Optimizer: adam, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := formats.NewSchema(1, 1, []int{1, 1, 1}, nil, formats.KeyI64)
+	b, _ := formats.NewBatch(&s, 2, nil)
+	// First seen: 900 … 500 in step 1, then 3, 1, 2 in step 2.
+	steps := [][2][][]int64{
+		{{{900}, {500}, {700}}, {{800}, {600}, {950}}},
+		{{{3}, {1}, {2}}, {{900}, {2}, {500}}},
+	}
+	for _, st := range steps {
+		b.SetLen(0)
+		b.AppendSample([]float32{1}, []float32{0.5}, st[0])
+		b.AppendSample([]float32{0}, []float32{0.25}, st[1])
+		if err := m.TrainStep(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "ks")
+	if err := m.Save(prefix, 2); err != nil {
+		t.Fatal(err)
+	}
+	kd, _ := os.ReadFile(filepath.Join(dir, "ks0_sparse_2.model", "key"))
+	var keys []int64
+	for i := 0; i+8 <= len(kd); i += 8 {
+		keys = append(keys, int64(binary.LittleEndian.Uint64(kd[i:])))
+	}
+	if want := []int64{1, 2, 3, 500, 600, 700, 800, 900, 950}; !reflect.DeepEqual(keys, want) {
+		t.Fatalf("keys %v, want ascending %v", keys, want)
+	}
+	slots, _ := os.ReadFile(filepath.Join(dir, "ks0_sparse_2.model", "slot_id"))
+	if want := u64s(1, 1, 0, 1, 1, 2, 0, 0, 2); !bytes.Equal(slots, want) { // 2: slots 2 and 1 of step 2
+		t.Fatalf("slot_id %v, want slots 1 1 0 1 1 2 0 0 2", slots)
+	}
+	// Another seed's model loads the files: same predictions, the same
+	// next step (vectors and Adam's states belong to their keys), the same
+	// files.
+	m2, err := Build(cfg, cpuBackend(t), Options{BatchSize: 2, Optimizer: adam, Seed: 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Load(prefix, 2); err != nil {
+		t.Fatal(err)
+	}
+	b.SetLen(0)
+	b.AppendSample([]float32{1}, []float32{0.5}, [][]int64{{1}, {600}, {950}})
+	b.AppendSample([]float32{0}, []float32{0.75}, [][]int64{{800}, {2}, {3}})
+	p1, err := m.Predict(nil, &batchesReader{&s, []*formats.Batch{b}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := m2.Predict(nil, &batchesReader{&s, []*formats.Batch{b}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p1, p2) {
+		t.Fatalf("predictions after loading %v, saved model %v", p2, p1)
+	}
+	for _, x := range []*Model{m, m2} {
+		if err := x.TrainStep(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.SaveFiles(SnapshotFiles(prefix+"a", 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.SaveFiles(SnapshotFiles(prefix+"b", 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, SnapshotFiles(prefix+"a", 3, 1), SnapshotFiles(prefix+"b", 3, 1))
+}
+
+// sameFiles fails t unless the two snapshots' files are byte-identical.
+func sameFiles(t *testing.T, a, b Files) {
+	t.Helper()
+	pairs := [][2]string{{a.Dense, b.Dense}, {a.DenseOpt, b.DenseOpt}}
+	for i := range a.Sparse {
+		for _, f := range []string{"key", "emb_vector", "slot_id"} {
+			pairs = append(pairs, [2]string{filepath.Join(a.Sparse[i], f), filepath.Join(b.Sparse[i], f)})
+		}
+		pairs = append(pairs, [2]string{a.SparseOpt[i], b.SparseOpt[i]})
+	}
+	for _, p := range pairs {
+		x, errA := os.ReadFile(p[0])
+		y, errB := os.ReadFile(p[1])
+		if os.IsNotExist(errA) && os.IsNotExist(errB) {
+			continue
+		}
+		if errA != nil || errB != nil {
+			t.Fatalf("%v, %v", errA, errB)
+		}
+		if !bytes.Equal(x, y) {
+			t.Errorf("%s (%d bytes) differs from %s (%d bytes)", p[1], len(y), p[0], len(x))
+		}
+	}
+}
+
+// onRanks runs fn on each of w in-process CPU ranks at once and returns
+// their errors.
+func onRanks(t *testing.T, w int, fn func(c collective.Comm) error) []error {
+	t.Helper()
+	bes := make([]tensor.Backend, w)
+	for i := range bes {
+		bes[i] = cpuBackend(t)
+	}
+	cs, err := collective.NewLocal(bes, collective.Options{Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Close()
+			errs[i] = fn(c)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// TestGatherRows: rows spread over ranks (keys owned by floorMod, in
+// chunks of more than one AllToAllV round) arrive on rank 0 merged in key
+// order with their slots, vectors and states; a key on two ranks is an
+// error naming both.
+func TestGatherRows(t *testing.T) {
+	const w, vec = 3, 5
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[int64]bool{}
+	var all []int64
+	for len(all) < 4000 {
+		k := rng.Int64N(1<<40) - 1<<39
+		if !seen[k] {
+			seen[k] = true
+			all = append(all, k)
+		}
+	}
+	row := func(k int64, j int) float32 { return float32(k%1000)/7 + float32(j) }
+	parts := make([]*sparseRows, w)
+	for r := range parts {
+		p := &sparseRows{vec: vec, states: make([][]float32, 2)}
+		for _, k := range all {
+			if floorMod(k, w) != r {
+				continue
+			}
+			p.keys = append(p.keys, k)
+			p.slots = append(p.slots, k&7)
+			for j := range vec {
+				p.emb = append(p.emb, row(k, j))
+				p.states[0] = append(p.states[0], -row(k, j))
+				p.states[1] = append(p.states[1], 2*row(k, j))
+			}
+		}
+		parts[r] = p
+	}
+	defer func(c int) { gatherChunkRows = c }(gatherChunkRows)
+	gatherChunkRows = 100 // 14 rounds of 100 rows
+	got := make([]*sparseRows, w)
+	errs := onRanks(t, w, func(c collective.Comm) error {
+		var err error
+		got[c.Rank()], err = gatherRows(c, parts[c.Rank()], true)
+		return err
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got[1] != nil || got[2] != nil {
+		t.Fatal("ranks 1 and 2 got rows")
+	}
+	sort.Slice(all, func(a, b int) bool { return all[a] < all[b] })
+	g := got[0]
+	if !reflect.DeepEqual(g.keys, all) {
+		t.Fatalf("rank 0 got %d keys, not the %d in ascending order", len(g.keys), len(all))
+	}
+	for i, k := range g.keys {
+		if g.slots[i] != k&7 {
+			t.Fatalf("key %d: slot %d, want %d", k, g.slots[i], k&7)
+		}
+		for j := range vec {
+			if g.emb[i*vec+j] != row(k, j) || g.states[0][i*vec+j] != -row(k, j) || g.states[1][i*vec+j] != 2*row(k, j) {
+				t.Fatalf("key %d: vector or states not the key's", k)
+			}
+		}
+	}
+	// Key 42 on ranks 0 and 2.
+	dup := []*sparseRows{{vec: 1, keys: []int64{7, 42}, emb: []float32{1, 2}}, {vec: 1, keys: []int64{5}, emb: []float32{3}}, {vec: 1, keys: []int64{42}, emb: []float32{4}}}
+	errs = onRanks(t, 3, func(c collective.Comm) error {
+		_, err := gatherRows(c, dup[c.Rank()], false)
+		return err
+	})
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "key 42 is held by ranks 0 and 2") {
+		t.Errorf("a key on two ranks: %v", errs[0])
+	}
+}
+
+// TestAgree: a save phase that failed on one rank fails on all.
+func TestAgree(t *testing.T) {
+	errs := onRanks(t, 3, func(c collective.Comm) error {
+		m := &Model{comm: c}
+		var err error
+		if c.Rank() == 1 {
+			err = os.ErrPermission
+		}
+		return m.agree(err)
+	})
+	if errs[1] != os.ErrPermission {
+		t.Errorf("the failing rank: %v", errs[1])
+	}
+	for _, r := range []int{0, 2} {
+		if errs[r] == nil || !strings.Contains(errs[r].Error(), "another rank of the group failed") {
+			t.Errorf("rank %d: %v", r, errs[r])
+		}
+	}
+	errs = onRanks(t, 2, func(c collective.Comm) error { return (&Model{comm: c}).agree(nil) })
+	if errs[0] != nil || errs[1] != nil {
+		t.Errorf("no failure: %v", errs)
+	}
+}
