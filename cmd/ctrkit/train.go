@@ -21,7 +21,7 @@ func init() {
 				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|dcnv2|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
 				"lr, samples/s) and one per evaluation (AUC); --out-metrics writes them as JSON lines.",
-			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...)),
+			Flags:  withSchemaFlags(append(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...), rankFlags()...)),
 			Action: runTrain,
 		},
 		&cli.Command{
@@ -164,7 +164,7 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	}
 	j.Notes = c.App.ErrWriter
 	j.Progress = c.App.ErrWriter
-	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
+	if err := openDevices(c, &j, train); err != nil {
 		return j, nil, err
 	}
 	return j, cfg, nil
@@ -254,7 +254,7 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer model.CloseBackend(j.Backend)
+	defer closeDevices(&j)
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}

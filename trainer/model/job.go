@@ -13,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
@@ -48,6 +49,11 @@ type Job struct {
 	// LossWeights weight a multi-task model's losses by label name
 	// (HugeCTR compile(loss_names, loss_weights); Options.LossWeights).
 	LossWeights map[string]float64
+	// Ranks is the plan of the run's ranks (PlanRanks); World, when it
+	// spans several ranks, the opened ranks Train trains on (one Model
+	// each) instead of Backend.
+	Ranks RankPlan
+	World *collective.World
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
@@ -75,7 +81,7 @@ func (j *Job) build(train bool) (*Model, error) {
 	if j.Solver.UseMixedPrecision {
 		scale = j.Solver.Scaler
 	}
-	cfg, err := j.runConfig()
+	cfg, err := j.runConfig(1)
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +115,17 @@ func ConfigGPUs(s *graph.Solver) int {
 	return max(n, 1)
 }
 
-// runConfig is the config as ctrkit runs it on one device: the embedding
+// runConfig is the config as ctrkit runs it on ranks ranks: the embedding
 // capacity HugeCTR would have on all of the solver's GPUs (its
-// max_vocabulary_size_per_gpu × the GPU count), and a dense input padded
-// to a multiple of 8 for RawAsync's dense.aligned Auto.
-func (j *Job) runConfig() (*graph.Config, error) {
+// max_vocabulary_size_per_gpu × the GPU count) spread over the ranks (each
+// rank's max_vocabulary_size_per_gpu: that total / ranks, rounded up), and
+// a dense input padded to a multiple of 8 for RawAsync's dense.aligned
+// Auto.
+func (j *Job) runConfig(ranks int) (*graph.Config, error) {
 	gpus := ConfigGPUs(&j.Solver)
+	ranks = max(ranks, 1)
 	align := j.Train.AlignDense || j.Eval.AlignDense
-	if gpus == 1 && !align {
+	if gpus == ranks && !align {
 		return j.Config, nil
 	}
 	cfg := *j.Config
@@ -125,7 +134,7 @@ func (j *Job) runConfig() (*graph.Config, error) {
 	if align {
 		g.Input.DenseDim = (g.Input.DenseDim + 7) / 8 * 8
 	}
-	if gpus > 1 {
+	if gpus != ranks {
 		opt := j.Optimizer
 		if opt == nil {
 			opt = cfg.Optimizer
@@ -147,23 +156,38 @@ func (j *Job) runConfig() (*graph.Config, error) {
 			if per > (1<<62)/int64(gpus) {
 				return nil, fmt.Errorf("embedding %d: %d rows per GPU × %d GPUs overflows", i, per, gpus)
 			}
-			e.MaxVocabPerGPU = per * int64(gpus)
+			e.MaxVocabPerGPU = (per*int64(gpus) + int64(ranks) - 1) / int64(ranks)
 		}
 	}
 	return &cfg, nil
 }
 
 // DeviceNote is the line Train prints when ctrkit runs the config
-// differently from HugeCTR: fewer devices than the solver's gpu list, with
-// the embedding capacity scaled to all of them. "" when it runs as listed.
-func (j *Job) DeviceNote(device string, capacityRows int64) string {
+// differently from HugeCTR: on other than the solver's gpu list's GPU
+// count (ranks ranks; one device: device names it), with the embedding
+// capacity of all of them; Ranks.Hint (the flag or launcher that would run
+// it as listed) follows. "" when it runs as listed.
+func (j *Job) DeviceNote(device string, ranks int, capacityRows int64) string {
 	gpus := ConfigGPUs(&j.Solver)
-	if gpus <= 1 {
+	ranks = max(ranks, 1)
+	if gpus == ranks {
 		return ""
 	}
-	return fmt.Sprintf("note: the config's solver.gpu lists %d GPUs; ctrkit runs on one device (%s) with the global batch %d "+
+	on := fmt.Sprintf("one device (%s)", device)
+	if ranks > 1 {
+		on = fmt.Sprintf("%d ranks (%s)", ranks, device)
+	}
+	what := fmt.Sprintf("lists %d GPUs", gpus)
+	if gpus == 1 {
+		what = "lists 1 GPU"
+	}
+	note := fmt.Sprintf("note: the config's solver.gpu %s; ctrkit runs on %s with the global batch %d "+
 		"and the embedding capacity of all %d (workspace_size_per_gpu_in_mb × %d: %d rows)",
-		gpus, device, j.Solver.BatchSize, gpus, gpus, capacityRows)
+		what, on, j.Solver.BatchSize, gpus, gpus, capacityRows)
+	if j.Ranks.Hint != "" {
+		note += "; " + j.Ranks.Hint
+	}
+	return note
 }
 
 // TrainOutput are the writers and files a training run reports to.
@@ -233,7 +257,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		}
 	}
 	info := m.Info
-	if note := j.DeviceNote(m.be.Name(), embRows(info)); note != "" {
+	if note := j.DeviceNote(m.be.Name(), 1, embRows(info)); note != "" {
 		fmt.Fprintln(out.Log, note)
 	}
 	if d := fo.EvalMetrics.Describe(); d != "" {
