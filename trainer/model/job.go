@@ -73,6 +73,19 @@ func (j *Job) build(train bool) (*Model, error) {
 		}
 		be = c
 	}
+	cfg, err := j.runConfig(1)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Build(cfg, be, j.options())
+	if err != nil {
+		return nil, err
+	}
+	return m, j.loadStart(m, train)
+}
+
+// options are the Build options of the job's model.
+func (j *Job) options() Options {
 	sizes := j.Train.SlotSizeArray
 	if sizes == nil {
 		sizes = j.Eval.SlotSizeArray
@@ -81,28 +94,29 @@ func (j *Job) build(train bool) (*Model, error) {
 	if j.Solver.UseMixedPrecision {
 		scale = j.Solver.Scaler
 	}
-	cfg, err := j.runConfig(1)
-	if err != nil {
-		return nil, err
-	}
-	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
+	return Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
 		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale, LossWeights: j.LossWeights,
-		MixedPrecision: j.Solver.UseMixedPrecision})
-	if err != nil {
-		return nil, err
-	}
+		MixedPrecision: j.Solver.UseMixedPrecision}
+}
+
+// loadStart loads the job's starting weights into m (Init, then Resume).
+func (j *Job) loadStart(m *Model, train bool) error {
 	if j.Init.Dense != "" || j.Init.DenseOpt != "" || len(j.Init.Sparse) > 0 {
 		if err := m.LoadFiles(j.Init); err != nil {
-			return nil, fmt.Errorf("loading initial weights: %w", err)
+			return fmt.Errorf("loading initial weights: %w", err)
 		}
 	}
 	if r := j.Resume; r.Prefix != "" {
-		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: j.Notes}
+		notes := j.Notes
+		if m.Rank() != 0 {
+			notes = nil
+		}
+		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: notes}
 		if err := m.LoadSnapshot(r.Prefix, r.Iter, o); err != nil {
-			return nil, fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
+			return fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // ConfigGPUs is the number of GPUs the solver's gpu list names (every
@@ -207,10 +221,20 @@ type TrainOutput struct {
 // solver's num_epochs or max_iter, display, eval_interval, snapshot) and
 // returns it.
 func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
+	if j.World != nil && j.World.Group.World > 1 {
+		return trainGroup(ctx, j, out)
+	}
 	m, err := j.build(true)
 	if err != nil {
 		return nil, FitResult{}, err
 	}
+	res, err := j.fit(ctx, m, out)
+	return m, res, err
+}
+
+// fit is Train after the build: the freezes, Fit, the final save. Every
+// rank of a group runs it (trainGroup), the others' output discarded.
+func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, error) {
 	if out.Log == nil {
 		out.Log = io.Discard
 	}
@@ -219,7 +243,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	for _, name := range j.FreezeEmbeddings {
 		if err := m.FreezeEmbedding(name); err != nil {
-			return nil, FitResult{}, fmt.Errorf("--freeze-embedding: %w", err)
+			return FitResult{}, fmt.Errorf("--freeze-embedding: %w", err)
 		}
 	}
 	s := j.Solver
@@ -246,18 +270,18 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
 		if j.Eval.CacheBatches > 0 {
 			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
-				return m, FitResult{}, err
+				return FitResult{}, err
 			}
 			fo.CacheEvalBatches = j.Eval.CacheBatches
 		}
 	}
 	if out.SaveFinal && s.SnapshotPrefix != "" {
 		if err := m.CheckSave(s.SnapshotPrefix); err != nil {
-			return m, FitResult{}, err
+			return FitResult{}, err
 		}
 	}
 	info := m.Info
-	if note := j.DeviceNote(m.be.Name(), 1, embRows(info)); note != "" {
+	if note := j.DeviceNote(m.be.Name(), m.World(), embRows(info)); note != "" {
 		fmt.Fprintln(out.Log, note)
 	}
 	if d := fo.EvalMetrics.Describe(); d != "" {
@@ -268,19 +292,19 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
 	if err != nil {
-		return m, res, err
+		return res, err
 	}
 	fmt.Fprintln(out.Log, trainSummary(res, time.Since(t0)))
 	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > res.First && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
 		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
-			return m, res, err
+			return res, err
 		}
 		if err := m.PruneSnapshots(s.SnapshotPrefix, out.KeepSnapshots); err != nil {
-			return m, res, err
+			return res, err
 		}
 		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
 	}
-	return m, res, nil
+	return res, nil
 }
 
 // trainOpener opens the training data for each pass. A shuffled source

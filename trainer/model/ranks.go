@@ -1,7 +1,9 @@
 package model
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/ctrkit/ctrkit/trainer/collective"
@@ -145,4 +147,40 @@ func intList(v []int) string {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// trainGroup is Train over j.World's ranks: one Model a rank of this
+// process (NewGroup), each loading the starting files (the rows it owns),
+// then Job.fit on every rank at once — Fit, the snapshots and the final
+// save are collective. Only global rank 0 writes the log, metrics and
+// progress. It returns this process's first rank's model and result (every
+// rank's result is the same).
+func trainGroup(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
+	w := j.World
+	cfg, err := j.runConfig(w.Group.World)
+	if err != nil {
+		return nil, FitResult{}, err
+	}
+	g, err := NewGroup(cfg, w.Comms, j.options())
+	if err != nil {
+		return nil, FitResult{}, err
+	}
+	res := make([]FitResult, len(g.Models))
+	err = g.Run(ctx, func(ctx context.Context, m *Model) error {
+		if err := j.loadStart(m, true); err != nil {
+			return err
+		}
+		o := out
+		if m.Rank() != 0 {
+			o.Log, o.Metrics, o.Progress = io.Discard, nil, nil
+		}
+		r, err := j.fit(ctx, m, o)
+		for i, x := range g.Models {
+			if x == m {
+				res[i] = r
+			}
+		}
+		return err
+	})
+	return g.Models[0], res[0], err
 }
