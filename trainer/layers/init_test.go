@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/tensor"
+	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 )
 
 func moments(v []float64) (mean, std, lo, hi float64) {
@@ -275,23 +276,81 @@ func TestSinusoidal(t *testing.T) {
 	}
 }
 
-// TestEmbeddingInit checks the embedding table initializers: SPEC §8's,
-// and HugeCTR's per-slot U(±√(1/slot_size)) for a LocalizedHash with
-// slot_size_array (init_embedding_functor.cu).
+// TestEmbeddingInit checks the embedding table initializers: SPEC §8's
+// U(±0.05) for hash rows, HugeCTR's per-slot U(±√(1/slot_size)) for a
+// LocalizedHash with slot_size_array (init_embedding_functor.cu) and for
+// OneHot. Hash rows are drawn when a training Forward inserts their key
+// (from the key: tensor.InitHashRows), so free rows stay 0 and a
+// LocalizedHash row takes the bound of the slot its key came from.
 func TestEmbeddingInit(t *testing.T) {
 	c := newCtx(t, 21)
-	keys := &SparseInput{Keys: c.BE.Alloc(tensor.Int64, 1), Offsets: c.BE.Alloc(tensor.Int32, 2)}
-	h, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: DistributedHash, VecSize: 8, Slots: 1, WorkspaceMB: 0.1, MaxNNZ: 1}, keys, 1)
-	if m, _, lo, hi := moments(f64(h.Table)); lo < -0.05 || hi > 0.05 || hi < 0.049 || lo > -0.049 || math.Abs(m) > 0.002 {
-		t.Errorf("hash embedding init range [%v, %v]", lo, hi)
+	const n = 1000
+	in := func(keys []int64, off []int32) *SparseInput {
+		si := &SparseInput{Keys: c.BE.Alloc(tensor.Int64, len(keys)), Offsets: c.BE.Alloc(tensor.Int32, len(off)), NNZ: len(keys)}
+		c.BE.Upload(si.Keys, keys)
+		c.BE.Upload(si.Offsets, off)
+		return si
 	}
+	keys := make([]int64, n)
+	for i := range keys {
+		keys[i] = int64(i)*7919 - 3000
+	}
+	h, err := NewSparseEmbedding(c, EmbeddingConfig{Kind: DistributedHash, VecSize: 8, Slots: 1, WorkspaceMB: 0.1, MaxNNZ: n},
+		in(keys, []int32{0, n}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, lo, hi := moments(f64(h.Table)); lo != 0 || hi != 0 {
+		t.Fatalf("hash table not zero before its first Forward: [%v, %v]", lo, hi)
+	}
+	h.Forward(Pass{Training: true})
+	if err := c.BE.Err(); err != nil {
+		t.Fatal(err)
+	}
+	checkDraw(t, "hash rows", f64(h.Table)[:n*8], uniform(0.05))
+	checkDraw(t, "free hash rows", f64(h.Table)[n*8:], constant(0))
+
+	// LocalizedHash, 2 slots of sizes 30 and 1000: 1 sample, 300 keys in
+	// slot 0 and 700 in slot 1, interleaved in key order.
+	lk := make([]int64, n)
+	for i := range lk {
+		lk[i] = int64(2 * i) // slot 0: even keys
+		if i >= 300 {
+			lk[i] = int64(2*(i-300) + 1) // slot 1: odd keys
+		}
+	}
+	lh, err := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedHash, VecSize: 8, Slots: 2, SlotSizes: []int64{30, 1000},
+		WorkspaceMB: 0.2, MaxNNZ: n}, in(lk, []int32{0, 300, n}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lh.Forward(Pass{Training: true})
+	if err := c.BE.Err(); err != nil {
+		t.Fatal(err)
+	}
+	lt, rs := f64(lh.Table), cpu.Data[int32](lh.RowSlots)
+	var s0, s1, free []float64
+	for r := range rs {
+		row := lt[r*8 : r*8+8]
+		switch rs[r] {
+		case 0:
+			s0 = append(s0, row...)
+		case 1:
+			s1 = append(s1, row...)
+		default:
+			free = append(free, row...)
+		}
+	}
+	if len(s0) != 300*8 || len(s1) != 700*8 {
+		t.Fatalf("rows per slot %d, %d", len(s0)/8, len(s1)/8)
+	}
+	checkDraw(t, "LocalizedHash slot 0", s0, uniform(math.Sqrt(1/30.0)))
+	checkDraw(t, "LocalizedHash slot 1", s1, uniform(math.Sqrt(1/1000.0)))
+	checkDraw(t, "LocalizedHash free rows", free, constant(0))
+
 	sizes := []int64{4, 400}
-	oh, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedOneHot, VecSize: 8, Slots: 2, SlotSizes: sizes, MaxNNZ: 1}, &SparseInput{Keys: keys.Keys, Offsets: c.BE.Alloc(tensor.Int32, 3)}, 1)
-	lh, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedHash, VecSize: 8, Slots: 2, SlotSizes: []int64{30, 1000}, WorkspaceMB: 0.2, MaxNNZ: 1}, &SparseInput{Keys: keys.Keys, Offsets: c.BE.Alloc(tensor.Int32, 3)}, 1)
-	lt := f64(lh.Table)
-	checkDraw(t, "LocalizedHash slot 0", lt[:30*8], uniform(math.Sqrt(1/30.0)))
-	checkDraw(t, "LocalizedHash slot 1", lt[30*8:1030*8], uniform(math.Sqrt(1/1000.0)))
-	checkDraw(t, "LocalizedHash past the slots", lt[1030*8:], constant(0))
+	oh, _ := NewSparseEmbedding(c, EmbeddingConfig{Kind: LocalizedOneHot, VecSize: 8, Slots: 2, SlotSizes: sizes, MaxNNZ: 1},
+		&SparseInput{Keys: c.BE.Alloc(tensor.Int64, 1), Offsets: c.BE.Alloc(tensor.Int32, 3)}, 1)
 	tab := f64(oh.Table)
 	for s, rng := range [][2]int{{0, 4 * 8}, {4 * 8, 404 * 8}} {
 		a := math.Sqrt(1 / float64(sizes[s]))
@@ -300,4 +359,5 @@ func TestEmbeddingInit(t *testing.T) {
 			t.Errorf("slot %d init [%v, %v], want ±%v", s, lo, hi, a)
 		}
 	}
+	checkDraw(t, "OneHot slot 1", tab[4*8:], uniform(math.Sqrt(1/400.0)))
 }

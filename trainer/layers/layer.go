@@ -93,6 +93,10 @@ type Ctx struct {
 	BE   tensor.Backend
 	DT   tensor.DType
 	Rand *rand.Rand
+	// Shard is the rank the layers are built for (the zero value: one
+	// rank); the trainer sets it before building. Dropout draws the mask
+	// of its rank's samples of the global batch.
+	Shard Shard
 	// nextID numbers layers for dropout seeds.
 	nextID uint64
 }

@@ -189,11 +189,17 @@ func (l *MultiCross) Outputs() []*Blob { return []*Blob{l.out} }
 // Dropout zeroes elements with probability Rate while training and scales
 // the rest by 1/(1−Rate); the mask comes from Philox keyed by Seed and the
 // iteration, so Backward (and a GPU) reproduces it without storing it.
+//
+// Over several ranks (Ctx.Shard) the mask is the one the single-rank run of
+// the global batch draws for the rank's samples: element i of rank r is
+// element r·len + i of the global batch (len = the local element count),
+// so the counter is iter·⌈len·W/4⌉ + r·len/4, which needs len % 4 == 0.
 type Dropout struct {
 	c       *Ctx
 	in, out *Blob
 	Rate    float64
 	Seed    uint64
+	shard   Shard
 }
 
 // NewDropout builds a Dropout with a seed derived from the context.
@@ -204,12 +210,24 @@ func NewDropout(c *Ctx, in *Blob, rate float64) (*Dropout, error) {
 	if !(rate >= 0 && rate < 1) {
 		return nil, shapeErr("Dropout", "rate %v", rate)
 	}
+	if err := c.Shard.check("Dropout"); err != nil {
+		return nil, err
+	}
+	if n := in.Value.Len(); c.Shard.Sharded() && n%4 != 0 {
+		return nil, shapeErr("Dropout", "%v over %d ranks: the batch per rank × the width (%d × %d) must be a multiple of 4",
+			in.Value, c.Shard.World, in.Value.Rows(), n/max(in.Value.Rows(), 1))
+	}
 	c.nextID++
-	return &Dropout{c: c, in: in, out: c.Blob(in.Value.Shape...), Rate: rate, Seed: c.Rand.Uint64() ^ c.nextID}, nil
+	return &Dropout{c: c, in: in, out: c.Blob(in.Value.Shape...), Rate: rate, Seed: c.Rand.Uint64() ^ c.nextID,
+		shard: c.Shard}, nil
 }
 
+// counter is the Philox counter of the rank's first element: the
+// single-rank run's iter·⌈len·W/4⌉ plus the rank's offset r·len/4 (exact:
+// len % 4 == 0 when W > 1).
 func (l *Dropout) counter(p Pass) uint64 {
-	return p.Iter * uint64((l.in.Value.Len()+3)/4)
+	n, w := uint64(l.in.Value.Len()), uint64(l.shard.Ranks())
+	return p.Iter*((n*w+3)/4) + uint64(l.shard.Rank)*n/4
 }
 
 // Forward applies the mask (identity when not training).

@@ -60,10 +60,7 @@ func (o *Options) Validate() error {
 	if o.LossScale < 0 {
 		return fmt.Errorf("loss scale %v < 0", o.LossScale)
 	}
-	if o.Parallel != nil && o.Parallel.Comm != nil && o.Parallel.Comm.Size() > 1 {
-		return errParallelPending
-	}
-	return nil
+	return o.checkParallel()
 }
 
 // embedding is one sparse embedding with its input and optimizer.
@@ -108,7 +105,11 @@ type Model struct {
 	optCfg     *graph.Optimizer
 	half       bool              // Options.MixedPrecision
 	aux        map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
-	comm       collective.Comm   // Options.Parallel's; nil: alone
+	// comm is the rank's communicator (Options.Parallel; nil alone), par
+	// the state of the sharded step (parallel.go; nil: the single-device
+	// step).
+	comm collective.Comm
+	par  *parState
 }
 
 // Build constructs the network of cfg on be.
@@ -136,9 +137,6 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	}
 	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt, half: o.MixedPrecision,
 		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
-	if o.Parallel != nil {
-		m.comm = o.Parallel.Comm
-	}
 	m.sched = schedule(gopt)
 	dcfg, err := optConfig(gopt, o.LossScale)
 	if err != nil {
@@ -151,12 +149,21 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Parallel != nil {
+		m.comm = o.Parallel.Comm
+		if o.sharded() {
+			if m.par, err = m.newParState(o.Parallel); err != nil {
+				return nil, err
+			}
+			m.ctx.Shard = layers.Shard{Rank: m.par.rank, World: m.par.world}
+		}
+	}
 	blobs := map[string]*layers.Blob{}
 	if err := m.bindLabels(blobs); err != nil {
 		return nil, err
 	}
-	if m.feed.Dense != nil {
-		blobs[g.Input.DenseTop] = m.feed.Dense
+	if d := m.denseBlob(); d != nil {
+		blobs[g.Input.DenseTop] = d
 	}
 	for i, ge := range g.Embeddings {
 		e, err := m.buildEmbedding(ge, info.Embeddings[i], gopt, o.LossScale)
@@ -165,6 +172,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		}
 		m.embs = append(m.embs, e)
 		blobs[ge.Top] = e.layer.Outputs()[0]
+		if m.par != nil {
+			blobs[ge.Top] = m.par.newExchange(be, e, m.exchangeOf(e)).out
+		}
 	}
 	for i := range g.Layers {
 		gl := g.Layers[i]
@@ -184,6 +194,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	}
 	if err := m.finishHeads(blobs, o); err != nil {
 		return nil, err
+	}
+	if m.par != nil {
+		m.finishPar()
 	}
 	m.opt.AddDense(m.params...)
 	if err := be.Sync(); err != nil {
@@ -259,7 +272,7 @@ func (m *Model) buildEmbedding(ge graph.SparseEmbedding, ei graph.EmbeddingInfo,
 	}
 	sp := m.Graph.Input.Sparse[in]
 	ec := layers.EmbeddingConfig{VecSize: ge.VecSize, Slots: sp.SlotNum, StateCopies: ocfg.StateCopies(),
-		MaxNNZ: m.batch * sp.MaxFeatures()}
+		MaxNNZ: m.batch * sp.MaxFeatures(), Shard: m.ctx.Shard}
 	switch ge.Type {
 	case graph.DistributedHash:
 		ec.Kind = layers.DistributedHash

@@ -58,7 +58,7 @@ func labelColumns(in *graph.Input) (map[string][2]int, []string) {
 func (m *Model) bindLabels(blobs map[string]*layers.Blob) error {
 	in := &m.Graph.Input
 	if len(in.LabelTops) == 1 {
-		blobs[in.LabelTops[0]] = m.feed.Label
+		blobs[in.LabelTops[0]] = m.labelBlob()
 		return nil
 	}
 	cols, names := labelColumns(in)
@@ -69,7 +69,7 @@ func (m *Model) bindLabels(blobs map[string]*layers.Blob) error {
 		}
 		ranges = append(ranges, [2]int{cols[n][0], cols[n][0] + cols[n][1]})
 	}
-	s, err := layers.NewSlice(m.ctx, m.feed.Label, ranges)
+	s, err := layers.NewSlice(m.ctx, m.labelBlob(), ranges)
 	if err != nil {
 		return err
 	}
@@ -217,12 +217,17 @@ func (m *Model) runLabels(p layers.Pass) {
 // downloadPredictions copies the heads' outputs into scores ([B·T] rows of
 // PredictionWidth).
 func (m *Model) downloadPredictions(scores []float32) error {
+	if m.par != nil {
+		if err := m.gatherPredictions(); err != nil {
+			return err
+		}
+	}
 	if len(m.heads) == 1 {
-		return m.be.Download(scores[:m.batch*m.predW], m.heads[0].pred.Value)
+		return m.be.Download(scores[:m.batch*m.predW], m.predValue(0))
 	}
 	T := m.predW
-	for _, h := range m.heads {
-		if err := m.be.Download(h.host, h.pred.Value); err != nil {
+	for i, h := range m.heads {
+		if err := m.be.Download(h.host, m.predValue(i)); err != nil {
 			return err
 		}
 		t := h.width()

@@ -41,14 +41,13 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 // step trains on the n samples of the inputs already loaded (the rest is
 // padding).
 func (m *Model) step(n int) error {
-	valid := 0
-	if n < m.batch {
-		valid = n
-	}
-	for _, h := range m.heads {
-		h.loss.Valid = valid
-	}
-	if valid > 0 {
+	if m.par != nil {
+		m.parLoad(n)
+		defer m.parUnload()
+	} else if n < m.batch {
+		for _, h := range m.heads {
+			h.loss.Valid = n
+		}
 		defer func() {
 			for _, h := range m.heads {
 				h.loss.Valid = 0
@@ -58,8 +57,8 @@ func (m *Model) step(n int) error {
 	m.iter++
 	p := layers.Pass{Training: true, Iter: m.iter}
 	m.runLabels(p)
-	for _, e := range m.embs {
-		e.layer.Forward(p)
+	if err := m.embForward(p); err != nil {
+		return err
 	}
 	for _, l := range m.dense {
 		l.Forward(p)
@@ -67,14 +66,26 @@ func (m *Model) step(n int) error {
 	if m.total != nil {
 		m.total.Forward(p)
 	}
+	if m.par != nil {
+		if err := m.parAfterForward(); err != nil {
+			return err
+		}
+	}
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
+	}
+	if m.par != nil && !m.frozen {
+		// The regularizer's gradient is the same on every rank: added
+		// once, after the sum.
+		if err := m.allReduceGrads(); err != nil {
+			return err
+		}
 	}
 	if m.reg != nil {
 		m.reg.AddGrad()
 	}
-	for _, e := range m.embs {
-		e.layer.Backward(p)
+	if err := m.embBackward(p); err != nil {
+		return err
 	}
 	if !m.frozen {
 		m.opt.Update()
@@ -128,9 +139,13 @@ func (m *Model) forwardLogits(b *formats.Batch, scores []float32) ([]float32, er
 // and returns their logits ([n·T]) in scores.
 func (m *Model) forwardLoaded(n int, scores []float32) ([]float32, error) {
 	p := layers.Pass{Training: false, Iter: m.iter}
+	if m.par != nil {
+		m.parLoad(n)
+		defer m.parUnload()
+	}
 	m.runLabels(p)
-	for _, e := range m.embs {
-		e.layer.Forward(p)
+	if err := m.embForward(p); err != nil {
+		return nil, err
 	}
 	for _, l := range m.dense {
 		l.Forward(p)
@@ -764,6 +779,10 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
 		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
 	}
+	if m.Rank() != 0 {
+		// One rank of a group (Parallel): rank 0 reports for all.
+		o.Log, o.Metrics, o.Progress, o.ExportPredictionsPrefix = nil, nil, nil, ""
+	}
 	logw := o.Log
 	if logw == nil {
 		logw = io.Discard
@@ -937,8 +956,10 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				if err := m.Save(o.SnapshotPrefix, res.Iters); err != nil {
 					return res, err
 				}
-				if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
-					return res, err
+				if m.Rank() == 0 {
+					if err := m.PruneSnapshots(o.SnapshotPrefix, o.KeepSnapshots); err != nil {
+						return res, err
+					}
 				}
 				fmt.Fprintf(logw, "saved snapshot %s at iter %d\n", o.SnapshotPrefix, res.Iters)
 			}

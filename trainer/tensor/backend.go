@@ -32,9 +32,17 @@ const EmptyKey int64 = -1 << 63
 // (rows handed out so far). Capacity is a power of two ≥ 2·MaxRows, probing
 // is linear from a 64-bit mix of the key, so the same table works from CUDA
 // threads with atomicCAS on Keys. Build one with NewHashTable.
+//
+// RowKeys int64 [MaxRows] (optional; NewHashTable allocates it, EmptyKey
+// for a free row) is the inverse map, row → key, written by every insert, so a save reads the keys
+// in row order without scanning Keys. Sharded marks one rank's part of a
+// sharded table (shard.go): HashLookup maps SkipKey to row −1 there and never
+// inserts it; an unsharded table refuses SkipKey like EmptyKey.
 type HashTable struct {
 	Keys, Rows, Count Tensor
+	RowKeys           Tensor
 	MaxRows           int
+	Sharded           bool
 }
 
 // NewHashTable allocates an empty table for at most maxRows rows.
@@ -47,9 +55,11 @@ func NewHashTable(be Backend, maxRows int) HashTable {
 		Keys:    be.Alloc(Int64, c),
 		Rows:    be.Alloc(Int32, c),
 		Count:   be.Alloc(Int32, 1),
+		RowKeys: be.Alloc(Int64, max(maxRows, 1)),
 		MaxRows: maxRows,
 	}
 	be.Fill(h.Keys, float64(EmptyKey))
+	be.Fill(h.RowKeys, float64(EmptyKey))
 	return h
 }
 
@@ -214,11 +224,15 @@ type Backend interface {
 	// table get new rows: the distinct missing keys of this call in ascending
 	// key order receive Count, Count+1, … (deterministic on every backend);
 	// ErrTableFull when Count would exceed MaxRows. Without insert a missing
-	// key maps to row −1.
+	// key maps to row −1. Inserts write RowKeys[row] = key when RowKeys is
+	// present. EmptyKey is ErrRange; so is SkipKey unless h.Sharded (then
+	// its row is −1).
 	HashLookup(h HashTable, keys, rows Tensor, insert bool)
 	// SlotRows (one-hot embedding): rows[j] = keys[j] + slotOffsets[s] where
 	// s = bag(j) mod numSlots for CSR offsets; ErrRange unless 0 ≤ keys[j] <
-	// slotSizes[s]. slotOffsets and slotSizes are int64 [numSlots].
+	// slotSizes[s]. slotOffsets and slotSizes are int64 [numSlots]. A
+	// negative slotOffsets[s] marks a slot another rank holds: its keys are
+	// range-checked the same and get row −1.
 	SlotRows(rows, keys, offsets, slotOffsets, slotSizes Tensor)
 	// RecordSlots notes the slot each row is first seen in (a Localized
 	// embedding's slot_id): rowSlots int32 [table rows] holds −1 for a row
@@ -295,4 +309,7 @@ type Backend interface {
 
 	// SeqOps: attention, GRU, LayerNorm, sequence mask (seq.go).
 	SeqOps
+	// ShardOps: key masks and key-derived initial rows of sharded
+	// embedding tables (shard.go).
+	ShardOps
 }

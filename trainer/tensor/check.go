@@ -244,6 +244,9 @@ func CheckHashTable(op string, h HashTable, keys, rows Tensor) error {
 	if capy == 0 || capy&(capy-1) != 0 || h.Rows.Len() != capy || h.Keys.DType != Int64 {
 		return Errorf(op, ErrShape, "bad table: keys %v, rows %v (want int64 keys, as many rows, a power of two)", h.Keys, h.Rows)
 	}
+	if !h.RowKeys.IsZero() && (h.RowKeys.DType != Int64 || h.RowKeys.Len() < h.MaxRows) {
+		return Errorf(op, ErrShape, "row keys %v for %d rows (want int64)", h.RowKeys, h.MaxRows)
+	}
 	return firstErr(CheckWant(op, h.Rows, Int32, capy), CheckWant(op, h.Count, Int32, 1),
 		CheckWant(op, keys, Int64, 0), CheckWant(op, rows, Int32, keys.Len()))
 }

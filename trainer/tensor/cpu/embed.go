@@ -17,7 +17,7 @@ import (
 // sort and atomicCAS inserts at rows Count + rank, which gives the same rows.
 func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, insert bool) {
 	const op = "hash_lookup"
-	if !be.owned(op, h.Keys, h.Rows, h.Count, keys, rows) || !be.check(tensor.CheckHashTable(op, h, keys, rows)) {
+	if !be.owned(op, h.Keys, h.Rows, h.Count, h.RowKeys, keys, rows) || !be.check(tensor.CheckHashTable(op, h, keys, rows)) {
 		return
 	}
 	capy := h.Keys.Len()
@@ -29,8 +29,10 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 	probe := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			key := k[i]
-			if key == tensor.EmptyKey {
-				bad.CompareAndSwap(-1, int64(i))
+			if key == tensor.EmptyKey || key == tensor.SkipKey {
+				if key == tensor.EmptyKey || !h.Sharded {
+					bad.CompareAndSwap(-1, int64(i))
+				}
 				r[i] = -1
 				continue
 			}
@@ -48,7 +50,11 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 	}
 	be.par(len(k), 4096, probe)
 	if i := bad.Load(); i >= 0 {
-		be.fail(op, tensor.ErrRange, "key %d at %d is the reserved empty key", k[i], i)
+		what := "empty key"
+		if k[i] == tensor.SkipKey {
+			what = "skip key (another rank's key) of an unsharded table"
+		}
+		be.fail(op, tensor.ErrRange, "key %d at %d is the reserved %s", k[i], i, what)
 		return
 	}
 	if !insert {
@@ -56,7 +62,7 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 	}
 	miss := be.keys[:0]
 	for i, row := range r {
-		if row < 0 {
+		if row < 0 && k[i] != tensor.SkipKey {
 			miss = append(miss, k[i])
 		}
 	}
@@ -71,24 +77,32 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 		be.fail(op, tensor.ErrTableFull, "%d rows used, %d new keys, capacity %d rows", *cnt, len(miss), h.MaxRows)
 		return
 	}
+	var rk []int64
+	if !h.RowKeys.IsZero() {
+		rk = data[int64](h.RowKeys)
+	}
 	for _, key := range miss {
 		s := tensor.HashSlot(key, mask)
 		for tk[s] != tensor.EmptyKey {
 			s = (s + 1) & mask
 		}
 		tk[s], tr[s] = key, *cnt
+		if rk != nil {
+			rk[*cnt] = key
+		}
 		*cnt++
 	}
 	be.par(len(k), 4096, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			if r[i] < 0 {
+			if r[i] < 0 && k[i] != tensor.SkipKey {
 				probe(i, i+1)
 			}
 		}
 	})
 }
 
-// SlotRows computes one-hot rows: key + slot offset.
+// SlotRows computes one-hot rows: key + slot offset (−1 for a slot of
+// another rank, negative offset).
 func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.Tensor) {
 	const op = "slot_rows"
 	if !be.owned(op, rows, keys, offsets, slotOffsets, slotSizes) ||
@@ -112,6 +126,10 @@ func (be *Backend) SlotRows(rows, keys, offsets, slotOffsets, slotSizes tensor.T
 				v := k[j] + so[s]
 				if k[j] < 0 || k[j] >= ss[s] || v > 1<<31-1 {
 					bad.CompareAndSwap(-1, int64(j))
+					continue
+				}
+				if so[s] < 0 { // another rank's slot
+					r[j] = -1
 					continue
 				}
 				r[j] = int32(v)

@@ -265,11 +265,14 @@ const (
 	opEmbedding
 	opSparseUpdate
 	opRecordSlots
+	opMaskKeys
+	opInitHashRows
 )
 
 var opNames = map[uint64]string{
 	opSlotRows: "SlotRows", opHashLookup: "HashLookup", opSoftmaxCE: "SoftmaxCE",
 	opEmbedding: "EmbeddingBag", opSparseUpdate: "SparseUpdate", opRecordSlots: "RecordSlots",
+	opMaskKeys: "MaskKeys", opInitHashRows: "InitHashRows",
 }
 
 func (be *Backend) flagError(rec [4]uint64) {

@@ -25,11 +25,13 @@ const (
 // sort → ranks of the distinct keys by a scan of run heads → atomicCAS
 // insert at Count + rank (nothing when Count would exceed MaxRows) → Count
 // update → probe again at the missed positions. Count stays on the device.
+// The insert writes RowKeys[row] = key; SkipKey of a Sharded table is
+// neither looked up nor missing (row −1).
 // The key→row map equals the CPU's; the slot layout of Keys may differ
 // (concurrent inserts).
 func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, insert bool) {
 	const op = "hash_lookup"
-	if !be.owned(op, h.Keys, h.Rows, h.Count, keys, rows) || !be.check(tensor.CheckHashTable(op, h, keys, rows)) {
+	if !be.owned(op, h.Keys, h.Rows, h.Count, h.RowKeys, keys, rows) || !be.check(tensor.CheckHashTable(op, h, keys, rows)) {
 		return
 	}
 	capy := h.Keys.Len()
@@ -39,9 +41,13 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 	}
 	mask := uint64(capy - 1)
 	tk, tr, cnt := p(h.Keys), p(h.Rows), p(h.Count)
+	sharded := 0
+	if h.Sharded {
+		sharded = 1
+	}
 	be.do(op, func(c *cuda.Ctx) error {
 		if !insert {
-			return be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), cuda.Ptr(0), int64(n), be.flag, opHashLookup)
+			return be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), cuda.Ptr(0), int64(n), be.flag, opHashLookup, sharded)
 		}
 		var miss, pos, upos, part cuda.Ptr
 		var srt primSort
@@ -56,7 +62,7 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 			return err
 		}
 		nmiss := pos.Add(4 * n) // device u32: the number of missing keys
-		if err := be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), miss, int64(n), be.flag, opHashLookup); err != nil {
+		if err := be.launch1(c, "emb_hash_probe", n, tk, tr, mask, p(keys), p(rows), miss, int64(n), be.flag, opHashLookup, sharded); err != nil {
 			return err
 		}
 		if err := be.scan(c, primU32, miss, pos, n, part); err != nil {
@@ -76,7 +82,8 @@ func (be *Backend) HashLookup(h tensor.HashTable, keys, rows tensor.Tensor, inse
 		if err := be.scan(c, primU32, upos, upos, n, part); err != nil {
 			return err
 		}
-		if err := be.launch1(c, "emb_hash_insert", n, tk, tr, mask, cnt, h.MaxRows, mk, upos, nmiss, int64(n), be.flag, opHashLookup); err != nil {
+		if err := be.launch1(c, "emb_hash_insert", n, tk, tr, mask, cnt, h.MaxRows, mk, upos, nmiss, int64(n), be.flag, opHashLookup,
+			p(h.RowKeys)); err != nil {
 			return err
 		}
 		if err := be.launch(c, "emb_hash_count", cuda.D1(1), cuda.D1(32), 0, cnt, upos, int64(n), be.flag); err != nil {

@@ -9,6 +9,7 @@
 // aligned, else 1. Teams grid-stride over their items.
 
 #define EMB_EMPTY ((i64)0x8000000000000000ull)  // tensor.EmptyKey
+#define EMB_SKIP ((i64)0x8000000000000001ull)   // tensor.SkipKey
 #define EMB_SIGN 0x8000000000000000ull
 
 template <int W>
@@ -65,18 +66,22 @@ static __device__ __forceinline__ int emb_hash_find(const i64* tk, const int* tr
 }
 
 // emb_hash_probe: one thread per key: rows[i] = its row or −1; miss[i] (when
-// given) = 1 for a valid missing key. The reserved empty key is ErrRange.
+// given) = 1 for a valid missing key. The reserved empty key is ErrRange;
+// so is the skip key unless the table is sharded (then its row is −1 and it
+// is not missing).
 extern "C" __global__ void emb_hash_probe(const i64* tk, const int* tr, u64 mask, const i64* keys, int* rows, u32* miss,
-                                          i64 n, u64* flag, int op) {
+                                          i64 n, u64* flag, int op, int sharded) {
     FOR(i, n) {
         const i64 key = keys[i];
+        const bool reserved = key == EMB_EMPTY || key == EMB_SKIP;
         int r = -1;
-        if (key == EMB_EMPTY)
-            report(flag, ERR_RANGE, op, i, key);
-        else
+        if (reserved) {
+            if (key == EMB_EMPTY || !sharded) report(flag, ERR_RANGE, op, i, key);
+        } else {
             r = emb_hash_find(tk, tr, mask, key);
+        }
         rows[i] = r;
-        if (miss != nullptr) miss[i] = (r < 0 && key != EMB_EMPTY) ? 1u : 0u;
+        if (miss != nullptr) miss[i] = (r < 0 && !reserved) ? 1u : 0u;
     }
 }
 
@@ -98,9 +103,10 @@ extern "C" __global__ void emb_hash_heads(const u64* mk, const u32* cnt, u32* he
 // with atomicCAS on the key slot (distinct keys, so no two threads insert
 // the same key). If Count + distinct > maxRows nothing is inserted and the
 // key that would get row maxRows reports ERR_FULL. Nothing happens when the
-// error record is already set (e.g. the probe met the empty key).
+// error record is already set (e.g. the probe met the empty key). rk (when
+// given) is the table's RowKeys: rk[row] = key.
 extern "C" __global__ void emb_hash_insert(i64* tk, int* tr, u64 mask, const int* count, int maxRows, const u64* mk,
-                                           const u32* upos, const u32* cnt, i64 n, u64* flag, int op) {
+                                           const u32* upos, const u32* cnt, i64 n, u64* flag, int op, i64* rk) {
     if (flag[0] != 0) return;
     const i64 m = (i64)*cnt, nu = (i64)upos[n], c0 = (i64)*count;
     const bool full = c0 + nu > (i64)maxRows;
@@ -118,6 +124,7 @@ extern "C" __global__ void emb_hash_insert(i64* tk, int* tr, u64 mask, const int
                                        (unsigned long long)key);
             if (prev == (u64)EMB_EMPTY) {
                 tr[s] = (int)(c0 + rank);
+                if (rk != nullptr) rk[c0 + rank] = key;
                 break;
             }
             s = (s + 1) & mask;
@@ -136,7 +143,7 @@ extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 ma
     FOR(i, n) {
         if (rows[i] >= 0) continue;
         const i64 key = keys[i];
-        if (key != EMB_EMPTY) rows[i] = emb_hash_find(tk, tr, mask, key);
+        if (key != EMB_EMPTY && key != EMB_SKIP) rows[i] = emb_hash_find(tk, tr, mask, key);
     }
 }
 
@@ -144,7 +151,8 @@ extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 ma
 
 // emb_slot_rows: one thread per bag b (slot b mod ns) over its keys:
 // rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key < ss[s] and the row
-// fits an int32.
+// fits an int32; a negative so[s] (another rank's slot) gives row −1 after
+// the same range check.
 extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so, const i64* ss,
                                          i64 bags, int ns, i64 nnz, u64* flag, int op) {
     FOR(b, bags) {
@@ -159,7 +167,7 @@ extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* 
                 report(flag, ERR_RANGE, op, j, k);
                 continue;
             }
-            rows[j] = (int)v;
+            rows[j] = o < 0 ? -1 : (int)v;
         }
     }
 }

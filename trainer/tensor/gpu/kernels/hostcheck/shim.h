@@ -34,6 +34,8 @@ int __clzll(long long);
 int __ffs(int);
 int __ffsll(long long);
 unsigned __umulhi(unsigned, unsigned);
+float __fmul_rn(float, float);
+float __fadd_rn(float, float);
 unsigned long long __umul64hi(unsigned long long, unsigned long long);
 unsigned __brev(unsigned);
 int atomicAdd(int*, int);
