@@ -192,11 +192,11 @@ func (m *Model) denseOptBytes() ([]byte, error) {
 // order the keys were first seen in (HugeCTR's loader takes any order).
 func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
 	l := e.layer
-	if l.Cfg.Kind == layers.LocalizedOneHot { // every row; key = global row
-		n := l.Table.Rows()
-		rows, keys = make([]int32, n), make([]int64, n)
-		for i := range n {
-			rows[i], keys[i] = int32(i), int64(i)
+	if l.Cfg.Kind == layers.LocalizedOneHot { // every local row; key = its global row (ascending)
+		g := l.GlobalRows()
+		rows, keys = make([]int32, len(g)), append([]int64(nil), g...)
+		for i := range g {
+			rows[i] = int32(i)
 		}
 		return rows, keys, nil
 	}

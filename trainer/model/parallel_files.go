@@ -32,7 +32,8 @@ import (
 // the others waiting in the next gather.
 //
 // Loading needs no collective: every rank reads the files and keeps the
-// rows it owns under the layer's rule (ownsRow).
+// rows it owns under the layer's rule (ownsRow: layers.Shard's OwnsKey,
+// OwnsSlot).
 
 // gatherChunkBytes bounds the rows one rank sends per AllToAllV round of a
 // save.
@@ -60,29 +61,22 @@ func (m *Model) leads() bool {
 // shardOf is the part of embedding e this rank holds: rank r of world w
 // (w == 1: the whole table, on every rank).
 func shardOf(e *embedding) (r, w int) {
-	return 0, 1 // until the layer shards its table (layers.EmbeddingConfig.Shard)
-}
-
-// floorMod is k mod w in [0, w).
-func floorMod(k int64, w int) int {
-	r := k % int64(w)
-	if r < 0 {
-		r += int64(w)
+	s := e.layer.Cfg.Shard
+	if !s.Sharded() {
+		return 0, 1
 	}
-	return int(r)
+	return s.Rank, s.World
 }
 
 // ownsRow reports whether rank r of w holds the row of key (in slot,
 // Localized kinds) of embedding kind: DistributedSlotSparseEmbeddingHash
 // keys by floorMod(key, w), the Localized kinds' rows by slot mod w.
 func ownsRow(kind layers.EmbeddingKind, key, slot int64, r, w int) bool {
-	if w < 2 {
-		return true
-	}
+	s := layers.Shard{Rank: r, World: w}
 	if kind == layers.DistributedHash {
-		return floorMod(key, w) == r
+		return s.OwnsKey(key)
 	}
-	return int(slot%int64(w)) == r
+	return s.OwnsSlot(int(slot))
 }
 
 // agree makes the ranks' outcomes of a save phase one: every rank returns
@@ -355,11 +349,15 @@ func (r *sparseRows) sorted(from []int) (*sparseRows, error) {
 // oneHotRows is the number of global rows of a OneHot embedding (its keys
 // are 0 … oneHotRows−1).
 func oneHotRows(e *embedding) int64 {
-	return int64(e.layer.Table.Rows())
+	var n int64
+	for _, sz := range e.layer.Cfg.SlotSizes {
+		n += sz
+	}
+	return n
 }
 
 // oneHotRow is the row of this rank's table holding OneHot key k (a key
 // this rank owns).
 func oneHotRow(e *embedding, k int64) int32 {
-	return int32(k)
+	return int32(e.layer.LocalRow(k))
 }
