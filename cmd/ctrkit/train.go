@@ -258,7 +258,10 @@ func runTrain(c *cli.Context) error {
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}
-	if g := c.String("out-graph"); g != "" {
+	// In a run of several processes, process 0 writes the outputs (the
+	// others would overwrite its files on a shared file system).
+	lead := j.World == nil || j.World.Group.Process == 0
+	if g := c.String("out-graph"); g != "" && lead {
 		if err := cfg.Graph.WriteFile(g, graph.WriteOptions{Optimizer: j.Optimizer}); err != nil {
 			return err
 		}
@@ -268,7 +271,7 @@ func runTrain(c *cli.Context) error {
 		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
 	}
 	var mf *os.File
-	if p := c.String("out-metrics"); p != "" {
+	if p := c.String("out-metrics"); p != "" && lead {
 		if mf, err = os.Create(p); err != nil {
 			return err
 		}
@@ -284,7 +287,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	if p := c.String("out-plot"); p != "" {
+	if p := c.String("out-plot"); p != "" && lead {
 		if err := plotHistory(p, plotSource(&j), res.History); err != nil {
 			return err
 		}

@@ -129,17 +129,18 @@ func ConfigGPUs(s *graph.Solver) int {
 	return max(n, 1)
 }
 
-// runConfig is the config as ctrkit runs it on ranks ranks: the embedding
-// capacity HugeCTR would have on all of the solver's GPUs (its
-// max_vocabulary_size_per_gpu × the GPU count) spread over the ranks (each
-// rank's max_vocabulary_size_per_gpu: that total / ranks, rounded up), and
-// a dense input padded to a multiple of 8 for RawAsync's dense.aligned
-// Auto.
+// runConfig is the config as ctrkit runs it on ranks ranks: on fewer
+// ranks than the solver's GPUs, the embedding capacity HugeCTR would have
+// on all of them (its max_vocabulary_size_per_gpu × the GPU count) spread
+// over the ranks (each rank's max_vocabulary_size_per_gpu: that total /
+// ranks, rounded up); on as many or more, each rank has the per-GPU
+// capacity, as each of HugeCTR's GPUs. And a dense input padded to a
+// multiple of 8 for RawAsync's dense.aligned Auto.
 func (j *Job) runConfig(ranks int) (*graph.Config, error) {
 	gpus := ConfigGPUs(&j.Solver)
 	ranks = max(ranks, 1)
 	align := j.Train.AlignDense || j.Eval.AlignDense
-	if gpus == ranks && !align {
+	if gpus <= ranks && !align {
 		return j.Config, nil
 	}
 	cfg := *j.Config
@@ -148,7 +149,7 @@ func (j *Job) runConfig(ranks int) (*graph.Config, error) {
 	if align {
 		g.Input.DenseDim = (g.Input.DenseDim + 7) / 8 * 8
 	}
-	if gpus != ranks {
+	if gpus > ranks {
 		opt := j.Optimizer
 		if opt == nil {
 			opt = cfg.Optimizer
@@ -177,14 +178,14 @@ func (j *Job) runConfig(ranks int) (*graph.Config, error) {
 }
 
 // DeviceNote is the line Train prints when ctrkit runs the config
-// differently from HugeCTR: on other than the solver's gpu list's GPU
-// count (ranks ranks; one device: device names it), with the embedding
-// capacity of all of them; Ranks.Hint (the flag or launcher that would run
-// it as listed) follows. "" when it runs as listed.
+// differently from HugeCTR: on fewer ranks than the solver's gpu list's
+// GPUs (one device: device names it), with the embedding capacity of all
+// of them; Ranks.Hint (the flag or launcher that would run it as listed)
+// follows. "" when it runs on as many ranks or more.
 func (j *Job) DeviceNote(device string, ranks int, capacityRows int64) string {
 	gpus := ConfigGPUs(&j.Solver)
 	ranks = max(ranks, 1)
-	if gpus == ranks {
+	if gpus <= ranks {
 		return ""
 	}
 	on := fmt.Sprintf("one device (%s)", device)
@@ -287,8 +288,13 @@ func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, er
 	if d := fo.EvalMetrics.Describe(); d != "" {
 		fmt.Fprintln(out.Log, d)
 	}
-	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
-		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	if w := m.World(); w > 1 {
+		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity a rank); global batch %d over %d ranks (%d a rank) on %s\n",
+			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, w, m.LocalBatch(), m.be.Name())
+	} else {
+		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
+			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	}
 	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
 	if err != nil {

@@ -65,11 +65,11 @@ func TestPlanRanks(t *testing.T) {
 }
 
 // TestRunConfigCapacity: the config's capacity of all its GPUs, spread over
-// the ranks that run it.
+// fewer ranks; on as many ranks or more, each has the per-GPU capacity.
 func TestRunConfigCapacity(t *testing.T) {
 	g := &graph.Graph{Embeddings: []graph.SparseEmbedding{{Type: graph.DistributedHash, VecSize: 4, MaxVocabPerGPU: 1001}}}
 	j := Job{Config: &graph.Config{Graph: g}, Solver: graph.Solver{GPU: [][]int{{0, 1, 2, 3}}}, Optimizer: &graph.Optimizer{Type: "SGD"}}
-	for _, c := range []struct{ ranks, want int64 }{{1, 4004}, {2, 2002}, {3, 1335}, {4, 1001}, {8, 501}} {
+	for _, c := range []struct{ ranks, want int64 }{{1, 4004}, {2, 2002}, {3, 1335}, {4, 1001}, {8, 1001}} {
 		cfg, err := j.runConfig(int(c.ranks))
 		if err != nil {
 			t.Fatal(err)
