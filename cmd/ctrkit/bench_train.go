@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/bench"
+	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
 )
@@ -45,6 +46,8 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
+				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
+				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
 			),
 			Action: runBenchTrain,
 		})
@@ -65,6 +68,9 @@ func runBenchTrain(c *cli.Context) error {
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}
 	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision")}
+	if l, _ := collective.FromEnv(nil); c.IsSet("gpus") || l.Size > 1 {
+		return benchTrainRanks(c, d, s)
+	}
 	be, err := model.OpenBackend(c.String("device"), s, c.App.ErrWriter)
 	if err != nil {
 		return err

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ctrkit/ctrkit/bench"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/cuda"
+	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
@@ -25,12 +29,18 @@ func rankFlags() []cli.Flag {
 // several ranks its world (j.World: --gpus, the config's solver.gpu, the
 // launcher's processes).
 func openDevices(c *cli.Context, j *model.Job, train bool) error {
-	device := c.String("device")
 	if !train || c.Command.Name != "train" {
 		var err error
-		j.Backend, err = model.OpenBackend(device, j.Solver, c.App.ErrWriter)
+		j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter)
 		return err
 	}
+	return openRanksFor(c, j, false)
+}
+
+// openRanksFor is openDevices for a command with --gpus; groupOnly leaves
+// j.World nil (and opens nothing) when the plan is one device.
+func openRanksFor(c *cli.Context, j *model.Job, groupOnly bool) error {
+	device := c.String("device")
 	req := model.RankRequest{ConfigFile: c.String("config")}
 	if c.IsSet("gpus") {
 		var err error
@@ -70,6 +80,9 @@ func openDevices(c *cli.Context, j *model.Job, train bool) error {
 		return &exitError{exitUsage, err}
 	}
 	j.Ranks = plan
+	if !plan.Group() && groupOnly {
+		return nil
+	}
 	if !plan.Group() {
 		if len(plan.Devices) == 1 && !plan.CPU {
 			device = fmt.Sprintf("gpu:%d", plan.Devices[0])
@@ -119,4 +132,39 @@ func closeDevices(j *model.Job) error {
 		return j.World.Close()
 	}
 	return model.CloseBackend(j.Backend)
+}
+
+// benchTrainRanks is bench train over the ranks of --gpus (and the
+// launcher's processes).
+func benchTrainRanks(c *cli.Context, d *dataset.Dataset, s graph.Solver) error {
+	if c.Bool("resident") || c.String("reader") != "sync" {
+		return &exitError{exitUsage, fmt.Errorf("--gpus: --resident and --reader async time one device; leave them out")}
+	}
+	j := model.Job{Solver: s}
+	if err := openRanksFor(c, &j, true); err != nil {
+		return err
+	}
+	defer closeDevices(&j)
+	if j.World == nil {
+		return &exitError{exitUsage, fmt.Errorf("--gpus %s: one rank; bench train without --gpus times one device", c.String("gpus"))}
+	}
+	log := c.App.Writer
+	if c.Bool("json") || j.World.Group.Process != 0 {
+		log = c.App.ErrWriter
+	}
+	res, err := bench.TrainRanks(d, j.World, bench.TrainOptions{
+		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
+		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"),
+	}, log)
+	if err != nil || j.World.Group.Process != 0 {
+		return err
+	}
+	if c.Bool("json") {
+		e := json.NewEncoder(c.App.Writer)
+		e.SetIndent("", "  ")
+		return e.Encode(res)
+	}
+	fmt.Fprintf(c.App.Writer, "%s %s ×%d batch %d: %s in all, %s a rank through the pipeline\n", res.Model, res.Backend, res.Ranks, res.Batch,
+		bench.Rate(res.Pipeline.SamplesPerSec), bench.Rate(res.PerRank))
+	return nil
 }

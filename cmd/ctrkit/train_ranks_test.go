@@ -173,3 +173,35 @@ func TestTrainTwoProcesses(t *testing.T) {
 	closeLosses(t, "2 processes", metricLosses(t, metrics), metricLosses(t, one))
 	sameSnapshot(t, "2 processes vs 1 process of 2 ranks", inproc, procs)
 }
+
+// TestBenchTrainRanks: bench train --gpus 0,1 on the CPU trains over two
+// ranks and reports samples/s in all and per rank and the time in
+// collectives.
+func TestBenchTrainRanks(t *testing.T) {
+	dir := t.TempDir()
+	raw := filepath.Join(dir, "train.bin")
+	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "512", "--eval-num-samples", "64", "--out-source", raw,
+		"--out-eval-source", filepath.Join(dir, "eval.bin"), "--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
+		t.Fatalf("gen: %v\n%s", err, out)
+	}
+	args := []string{"bench", "train", raw, "--device", "cpu", "--batchsize", "64", "--warmup", "1", "--steps", "2", "--vec-size", "4",
+		"--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4", "--gpus", "0,1"}
+	out, err := runCtrkit(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		Ranks            int
+		Pipeline         struct{ Steps int }
+		PerRank          float64            `json:"per_rank_samples_per_sec"`
+		CollectiveMillis map[string]float64 `json:"collective_ms_per_step"`
+	}
+	js := out[max(strings.Index(out, "{\n"), 0):]
+	if err := json.Unmarshal([]byte(js), &res); err != nil || res.Ranks != 2 || res.Pipeline.Steps != 2 || res.PerRank <= 0 ||
+		res.CollectiveMillis["all_reduce"] <= 0 {
+		t.Errorf("%v: %+v\n%s", err, res, out)
+	}
+	if out, err := runCtrkit(t, append(args, "--resident")...); err == nil || !strings.Contains(err.Error(), "--resident and --reader async time one device") {
+		t.Errorf("--gpus --resident: %v\n%s", err, out)
+	}
+}
