@@ -114,9 +114,13 @@ type SparseEmbedding struct {
 	first             tensor.Tensor // Count before the inserting lookup
 	slotBound         tensor.Tensor // per-slot initial bounds (LocalizedHash with slot sizes)
 	slotOff, slotSize tensor.Tensor
-	globalRows        []int64 // OneHot: the global row of each local row
 	ownedSlots        []int
+	blocks            []rowBlock // OneHot: the owned slots' rows, in slot order
 }
+
+// rowBlock is one owned one-hot slot: global rows [global, global+n) are
+// local rows [local, local+n).
+type rowBlock struct{ global, local, n int64 }
 
 // NewSparseEmbedding builds the layer for batches of batch samples (the
 // global batch when sharded).
@@ -177,7 +181,6 @@ func (l *SparseEmbedding) initOneHot(rows int) {
 	v := cfg.VecSize
 	l.slotOff, l.slotSize = c.BE.Alloc(tensor.Int64, cfg.Slots), c.BE.Alloc(tensor.Int64, cfg.Slots)
 	off := make([]int64, cfg.Slots)
-	l.globalRows = make([]int64, 0, rows)
 	var f32 []float32
 	var f64 []float64
 	if c.DT == tensor.Float64 {
@@ -193,10 +196,10 @@ func (l *SparseEmbedding) initOneHot(rows int) {
 			continue
 		}
 		off[s] = local
+		l.blocks = append(l.blocks, rowBlock{global, local, sz})
 		a := math.Sqrt(1 / float64(max(sz, 1)))
 		for k := range sz {
 			g, r := global+k, int(local+k)
-			l.globalRows = append(l.globalRows, g)
 			if f64 != nil {
 				tensor.InitRow64(f64[r*v:r*v+v], l.Seed, tensor.InitTagOneHot, g, a)
 			} else {
@@ -265,18 +268,42 @@ func (l *SparseEmbedding) RowKeys() tensor.Tensor { return l.Hash.RowKeys }
 // an unsharded table, s mod World == Rank for the Localized kinds.
 func (l *SparseEmbedding) OwnedSlots() []int { return l.ownedSlots }
 
-// GlobalRows (OneHot) is the global row, the key of HugeCTR's model file,
-// of each local row of the table, ascending: the owned slots' rows in slot
-// order. One rank holds every row (GlobalRows()[r] = r); a rank without
-// slots holds none (its Table's single row is unused). nil for hash kinds.
-func (l *SparseEmbedding) GlobalRows() []int64 { return l.globalRows }
+// GlobalRows (OneHot) returns the global row, the key of HugeCTR's model
+// file, of each local row of the table, ascending (a new slice): the owned
+// slots' rows in slot order. One rank holds every row (GlobalRows()[r] =
+// r); a rank without slots holds none (its Table's single row is unused).
+// nil for hash kinds.
+func (l *SparseEmbedding) GlobalRows() []int64 {
+	if l.Cfg.Kind != LocalizedOneHot {
+		return nil
+	}
+	var n int64
+	for _, b := range l.blocks {
+		n += b.n
+	}
+	g := make([]int64, 0, n)
+	for _, b := range l.blocks {
+		for k := range b.n {
+			g = append(g, b.global+k)
+		}
+	}
+	return g
+}
 
 // LocalRow (OneHot) is the local row of global row g, or −1 when another
-// rank holds it or g is beyond the slots.
+// rank holds it, g is beyond the slots or the table is a hash table.
 func (l *SparseEmbedding) LocalRow(g int64) int {
-	i, ok := slices.BinarySearch(l.globalRows, g)
-	if !ok {
+	i, _ := slices.BinarySearchFunc(l.blocks, g, func(b rowBlock, g int64) int {
+		switch {
+		case g < b.global:
+			return 1
+		case g >= b.global+b.n:
+			return -1
+		}
+		return 0
+	})
+	if i == len(l.blocks) || g < l.blocks[i].global || g >= l.blocks[i].global+l.blocks[i].n {
 		return -1
 	}
-	return i
+	return int(l.blocks[i].local + g - l.blocks[i].global)
 }

@@ -221,6 +221,20 @@ func TestShardedOneHotLayout(t *testing.T) {
 	if r1.l.Table.Rows() != 9 || r1.l.LocalRow(9) != 4 || r1.l.LocalRow(2) != -1 || r1.l.LocalRow(14) != -1 {
 		t.Fatalf("table %v, local rows of 9, 2, 14: %d %d %d", r1.l.Table, r1.l.LocalRow(9), r1.l.LocalRow(2), r1.l.LocalRow(14))
 	}
+	for g := int64(-2); g < 17; g++ {
+		want := -1
+		for r, x := range r1.l.GlobalRows() {
+			if x == g {
+				want = r
+			}
+		}
+		if got := r1.l.LocalRow(g); got != want {
+			t.Fatalf("LocalRow(%d) = %d, want %d", g, got, want)
+		}
+		if got := one.l.LocalRow(g); got != map[bool]int{true: int(g), false: -1}[g >= 0 && g < 15] {
+			t.Fatalf("one rank: LocalRow(%d) = %d", g, got)
+		}
+	}
 	ref, got := floats(one.l.Table), floats(r1.l.Table)
 	for r, g := range want {
 		for j := range 3 {

@@ -77,7 +77,13 @@ func (g *Group) Run(ctx context.Context, fn func(ctx context.Context, m *Model) 
 
 func runRanks(ctx context.Context, ms []*Model, fn func(ctx context.Context, m *Model) error) error {
 	if len(ms) == 1 {
-		return fn(ctx, ms[0])
+		// This process's only rank: closing its communicator on a failure
+		// tells the other processes' ranks at once.
+		err := fn(ctx, ms[0])
+		if c := ms[0].Comm(); err != nil && c != nil && c.Size() > 1 {
+			c.Close()
+		}
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -21,7 +21,7 @@ type memoryNeed struct {
 
 // embeddingBytes is the host memory of the embedding tables: rows ×
 // vec × 4 bytes × (1 + optimizer state copies), plus a key index entry
-// per row for hash tables.
+// and a row → key entry (HashTable.RowKeys) per row for hash tables.
 func embeddingBytes(g *graph.Graph, info *graph.Info, opt *graph.Optimizer) memoryNeed {
 	var n memoryNeed
 	big := 0.0
@@ -33,7 +33,7 @@ func embeddingBytes(g *graph.Graph, info *graph.Info, opt *graph.Optimizer) memo
 		rows := float64(info.Embeddings[i].Rows)
 		b := rows * float64(e.VecSize) * 4 * float64(1+o.StateCopies())
 		if !e.OneHot() {
-			b += rows * 16 // key → row index
+			b += rows * (16 + 8) // key → row index, row → key
 		}
 		n.embeddings += b
 		if b > big {

@@ -189,7 +189,7 @@ func (ps *parState) newExchange(be tensor.Backend, e *embedding, kind exchangeKi
 	return x
 }
 
-// finish completes the state once the network is built: the flat
+// finishPar completes the state once the network is built: the flat
 // gradient buffer, the heads' gathered predictions and loss scales.
 func (m *Model) finishPar() {
 	ps := m.par
@@ -223,7 +223,7 @@ func (ps *parState) rowBlock(be tensor.Backend, dst, src tensor.Tensor) {
 	be.CopyCols(dst.Reshape(1, n), 0, src.Reshape(1, src.Len()), ps.rank*n, n, 0)
 }
 
-// load takes the rank's rows of the loaded global batch (n real samples)
+// parLoad takes the rank's rows of the loaded global batch (n real samples)
 // and sets the losses' real rows and gradient scales: each rank's loss
 // gradient is a mean over the global batch's samples.
 func (m *Model) parLoad(n int) {
@@ -329,41 +329,50 @@ func (ps *parState) unpackForward(be tensor.Backend, x *exchange) {
 	be.CopyCols(x.out.Value, 0, x.pad, 0, x.slots*V, 0)
 }
 
-// embBackward hands every embedding the output gradient of the whole
-// global batch and runs its backward.
-func (m *Model) embBackward(p layers.Pass) error {
+// parBackward exchanges the gradients, in one group: every embedding
+// gets the output gradient of the whole global batch (for its layer's
+// backward), and the dense gradients are summed over the ranks (one
+// all-reduce of a flat buffer; none for a frozen dense network).
+func (m *Model) parBackward() error {
 	ps := m.par
-	if ps != nil {
-		for _, x := range ps.ex {
-			if x.kind == exAllToAll {
-				ps.packBackward(m.be, x)
-			}
-		}
-		err := ps.comm.Group(func() error {
-			for _, x := range ps.ex {
-				var err error
-				if x.kind == exAllToAll {
-					err = ps.comm.AllToAllV(x.recv, x.counts, x.send, x.counts)
-				} else {
-					err = ps.comm.AllGather(x.e.layer.Outputs()[0].Grad, x.out.Grad)
-				}
-				if err != nil {
-					return fmt.Errorf("embedding %s gradient: %w", x.e.g.Top, err)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, x := range ps.ex {
-			if x.kind == exAllToAll {
-				ps.unpackBackward(m.be, x)
-			}
+	for _, x := range ps.ex {
+		if x.kind == exAllToAll {
+			ps.packBackward(m.be, x)
 		}
 	}
-	for _, e := range m.embs {
-		e.layer.Backward(p)
+	dense := !m.frozen && !ps.flat.IsZero()
+	if dense {
+		m.flatGrads(true)
+	}
+	err := ps.comm.Group(func() error {
+		for _, x := range ps.ex {
+			var err error
+			if x.kind == exAllToAll {
+				err = ps.comm.AllToAllV(x.recv, x.counts, x.send, x.counts)
+			} else {
+				err = ps.comm.AllGather(x.e.layer.Outputs()[0].Grad, x.out.Grad)
+			}
+			if err != nil {
+				return fmt.Errorf("embedding %s gradient: %w", x.e.g.Top, err)
+			}
+		}
+		if dense {
+			if err := ps.comm.AllReduce(ps.flat, collective.Sum); err != nil {
+				return fmt.Errorf("the dense gradients: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, x := range ps.ex {
+		if x.kind == exAllToAll {
+			ps.unpackBackward(m.be, x)
+		}
+	}
+	if dense {
+		m.flatGrads(false)
 	}
 	return nil
 }
@@ -396,7 +405,7 @@ func (ps *parState) unpackBackward(be tensor.Backend, x *exchange) {
 	}
 }
 
-// afterForward finishes a training forward: a rank without real samples
+// parAfterForward finishes a training forward: a rank without real samples
 // in this batch gets no loss gradient, and the model's loss becomes the
 // global batch's mean: Σ_r loss_r·n_r/n over the ranks (each rank's
 // regularizer term counts Σ n_r/n = 1 time).
@@ -421,29 +430,20 @@ func (ps *parState) reduceLoss(be tensor.Backend) error {
 	return nil
 }
 
-// allReduceGrads sums the dense gradients over the ranks (one all-reduce
-// of a flat buffer).
-func (m *Model) allReduceGrads() error {
-	ps := m.par
-	if ps.flat.IsZero() {
-		return nil
-	}
+// flatGrads copies the dense gradients into the flat buffer (in) or
+// back from it.
+func (m *Model) flatGrads(in bool) {
 	off := 0
 	for _, p := range m.params {
 		n := p.Grad.Len()
-		m.be.CopyCols(ps.flat, off, p.Grad.Reshape(1, n), 0, n, 0)
+		g := p.Grad.Reshape(1, n)
+		if in {
+			m.be.CopyCols(m.par.flat, off, g, 0, n, 0)
+		} else {
+			m.be.CopyCols(g, 0, m.par.flat, off, n, 0)
+		}
 		off += n
 	}
-	if err := ps.comm.AllReduce(ps.flat, collective.Sum); err != nil {
-		return fmt.Errorf("the dense gradients: %w", err)
-	}
-	off = 0
-	for _, p := range m.params {
-		n := p.Grad.Len()
-		m.be.CopyCols(p.Grad.Reshape(1, n), 0, ps.flat, off, n, 0)
-		off += n
-	}
-	return nil
 }
 
 // gatherPredictions collects every rank's predictions ([B_l, t] per head)

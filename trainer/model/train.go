@@ -74,18 +74,18 @@ func (m *Model) step(n int) error {
 	for i := len(m.dense) - 1; i >= 0; i-- {
 		m.dense[i].Backward(p)
 	}
-	if m.par != nil && !m.frozen {
-		// The regularizer's gradient is the same on every rank: added
-		// once, after the sum.
-		if err := m.allReduceGrads(); err != nil {
+	if m.par != nil {
+		// The regularizer's gradient, the same on every rank, is added
+		// after the sum: once.
+		if err := m.parBackward(); err != nil {
 			return err
 		}
 	}
 	if m.reg != nil {
 		m.reg.AddGrad()
 	}
-	if err := m.embBackward(p); err != nil {
-		return err
+	for _, e := range m.embs {
+		e.layer.Backward(p)
 	}
 	if !m.frozen {
 		m.opt.Update()

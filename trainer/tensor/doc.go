@@ -64,6 +64,8 @@
 //	                         unique of misses; insert kernel (atomicCAS on Keys, row =
 //	                         Count+rank); Count and the miss count never leave the device
 //	SlotRows                 one thread per bag
+//	MaskKeys                 one thread per key (by key) or per bag (by slot)
+//	InitHashRows             fixed grid over (new row, 4 columns), range read on the device
 //	EmbeddingBag             one warp per bag, lanes over the vector
 //	EmbeddingBagGrad         radix sort of (row, position) pairs, run-length encode,
 //	                         one warp per distinct row summing its occurrences in order
@@ -79,4 +81,42 @@
 //	                         row-map + elementwise kernel over the table (Global);
 //	                         numUniq is read on the device, never by the host
 //	AUC                      device radix sort by score + double scan + tie groups
+//
+// # Sharded embedding tables
+//
+// Several ranks can each hold some rows of one table (ShardOps, issue #19).
+// A global batch of B_g samples is split over W ranks, but every rank sees
+// the sparse keys of the whole global batch and pools its own rows for all
+// B_g·S bags (foreign keys contribute zero), giving a partial output the
+// trainer reduces over the ranks. Ownership is HugeCTR's:
+//
+//   - DistributedSlotSparseEmbeddingHash: key k lives on rank floorMod(k, W);
+//   - LocalizedSlot…Hash and …OneHot: slot s lives on rank s mod W.
+//
+// MaskKeys replaces the keys a rank does not own by SkipKey, which a
+// Sharded HashTable maps to row −1 without inserting it.
+//
+// # Initial rows of embedding tables
+//
+// A rank count must not change the numbers, so a row's initial values (on
+// one rank as on many)
+// depend only on the seed and the row's identity, never on where it lands:
+// a hash row on its key (InitHashRows, on the device, for the rows a
+// training lookup inserted), a one-hot row on its global row index
+// (host-side at build). Element j of the row with identity id is
+//
+//	w   = Philox4x32(ctr = (uint32(id), uint32(id>>32), uint32(j/4), tag),
+//	                 key = (uint32(seed), uint32(seed>>32)))[j mod 4]
+//	u   = float32(w >> 8) · 2⁻²⁴                       (exact, in [0, 1))
+//	a32 = float32(a)
+//	v   = round32(round32((a32+a32) · u) − a32)        (float32 tables)
+//	v   = (a+a)·u − a, in float64                      (float64 tables)
+//
+// with round32 round-to-nearest-even to float32 after each operation
+// (__fmul_rn, __fadd_rn on the GPU; an explicit float32 conversion in Go,
+// which forbids fused multiply-add), so CPU and GPU give the same bits. tag
+// is InitTagHash for hash rows and InitTagOneHot for one-hot rows; a is
+// the table's bound (U(−a, a), the distribution the single-device trainer
+// always used: 0.05 for hash tables, √(1/slot_size) per slot for one-hot
+// tables and for LocalizedHash tables with a slot_size_array).
 package tensor

@@ -1,41 +1,6 @@
 package tensor
 
-// Sharded embedding tables (several ranks, each holding some rows of one
-// table; issue #19).
-//
-// A global batch of B_g samples is split over W ranks, but every rank sees
-// the sparse keys of the whole global batch and pools its own rows for all
-// B_g·S bags (foreign keys contribute zero), giving a partial output the
-// trainer reduces over the ranks. Ownership is HugeCTR's:
-//
-//   - DistributedSlotSparseEmbeddingHash: key k lives on rank floorMod(k, W);
-//   - LocalizedSlot…Hash and …OneHot: slot s lives on rank s mod W.
-//
-// MaskKeys replaces the keys a rank does not own by SkipKey, which a
-// Sharded HashTable maps to row −1 without inserting it.
-//
-// # Initial rows
-//
-// A rank count must not change the numbers, so a row's initial values
-// depend only on the seed and the row's identity, never on where it lands:
-// a hash row on its key (InitHashRows, on the device, for the rows a
-// training lookup inserted), a one-hot row on its global row index
-// (host-side at build). Element j of the row with identity id is
-//
-//	w   = Philox4x32(ctr = (uint32(id), uint32(id>>32), uint32(j/4), tag),
-//	                 key = (uint32(seed), uint32(seed>>32)))[j mod 4]
-//	u   = float32(w >> 8) · 2⁻²⁴                       (exact, in [0, 1))
-//	a32 = float32(a)
-//	v   = round32(round32((a32+a32) · u) − a32)        (float32 tables)
-//	v   = (a+a)·u − a, in float64                      (float64 tables)
-//
-// with round32 round-to-nearest-even to float32 after each operation
-// (__fmul_rn, __fadd_rn on the GPU; an explicit float32 conversion in Go,
-// which forbids fused multiply-add), so CPU and GPU give the same bits. tag
-// is InitTagHash for hash rows and InitTagOneHot for one-hot rows; a is
-// the table's bound (U(−a, a), the distribution the single-device trainer
-// always used: 0.05 for hash tables, √(1/slot_size) per slot for one-hot
-// tables and for LocalizedHash tables with a slot_size_array).
+// Sharded embedding tables: the package doc's "Sharded embedding tables".
 
 // SkipKey marks a key another rank owns (MaskKeys' output). It is
 // reserved like EmptyKey: a Sharded HashTable maps it to row −1 and never
@@ -49,8 +14,8 @@ const (
 )
 
 // InitUniform is u of the initial-row formula (package doc, "Initial
-// rows"): the uniform [0, 1) number of element j of the row with identity
-// id.
+// rows of embedding tables"): the uniform [0, 1) number of element j of
+// the row with identity id.
 func InitUniform(seed uint64, tag uint32, id int64, j int) float32 {
 	w := Philox4x32([4]uint32{uint32(id), uint32(uint64(id) >> 32), uint32(j / 4), tag},
 		[2]uint32{uint32(seed), uint32(seed >> 32)})
@@ -58,7 +23,8 @@ func InitUniform(seed uint64, tag uint32, id int64, j int) float32 {
 }
 
 // InitValue32 is the float32 initial value of element j of row id in
-// U(−a, a) (package doc, "Initial rows"), bit-identical to the kernel's.
+// U(−a, a) (package doc, "Initial rows of embedding tables"),
+// bit-identical to the kernel's.
 func InitValue32(seed uint64, tag uint32, id int64, j int, a float64) float32 {
 	u := InitUniform(seed, tag, id, j)
 	a32 := float32(a)
@@ -114,10 +80,11 @@ type ShardOps interface {
 	// every row r in [first[0], h.Count[0]) (first int32 [1], Count copied
 	// there before the inserting HashLookup, so nothing waits for the host)
 	// gets table[r, j] = the initial value of key h.RowKeys[r], element j
-	// (package doc, "Initial rows", tag InitTagHash), with bound a = bound,
-	// or slotBound[rowSlots[r]] when slotBound is not the zero Tensor
-	// (per-slot bounds; rowSlots int32 [table rows], slotBound of the
-	// table's float dtype [slots]; ErrRange for a row without a slot).
+	// (package doc, "Initial rows of embedding tables", tag InitTagHash),
+	// with bound a = bound, or slotBound[rowSlots[r]] when slotBound is not
+	// the zero Tensor (per-slot bounds; rowSlots int32 [table rows],
+	// slotBound of the table's float dtype [slots]; ErrRange for a row
+	// without a slot).
 	// Rows outside the range (loaded or trained) are not touched.
 	InitHashRows(table Tensor, h HashTable, first Tensor, seed uint64, bound float64, rowSlots, slotBound Tensor)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 )
@@ -239,4 +240,85 @@ func bagOf(off []int64, j int) int {
 		}
 	}
 	return -1
+}
+
+// TestShardEmbeddingLayer runs the sharded SparseEmbedding layer (rank 1
+// of 2, every kind) on the GPU and on the CPU in float32 for three training
+// Forwards: the masked lookups give the same rows, the tables (initial rows
+// from InitHashRows or the one-hot upload) are bit-identical, and the
+// partial outputs agree.
+func TestShardEmbeddingLayer(t *testing.T) {
+	h := newHarness(t)
+	sizes := []int64{50, 9, 300, 12, 7}
+	const batch, vec = 64, 8
+	for _, kind := range []layers.EmbeddingKind{layers.DistributedHash, layers.LocalizedHash, layers.LocalizedOneHot} {
+		cfg := layers.EmbeddingConfig{Kind: kind, VecSize: vec, Slots: len(sizes), Combiner: tensor.Mean, WorkspaceMB: 0.5,
+			MaxNNZ: batch * len(sizes) * 3, Shard: layers.Shard{Rank: 1, World: 2}}
+		if kind != layers.DistributedHash {
+			cfg.SlotSizes = sizes
+		}
+		mk := func(be tensor.Backend) (*layers.Ctx, *layers.SparseInput, *layers.SparseEmbedding) {
+			c := layers.NewCtx(be, tensor.Float32, 11)
+			c.Shard = cfg.Shard
+			in := &layers.SparseInput{Keys: be.Alloc(tensor.Int64, cfg.MaxNNZ), Offsets: be.Alloc(tensor.Int32, batch*len(sizes)+1)}
+			l, err := layers.NewSparseEmbedding(c, cfg, in, batch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, in, l
+		}
+		_, gin, gl := mk(h.g)
+		_, cin, cl := mk(h.c)
+		for step := range 3 {
+			var keys, off []int64
+			off = append(off, 0)
+			for b := 0; b < batch*len(sizes); b++ {
+				for k := h.rng.IntN(4); k > 0; k-- {
+					key := h.rng.Int64N(sizes[b%len(sizes)])
+					if kind != layers.LocalizedOneHot {
+						key = key*7919 - 1000
+					}
+					keys = append(keys, key)
+				}
+				off = append(off, int64(len(keys)))
+			}
+			o32 := make([]int32, len(off))
+			for i, x := range off {
+				o32[i] = int32(x)
+			}
+			for _, x := range []struct {
+				be tensor.Backend
+				in *layers.SparseInput
+				l  *layers.SparseEmbedding
+			}{{h.g, gin, gl}, {h.c, cin, cl}} {
+				x.in.NNZ = len(keys)
+				x.be.Upload(x.in.Keys.Prefix(len(keys)), keys)
+				x.be.Upload(x.in.Offsets, o32)
+				x.l.Forward(layers.Pass{Training: true})
+			}
+			h.Sync()
+			name := fmt.Sprintf("kind %d step %d", kind, step)
+			gt, ct := make([]float32, gl.Table.Len()), cpu.Data[float32](cl.Table)
+			if err := h.g.Download(gt, gl.Table); err != nil {
+				t.Fatal(err)
+			}
+			for i := range gt {
+				if math.Float32bits(gt[i]) != math.Float32bits(ct[i]) {
+					t.Fatalf("%s: table element %d: gpu %v, cpu %v", name, i, gt[i], ct[i])
+				}
+			}
+			g, c := gl.Outputs()[0].Value, cl.Outputs()[0].Value
+			go32 := make([]float32, g.Len())
+			if err := h.g.Download(go32, g); err != nil {
+				t.Fatal(err)
+			}
+			gv, cv := make([]float64, len(go32)), make([]float64, len(go32))
+			for i := range go32 {
+				gv[i], cv[i] = float64(go32[i]), float64(cpu.Data[float32](c)[i])
+			}
+			if e := RelErr(gv, cv); !(e <= tolFP32) {
+				t.Fatalf("%s: output relative error %.3g", name, e)
+			}
+		}
+	}
 }
