@@ -1,10 +1,12 @@
 package model
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -397,10 +399,6 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 	if world < 2 && n > e.layer.Table.Rows() { // before reading the vectors
 		return &LoadError{kpath, fmt.Sprintf("%d keys for a table of %d rows", n, e.layer.Table.Rows())}
 	}
-	emb, err := readF32(epath, n*vec)
-	if err != nil {
-		return err
-	}
 	keys := make([]int64, n)
 	for i := range keys {
 		keys[i] = int64(binary.LittleEndian.Uint64(kd[8*i:]))
@@ -420,22 +418,6 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 			return err
 		}
 	}
-	var states [][]float32
-	if optPath != "" {
-		s1, s2 := e.opt.EmbeddingState(0)
-		for _, t := range []tensor.Tensor{s1, s2} {
-			if !t.IsZero() {
-				states = append(states, nil)
-			}
-		}
-		st, err := readF32(optPath, len(states)*n*vec)
-		if err != nil {
-			return err
-		}
-		for j := range states {
-			states[j] = st[j*n*vec : (j+1)*n*vec]
-		}
-	}
 	// The rows this rank owns.
 	keep := make([]int, 0, n)
 	for i, k := range keys {
@@ -449,6 +431,27 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 	}
 	if len(keep) > e.layer.Table.Rows() {
 		return &LoadError{kpath, fmt.Sprintf("%d of its %d keys belong to rank %d of %d, whose table has %d rows", len(keep), n, rank, world, e.layer.Table.Rows())}
+	}
+	// This rank's rows of the vectors and optimizer states: [len(keep), vec]
+	// each, read in file order (the whole files are checked, only these
+	// rows kept in memory).
+	vecs, err := readRows(epath, 1, n, vec, keep)
+	if err != nil {
+		return err
+	}
+	emb := vecs[0]
+	var states [][]float32
+	if optPath != "" {
+		s1, s2 := e.opt.EmbeddingState(0)
+		blocks := 0
+		for _, t := range []tensor.Tensor{s1, s2} {
+			if !t.IsZero() {
+				blocks++
+			}
+		}
+		if states, err = readRows(optPath, blocks, n, vec, keep); err != nil {
+			return err
+		}
 	}
 	owned := make([]int64, len(keep))
 	for j, i := range keep {
@@ -477,8 +480,7 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 			return err
 		}
 		for j, r := range rows {
-			i := keep[j]
-			copy(v[int(r)*vec:int(r)*vec+vec], src[i*vec:i*vec+vec])
+			copy(v[int(r)*vec:int(r)*vec+vec], src[j*vec:j*vec+vec])
 		}
 		m.be.Upload(t, v)
 		return nil
@@ -511,6 +513,47 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		j++
 	}
 	return nil
+}
+
+// readRows reads rows idx (ascending indices) of each of blocks blocks of
+// [n, vec] float32 values in the file at path: out[b] is [len(idx), vec].
+// The file must hold exactly blocks·n·vec values; it is read once, in
+// order, and only the rows asked for are kept.
+func readRows(path string, blocks, n, vec int, idx []int) ([][]float32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	want := int64(blocks) * int64(n) * int64(vec)
+	if st.Size() != 4*want {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes, the model needs %d (%d float32)", st.Size(), 4*want, want)}
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	row := make([]byte, 4*vec)
+	out := make([][]float32, blocks)
+	for b := range out {
+		out[b] = make([]float32, 0, len(idx)*vec)
+		next := 0
+		for i := range n {
+			if next < len(idx) && idx[next] == i {
+				if _, err := io.ReadFull(br, row); err != nil {
+					return nil, fmt.Errorf("%s: %w", path, err)
+				}
+				for j := range vec {
+					out[b] = append(out[b], math.Float32frombits(binary.LittleEndian.Uint32(row[4*j:])))
+				}
+				next++
+			} else if _, err := br.Discard(len(row)); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // readSlotIDs reads a Localized embedding's slot_id file (uint64 per key);

@@ -386,3 +386,28 @@ func TestParallelFilesAcrossRanks(t *testing.T) {
 		})
 	}
 }
+
+// TestReadRows: a rank reads only its rows of a vector or state file (each
+// block), and a file of another size is refused by name.
+func TestReadRows(t *testing.T) {
+	const n, vec = 5, 3
+	var v []float32
+	for b := range 2 {
+		for i := range n * vec {
+			v = append(v, float32(100*b+i))
+		}
+	}
+	p := filepath.Join(t.TempDir(), "opt")
+	os.WriteFile(p, f32bytes(nil, v), 0o644)
+	got, err := readRows(p, 2, n, vec, []int{1, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]float32{{3, 4, 5, 12, 13, 14}, {103, 104, 105, 112, 113, 114}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	if _, err := readRows(p, 2, n+1, vec, nil); err == nil || !strings.Contains(err.Error(), p+": 120 bytes, the model needs 144 (36 float32)") {
+		t.Errorf("a short file: %v", err)
+	}
+}
