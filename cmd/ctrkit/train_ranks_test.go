@@ -107,6 +107,13 @@ func TestTrainCPURanks(t *testing.T) {
 	if err != nil || !strings.Contains(ev, "eval: AUC") {
 		t.Errorf("evaluate the 2-rank files on one device: %v\n%s", err, ev)
 	}
+	// Resumed over 4 ranks from the 2-rank snapshot (each rank loading its
+	// rows), to iteration 25.
+	args := append(rankArgs(src), "--gpus", "0,1,2,3", "--load-prefix", filepath.Join(dir, "two", "m"), "--load-iter", "20", "--max-iter", "25",
+		"--snapshot-prefix", filepath.Join(dir, "four", "m"))
+	if out, err := runCtrkit(t, args...); err != nil || !strings.Contains(out, "iter 21: loss") || !strings.Contains(out, "at iter 25") {
+		t.Errorf("resumed over 4 ranks: %v\n%s", err, out)
+	}
 	// Refusals name the flag.
 	for _, c := range []struct {
 		args []string
