@@ -16,6 +16,17 @@
 // empty samples: Evaluate and Predict drop the padding's outputs; Fit skips a
 // short training batch (its gradient would include the padding).
 //
+// # Several ranks
+//
+// A Model built with Options.Parallel is one rank of a group that trains
+// one model (docs/MULTI_GPU.md): its dense network runs the rank's block
+// of B/W samples of every global batch, its embeddings hold the rank's
+// rows (EmbeddingConfig.Shard) and pool them for the whole batch, and the
+// step exchanges pooled rows and gradients over the rank's
+// collective.Comm (parallel.go). NewGroup builds a group's models and
+// Group (FitGroup) runs them, one goroutine a rank; every rank trains the
+// numbers one rank would.
+//
 // # Model files (SPEC §7)
 //
 //	<prefix>_dense_<iter>.model        float32 weights of every layer in graph order

@@ -83,7 +83,7 @@ func runRanks(ctx context.Context, ms []*Model, fn func(ctx context.Context, m *
 		if c := ms[0].Comm(); err != nil && c != nil && c.Size() > 1 {
 			c.Close()
 		}
-		return err
+		return rankErr(ms[0].Rank(), ms[0].World() > 1, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -135,7 +135,8 @@ func (o *Options) sharded() bool {
 func (m *Model) newParState(p *Parallel) (*parState, error) {
 	c := p.Comm
 	if c.Backend() != m.be {
-		return nil, fmt.Errorf("rank %d's communicator is on backend %s, the model on %s", c.Rank(), c.Backend().Name(), m.be.Name())
+		return nil, fmt.Errorf("rank %d's communicator exchanges the tensors of another backend (%s) than the model's (%s): build each rank's model on its communicator's backend",
+			c.Rank(), c.Backend().Name(), m.be.Name())
 	}
 	ps := &parState{comm: c, rank: c.Rank(), world: c.Size(), local: m.batch / c.Size()}
 	ps.label = &layers.Blob{Value: m.be.Alloc(tensor.Float32, ps.local, m.feed.LabelDim)}
