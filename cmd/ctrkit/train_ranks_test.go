@@ -114,6 +114,18 @@ func TestTrainCPURanks(t *testing.T) {
 	if out, err := runCtrkit(t, args...); err != nil || !strings.Contains(out, "iter 21: loss") || !strings.Contains(out, "at iter 25") {
 		t.Errorf("resumed over 4 ranks: %v\n%s", err, out)
 	}
+	// A snapshot file changed in place (same size) is refused over ranks
+	// too: the process's first rank checks the checksums.
+	ev2 := filepath.Join(dir, "two", "m0_sparse_20.model", "emb_vector")
+	b, err := os.ReadFile(ev2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[5] ^= 0x40
+	os.WriteFile(ev2, b, 0o644)
+	if out, err := runCtrkit(t, args...); err == nil || !strings.Contains(err.Error(), "CRC-32C") {
+		t.Errorf("a damaged snapshot over 4 ranks: %v\n%s", err, out)
+	}
 	// Refusals name the flag.
 	for _, c := range []struct {
 		args []string

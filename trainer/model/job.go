@@ -81,7 +81,7 @@ func (j *Job) build(train bool) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return m, j.loadStart(m, train)
+	return m, j.loadStart(m, train, true)
 }
 
 // options are the Build options of the job's model.
@@ -99,8 +99,10 @@ func (j *Job) options() Options {
 		MixedPrecision: j.Solver.UseMixedPrecision}
 }
 
-// loadStart loads the job's starting weights into m (Init, then Resume).
-func (j *Job) loadStart(m *Model, train bool) error {
+// loadStart loads the job's starting weights into m (Init, then Resume);
+// first is false for the other ranks of a process, which leave checking the
+// snapshot's checksums to its first rank.
+func (j *Job) loadStart(m *Model, train, first bool) error {
 	if j.Init.Dense != "" || j.Init.DenseOpt != "" || len(j.Init.Sparse) > 0 {
 		if err := m.LoadFiles(j.Init); err != nil {
 			return fmt.Errorf("loading initial weights: %w", err)
@@ -111,7 +113,7 @@ func (j *Job) loadStart(m *Model, train bool) error {
 		if m.Rank() != 0 {
 			notes = nil
 		}
-		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: notes}
+		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: notes, sizesOnly: !first}
 		if err := m.LoadSnapshot(r.Prefix, r.Iter, o); err != nil {
 			return fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
 		}

@@ -150,7 +150,8 @@ func intList(v []int) string {
 }
 
 // trainGroup is Train over j.World's ranks: one Model a rank of this
-// process (NewGroup), each loading the starting files (the rows it owns),
+// process (NewGroup), each loading the starting files (the rows it owns;
+// the process's first rank checks a snapshot's checksums),
 // then Job.fit on every rank at once — Fit, the snapshots and the final
 // save are collective. Only global rank 0 writes the log, metrics and
 // progress. It returns this process's first rank's model and result (every
@@ -167,7 +168,7 @@ func trainGroup(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult,
 	}
 	res := make([]FitResult, len(g.Models))
 	err = g.Run(ctx, func(ctx context.Context, m *Model) error {
-		if err := j.loadStart(m, true); err != nil {
+		if err := j.loadStart(m, true, m == g.Models[0]); err != nil {
 			return err
 		}
 		o := out

@@ -208,6 +208,10 @@ type LoadOptions struct {
 	WeightsOnly bool
 	// Log receives one-line notes (files without a manifest); nil: none.
 	Log io.Writer
+	// sizesOnly checks the manifest's sizes but not its checksums: the
+	// other ranks of a process whose first rank checks them (trainGroup;
+	// a mismatch there fails the whole group's start).
+	sizesOnly bool
 }
 
 // SnapshotError is a snapshot that is incomplete or does not match its
@@ -243,7 +247,7 @@ func (m *Model) LoadSnapshot(prefix string, iter int64, o LoadOptions) error {
 	data, err := os.ReadFile(mpath)
 	switch {
 	case err == nil:
-		if err := m.checkManifest(mpath, data, iter, need, fresh); err != nil {
+		if err := m.checkManifest(mpath, data, iter, need, fresh, o.sizesOnly); err != nil {
 			return err
 		}
 	case errors.Is(err, fs.ErrNotExist):
@@ -319,7 +323,7 @@ func (m *Model) neededFiles(f Files) []string {
 }
 
 // checkManifest verifies a snapshot against its manifest.
-func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []string, fresh bool) error {
+func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []string, fresh, sizesOnly bool) error {
 	var mf manifest
 	if err := json.Unmarshal(data, &mf); err != nil || mf.Version == 0 {
 		return &SnapshotError{mpath, fmt.Sprintf("not a ctrkit snapshot manifest (%v)", err)}
@@ -353,6 +357,9 @@ func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []stri
 		}
 		if st.Size() != e.Size {
 			return &SnapshotError{p, fmt.Sprintf("%d bytes, the manifest %s says %d", st.Size(), mpath, e.Size)}
+		}
+		if sizesOnly {
+			continue
 		}
 		d, err := os.ReadFile(p)
 		if err != nil {
