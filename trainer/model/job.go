@@ -42,6 +42,11 @@ type Job struct {
 	Progress io.Writer
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
+	// Ranks is the plan of the run's ranks (PlanRanks); World, when it
+	// spans several ranks, the opened ranks Train trains on (one Model
+	// each) instead of Backend.
+	Ranks RankPlan
+	World *collective.World
 	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
 	// of the model fixed in Train (HugeCTR freeze_dense, freeze_embedding).
 	FreezeDense      bool
@@ -49,11 +54,6 @@ type Job struct {
 	// LossWeights weight a multi-task model's losses by label name
 	// (HugeCTR compile(loss_names, loss_weights); Options.LossWeights).
 	LossWeights map[string]float64
-	// Ranks is the plan of the run's ranks (PlanRanks); World, when it
-	// spans several ranks, the opened ranks Train trains on (one Model
-	// each) instead of Backend.
-	Ranks RankPlan
-	World *collective.World
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
