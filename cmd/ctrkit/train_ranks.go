@@ -56,6 +56,19 @@ func openRanksFor(c *cli.Context, j *model.Job, groupOnly bool) error {
 		return &exitError{exitUsage, err}
 	}
 	req.Launch = l
+	oneDevice := device != model.DeviceAuto && device != model.DeviceGPU && device != model.DeviceCPU
+	if oneDevice && l.Size > 1 {
+		return &exitError{exitUsage, fmt.Errorf("--device %s in a run of %d processes (%s): give each process its GPUs with --gpus (e.g. --gpus 0)", device, l.Size, l.From)}
+	}
+	if req.GPUs == nil && oneDevice {
+		// --device gpu:N: that one device, whatever the config lists.
+		j.Ranks.Hint = fmt.Sprintf("--device %s picks one device (--gpus picks several)", device)
+		if groupOnly {
+			return nil
+		}
+		j.Backend, err = model.OpenBackend(device, j.Solver, c.App.ErrWriter)
+		return err
+	}
 	switch device {
 	case model.DeviceCPU:
 		req.CPU = true

@@ -139,6 +139,13 @@ func TestTrainCPURanks(t *testing.T) {
 			t.Errorf("%v: %v, want %q\n%s", c.args, err, c.want, out)
 		}
 	}
+	// A launcher's process with one --device gpu:N is told to use --gpus.
+	t.Setenv("CTRKIT_RANK", "0")
+	t.Setenv("CTRKIT_WORLD_SIZE", "2")
+	t.Setenv("CTRKIT_MASTER_ADDR", "127.0.0.1:1")
+	if out, err := runCtrkit(t, append(rankArgs(src), "--device", "gpu:1")...); err == nil || !strings.Contains(err.Error(), "--device gpu:1 in a run of 2 processes") {
+		t.Errorf("gpu:1 in a launcher's run: %v\n%s", err, out)
+	}
 }
 
 // TestTrainTwoProcesses: two ctrkit processes (this test binary as main)
