@@ -8,6 +8,7 @@ import (
 
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/bench"
+	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
 )
@@ -59,6 +60,8 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
+				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
+				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
 			),
 			Action: runBenchTrain,
 		})
@@ -85,6 +88,9 @@ func runBenchTrain(c *cli.Context) error {
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}
 	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision")}
+	if l, _ := collective.FromEnv(nil); c.IsSet("gpus") || l.Size > 1 {
+		return benchTrainRanks(c, d, s)
+	}
 	be, err := model.OpenBackend(c.String("device"), s, c.App.ErrWriter)
 	if err != nil {
 		return err

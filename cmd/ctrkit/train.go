@@ -21,7 +21,7 @@ func init() {
 				"optimizer and data sections are used when present) or --model dlrm|wdl|dcn|dcnv2|deepfm.\n" +
 				"Flags override the file. Prints one line per --display iterations (iteration, loss,\n" +
 				"lr, samples/s) and one per evaluation (AUC); --out-metrics writes them as JSON lines.",
-			Flags:  withSchemaFlags(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...)),
+			Flags:  withSchemaFlags(append(append(append(append(modelFlags(), dataFlags(true)...), solverFlags(true)...), optimizerFlags()...), rankFlags()...)),
 			Action: runTrain,
 		},
 		&cli.Command{
@@ -165,7 +165,7 @@ func buildJob(c *cli.Context, train bool) (model.Job, *graph.Config, error) {
 	}
 	j.Notes = c.App.ErrWriter
 	j.Progress = c.App.ErrWriter
-	if j.Backend, err = model.OpenBackend(c.String("device"), j.Solver, c.App.ErrWriter); err != nil {
+	if err := openDevices(c, &j, train); err != nil {
 		return j, nil, err
 	}
 	return j, cfg, nil
@@ -259,11 +259,14 @@ func runTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defer model.CloseBackend(j.Backend)
+	defer closeDevices(&j)
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}
-	if g := c.String("out-graph"); g != "" {
+	// In a run of several processes, process 0 writes the outputs (the
+	// others would overwrite its files on a shared file system).
+	lead := j.World == nil || j.World.Group.Process == 0
+	if g := c.String("out-graph"); g != "" && lead {
 		if err := cfg.Graph.WriteFile(g, graph.WriteOptions{Optimizer: j.Optimizer}); err != nil {
 			return err
 		}
@@ -273,7 +276,7 @@ func runTrain(c *cli.Context) error {
 		return fmt.Errorf("--keep-snapshots %d: give K ≥ 1 (or leave it out to keep all)", out.KeepSnapshots)
 	}
 	var mf *os.File
-	if p := c.String("out-metrics"); p != "" {
+	if p := c.String("out-metrics"); p != "" && lead {
 		if mf, err = os.Create(p); err != nil {
 			return err
 		}
@@ -289,7 +292,7 @@ func runTrain(c *cli.Context) error {
 			return err
 		}
 	}
-	if p := c.String("out-plot"); p != "" {
+	if p := c.String("out-plot"); p != "" && lead {
 		if err := plotHistory(p, plotSource(&j), res.History); err != nil {
 			return err
 		}

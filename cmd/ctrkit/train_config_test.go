@@ -255,6 +255,7 @@ func TestTrainConfigKeysHonoured(t *testing.T) {
 	}
 	out, err = runCtrkit(t, "train", "--config", writeRawConfig(t, rc, "GPU", "[0, 1, 2, 3, 4, 5, 6, 7]", ` DATA`, raw), "--max-iter", "1")
 	if err != nil || !strings.Contains(out, "solver.gpu lists 8 GPUs; ctrkit runs on one device") ||
+		!strings.Contains(out, "--device cpu --gpus 0,1,2,3,4,5,6,7 runs 8 in-process CPU ranks") && !strings.Contains(out, "(--gpus picks its GPUs, e.g. --gpus 0)") ||
 		!strings.Contains(one, "(21845 rows capacity)") || !strings.Contains(out, "(174760 rows capacity)") {
 		t.Errorf("gpu list: %v\n%s\n%s", err, one, out)
 	}

@@ -44,6 +44,19 @@ type Ctx struct {
 	funcs      map[string]Func
 }
 
+// DeviceCount is the number of GPUs the driver sees (ErrNoDriver when no
+// driver loads).
+func DeviceCount() (int, error) {
+	if err := loadLibraries(); err != nil {
+		return 0, err
+	}
+	var n int32
+	if err := check("cuDeviceGetCount", call(drv.cuDeviceGetCount, uintptr(unsafe.Pointer(&n)))); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoDriver, err)
+	}
+	return int(n), nil
+}
+
 // Open starts device ordinal: loads the libraries, retains the primary
 // context and starts the device goroutine. ErrNoDriver when there is no
 // driver or no such device.

@@ -1,10 +1,12 @@
 package model
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -35,10 +37,22 @@ func SnapshotFiles(prefix string, iter int64, n int) Files {
 }
 
 // CheckSave reports, before any training, what would make Save(prefix, …)
-// fail: the prefix's directory cannot be created or written, or an
-// embedding cannot produce its model files. Fit and Train call it when they
-// will save.
+// fail: the prefix's directory cannot be created or written (checked by
+// the rank that writes: rank 0 of a group), or an embedding cannot produce
+// its model files. Fit and Train call it when they will save.
 func (m *Model) CheckSave(prefix string) error {
+	if err := m.checkSaveDir(prefix); err != nil {
+		return err
+	}
+	return m.checkSaveEmbeddings()
+}
+
+// checkSaveDir is CheckSave's check of the prefix's directory, made by the
+// rank that writes (rank 0; every rank of a model alone).
+func (m *Model) checkSaveDir(prefix string) error {
+	if !m.leads() {
+		return nil
+	}
 	dir := filepath.Dir(prefix + "_")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
@@ -52,6 +66,12 @@ func (m *Model) CheckSave(prefix string) error {
 	if err := os.Remove(name); err != nil {
 		return fmt.Errorf("snapshot prefix %q: %w", prefix, err)
 	}
+	return nil
+}
+
+// checkSaveEmbeddings reports an embedding that cannot produce its model
+// files.
+func (m *Model) checkSaveEmbeddings() error {
 	for i, e := range m.embs {
 		switch e.layer.Cfg.Kind {
 		case layers.DistributedHash:
@@ -88,10 +108,34 @@ func (m *Model) download(t tensor.Tensor) ([]float32, error) {
 func (m *Model) SaveFiles(f Files) error { return m.saveFiles(f, nil) }
 
 // saveFiles is SaveFiles; rec, when not nil, records every file written.
+// Every rank of a group calls it; rank 0 writes (parallel_files.go).
 func (m *Model) saveFiles(f Files, rec *recorder) error {
 	for _, e := range m.embs {
 		e.opt.Flush()
 	}
+	var err error
+	if m.leads() {
+		err = m.saveDense(f, rec)
+	}
+	if err := m.agree(err); err != nil {
+		return err
+	}
+	for i, e := range m.embs {
+		if i < len(f.Sparse) && f.Sparse[i] != "" {
+			opt := ""
+			if i < len(f.SparseOpt) {
+				opt = f.SparseOpt[i]
+			}
+			if err := m.saveSparse(e, f.Sparse[i], opt, rec); err != nil {
+				return fmt.Errorf("writing embedding %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// saveDense writes the dense files of f (those not "").
+func (m *Model) saveDense(f Files, rec *recorder) error {
 	if f.Dense != "" {
 		var buf []byte
 		for _, p := range m.params {
@@ -123,13 +167,6 @@ func (m *Model) saveFiles(f Files, rec *recorder) error {
 			return fmt.Errorf("writing dense optimizer state: %w", err)
 		}
 	}
-	for i, e := range m.embs {
-		if i < len(f.Sparse) && f.Sparse[i] != "" {
-			if err := m.saveSparse(e, f.Sparse[i], i < len(f.SparseOpt) && f.SparseOpt[i] != "", f.SparseOpt, rec); err != nil {
-				return fmt.Errorf("writing embedding %d: %w", i, err)
-			}
-		}
-	}
 	return nil
 }
 
@@ -152,14 +189,16 @@ func (m *Model) denseOptBytes() ([]byte, error) {
 	return buf, nil
 }
 
-// rowsKeys returns the table's used rows and their keys, in row order.
+// rowsKeys returns the table's used rows and their keys in ascending key
+// order: the one row order of a model file whatever the rank count and the
+// order the keys were first seen in (HugeCTR's loader takes any order).
 func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
 	l := e.layer
-	if l.Cfg.Kind == layers.LocalizedOneHot { // every row; key = global row
-		n := l.Table.Rows()
-		rows, keys = make([]int32, n), make([]int64, n)
-		for i := range n {
-			rows[i], keys[i] = int32(i), int64(i)
+	if l.Cfg.Kind == layers.LocalizedOneHot { // every local row; key = its global row (ascending)
+		g := l.GlobalRows()
+		rows, keys = make([]int32, len(g)), append([]int64(nil), g...)
+		for i := range g {
+			rows[i] = int32(i)
 		}
 		return rows, keys, nil
 	}
@@ -181,7 +220,7 @@ func (m *Model) rowsKeys(e *embedding) (rows []int32, keys []int64, err error) {
 			used = append(used, kr{k, hr[i]})
 		}
 	}
-	sort.Slice(used, func(a, b int) bool { return used[a].r < used[b].r })
+	sort.Slice(used, func(a, b int) bool { return used[a].k < used[b].k })
 	for _, u := range used {
 		rows, keys = append(rows, u.r), append(keys, u.k)
 	}
@@ -200,20 +239,18 @@ func slotOf(sizes []int64, key int64) int64 {
 	return -1
 }
 
-// slotIDs returns the slot_id file of a Localized embedding for rows: the
-// slot each row was inserted from (LocalizedHash: recorded by the layer;
-// OneHot: the slot whose key range holds the row).
-func (m *Model) slotIDs(e *embedding, rows []int32, keys []int64) ([]byte, error) {
-	sb := make([]byte, 0, 8*len(keys))
+// slotIDs returns the slot_id values of a Localized embedding for rows:
+// the slot each row was inserted from (LocalizedHash: recorded by the
+// layer; OneHot: the slot whose key range holds the row).
+func (m *Model) slotIDs(e *embedding, rows []int32, keys []int64) ([]int64, error) {
+	out := make([]int64, len(keys))
 	if e.layer.Cfg.Kind == layers.LocalizedOneHot {
-		for _, k := range keys {
-			s := slotOf(e.layer.Cfg.SlotSizes, k)
-			if s < 0 {
+		for i, k := range keys {
+			if out[i] = slotOf(e.layer.Cfg.SlotSizes, k); out[i] < 0 {
 				return nil, fmt.Errorf("key %d beyond the slot sizes", k)
 			}
-			sb = binary.LittleEndian.AppendUint64(sb, uint64(s))
 		}
-		return sb, nil
+		return out, nil
 	}
 	rs := make([]int32, e.layer.RowSlots.Len())
 	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
@@ -223,9 +260,9 @@ func (m *Model) slotIDs(e *embedding, rows []int32, keys []int64) ([]byte, error
 		if rs[r] < 0 { // every inserted or loaded row has its slot
 			return nil, fmt.Errorf("key %d (row %d) has no slot recorded", keys[i], r)
 		}
-		sb = binary.LittleEndian.AppendUint64(sb, uint64(rs[r]))
+		out[i] = int64(rs[r])
 	}
-	return sb, nil
+	return out, nil
 }
 
 // localized reports whether e writes and reads a slot_id file.
@@ -233,57 +270,30 @@ func localized(e *embedding) bool {
 	return e.layer.Cfg.Kind == layers.LocalizedHash || e.layer.Cfg.Kind == layers.LocalizedOneHot
 }
 
-func (m *Model) saveSparse(e *embedding, dir string, withOpt bool, optPaths []string, rec *recorder) error {
-	rows, keys, err := m.rowsKeys(e)
-	if err != nil {
-		return err
+// saveSparse writes embedding e's sparse directory (and its optimizer
+// state to optPath when not ""). A sharded embedding's rows are gathered on
+// rank 0, which writes; every rank calls it (parallel_files.go).
+func (m *Model) saveSparse(e *embedding, dir, optPath string, rec *recorder) error {
+	_, w := shardOf(e)
+	if w < 2 && !m.leads() { // whole on every rank: rank 0's rows
+		return m.agree(nil)
 	}
-	vec := e.g.VecSize
-	table, err := m.download(e.layer.Table)
-	if err != nil {
-		return err
-	}
-	kb := make([]byte, 0, 8*len(keys))
-	for _, k := range keys {
-		kb = binary.LittleEndian.AppendUint64(kb, uint64(k))
-	}
-	eb := make([]byte, 0, 4*vec*len(rows))
-	for _, r := range rows {
-		eb = f32bytes(eb, table[int(r)*vec:int(r)*vec+vec])
-	}
-	files := map[string][]byte{"key": kb, "emb_vector": eb}
-	if localized(e) {
-		if files["slot_id"], err = m.slotIDs(e, rows, keys); err != nil {
+	rows, err := m.localRows(e, optPath != "")
+	if w > 1 {
+		if err = m.agree(err); err != nil {
+			return err
+		}
+		if rows, err = gatherRows(m.rankComm(), rows, localized(e)); err != nil {
 			return err
 		}
 	}
-	if err := rec.writeDir(dir, files); err != nil {
-		return err
-	}
-	if !withOpt {
-		return nil
-	}
-	idx := -1
-	for i, x := range m.embs {
-		if x == e {
-			idx = i
+	if err == nil && m.leads() {
+		files, opt := rows.files()
+		if err = rec.writeDir(dir, files); err == nil && optPath != "" {
+			err = rec.write(optPath, opt)
 		}
 	}
-	var ob []byte
-	s1, s2 := e.opt.EmbeddingState(0)
-	for _, t := range []tensor.Tensor{s1, s2} {
-		if t.IsZero() {
-			continue
-		}
-		v, err := m.download(t)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			ob = f32bytes(ob, v[int(r)*vec:int(r)*vec+vec])
-		}
-	}
-	return rec.write(optPaths[idx], ob)
+	return m.agree(err)
 }
 
 // LoadError is a model file that does not fit the model.
@@ -371,6 +381,10 @@ func (m *Model) LoadFiles(f Files) error {
 	return m.be.Sync()
 }
 
+// loadSparse reads embedding e's sparse directory (and optimizer state
+// from optPath when not "") and keeps the rows this rank owns (all of them
+// for a model alone). Every file is read and checked before the model
+// changes.
 func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 	kpath, epath := filepath.Join(dir, "key"), filepath.Join(dir, "emb_vector")
 	kd, err := os.ReadFile(kpath)
@@ -381,29 +395,77 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		return &LoadError{kpath, fmt.Sprintf("%d bytes is not a whole number of int64 keys", len(kd))}
 	}
 	n, vec := len(kd)/8, e.g.VecSize
-	if n > e.layer.Table.Rows() {
+	rank, world := shardOf(e)
+	if world < 2 && n > e.layer.Table.Rows() { // before reading the vectors
 		return &LoadError{kpath, fmt.Sprintf("%d keys for a table of %d rows", n, e.layer.Table.Rows())}
-	}
-	emb, err := readF32(epath, n*vec)
-	if err != nil {
-		return err
 	}
 	keys := make([]int64, n)
 	for i := range keys {
 		keys[i] = int64(binary.LittleEndian.Uint64(kd[8*i:]))
 	}
-	rows := make([]int32, n)
-	if e.layer.Cfg.Kind == layers.LocalizedOneHot { // the key is the row
+	kind := e.layer.Cfg.Kind
+	if kind == layers.LocalizedOneHot { // the key is the global row
+		rows := oneHotRows(e)
 		for i, k := range keys {
-			if k < 0 || k >= int64(e.layer.Table.Rows()) {
-				return &LoadError{kpath, fmt.Sprintf("key %d (index %d) beyond the table's %d rows", k, i, e.layer.Table.Rows())}
+			if k < 0 || k >= rows {
+				return &LoadError{kpath, fmt.Sprintf("key %d (index %d) beyond the table's %d rows", k, i, rows)}
 			}
-			rows[i] = int32(k)
 		}
-	} else if n > 0 {
-		kt := m.be.Alloc(tensor.Int64, n)
-		rt := m.be.Alloc(tensor.Int32, n)
-		m.be.Upload(kt, keys)
+	}
+	var slots []int64
+	if localized(e) {
+		if slots, err = m.readSlotIDs(e, filepath.Join(dir, "slot_id"), keys); err != nil {
+			return err
+		}
+	}
+	// The rows this rank owns.
+	keep := make([]int, 0, n)
+	for i, k := range keys {
+		var s int64
+		if slots != nil {
+			s = slots[i]
+		}
+		if ownsRow(kind, k, s, rank, world) {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) > e.layer.Table.Rows() {
+		return &LoadError{kpath, fmt.Sprintf("%d of its %d keys belong to rank %d of %d, whose table has %d rows", len(keep), n, rank, world, e.layer.Table.Rows())}
+	}
+	// This rank's rows of the vectors and optimizer states: [len(keep), vec]
+	// each, read in file order (the whole files are checked, only these
+	// rows kept in memory).
+	vecs, err := readRows(epath, 1, n, vec, keep)
+	if err != nil {
+		return err
+	}
+	emb := vecs[0]
+	var states [][]float32
+	if optPath != "" {
+		s1, s2 := e.opt.EmbeddingState(0)
+		blocks := 0
+		for _, t := range []tensor.Tensor{s1, s2} {
+			if !t.IsZero() {
+				blocks++
+			}
+		}
+		if states, err = readRows(optPath, blocks, n, vec, keep); err != nil {
+			return err
+		}
+	}
+	owned := make([]int64, len(keep))
+	for j, i := range keep {
+		owned[j] = keys[i]
+	}
+	rows := make([]int32, len(keep))
+	if kind == layers.LocalizedOneHot {
+		for j, k := range owned {
+			rows[j] = oneHotRow(e, k)
+		}
+	} else if len(keep) > 0 {
+		kt := m.be.Alloc(tensor.Int64, len(keep))
+		rt := m.be.Alloc(tensor.Int32, len(keep))
+		m.be.Upload(kt, owned)
 		m.be.HashLookup(e.layer.Hash, kt, rt, true)
 		err := m.be.Download(rows, rt)
 		m.be.Free(kt)
@@ -417,16 +479,21 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		if err != nil {
 			return err
 		}
-		for i, r := range rows {
-			copy(v[int(r)*vec:int(r)*vec+vec], src[i*vec:i*vec+vec])
+		for j, r := range rows {
+			copy(v[int(r)*vec:int(r)*vec+vec], src[j*vec:j*vec+vec])
 		}
 		m.be.Upload(t, v)
 		return nil
 	}
-	if localized(e) {
-		if err := m.loadSlotIDs(e, filepath.Join(dir, "slot_id"), rows); err != nil {
+	if slots != nil && !e.layer.RowSlots.IsZero() {
+		rs := make([]int32, e.layer.RowSlots.Len())
+		if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
 			return err
 		}
+		for j, r := range rows {
+			rs[r] = int32(slots[keep[j]])
+		}
+		m.be.Upload(e.layer.RowSlots, rs)
 	}
 	if err := put(e.layer.Table, emb); err != nil {
 		return err
@@ -435,64 +502,88 @@ func (m *Model) loadSparse(e *embedding, dir, optPath string) error {
 		return nil
 	}
 	s1, s2 := e.opt.EmbeddingState(0)
-	var ts []tensor.Tensor
+	j := 0
 	for _, t := range []tensor.Tensor{s1, s2} {
-		if !t.IsZero() {
-			ts = append(ts, t)
+		if t.IsZero() {
+			continue
 		}
-	}
-	st, err := readF32(optPath, len(ts)*n*vec)
-	if err != nil {
-		return err
-	}
-	for j, t := range ts {
-		if err := put(t, st[j*n*vec:(j+1)*n*vec]); err != nil {
+		if err := put(t, states[j]); err != nil {
 			return err
 		}
+		j++
 	}
 	return nil
 }
 
-// loadSlotIDs reads a Localized embedding's slot_id file (uint64 per key)
-// into the rows' recorded slots; OneHot rows imply their slot, which the
-// file must agree with.
-func (m *Model) loadSlotIDs(e *embedding, path string, rows []int32) error {
-	d, err := os.ReadFile(path)
+// readRows reads rows idx (ascending indices) of each of blocks blocks of
+// [n, vec] float32 values in the file at path: out[b] is [len(idx), vec].
+// The file must hold exactly blocks·n·vec values; it is read once, in
+// order, and only the rows asked for are kept.
+func readRows(path string, blocks, n, vec int, idx []int) ([][]float32, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return &LoadError{path, "missing: a Localized embedding's model directory holds key, emb_vector and slot_id"}
-		}
-		return err
+		return nil, err
 	}
-	if len(d) != 8*len(rows) {
-		return &LoadError{path, fmt.Sprintf("%d bytes for %d keys (uint64 each)", len(d), len(rows))}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
 	}
-	slots := e.layer.Cfg.Slots
-	ids := make([]int32, len(rows))
-	for i := range rows {
-		s := binary.LittleEndian.Uint64(d[8*i:])
-		if s >= uint64(slots) {
-			return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the embedding has %d slots", s, i, slots)}
-		}
-		ids[i] = int32(s)
-		if e.layer.Cfg.Kind == layers.LocalizedOneHot {
-			if want := slotOf(e.layer.Cfg.SlotSizes, int64(rows[i])); want != int64(s) {
-				return &LoadError{path, fmt.Sprintf("slot %d of key index %d: the key lies in slot %d", s, i, want)}
+	want := int64(blocks) * int64(n) * int64(vec)
+	if st.Size() != 4*want {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes, the model needs %d (%d float32)", st.Size(), 4*want, want)}
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	row := make([]byte, 4*vec)
+	out := make([][]float32, blocks)
+	for b := range out {
+		out[b] = make([]float32, 0, len(idx)*vec)
+		next := 0
+		for i := range n {
+			if next < len(idx) && idx[next] == i {
+				if _, err := io.ReadFull(br, row); err != nil {
+					return nil, fmt.Errorf("%s: %w", path, err)
+				}
+				for j := range vec {
+					out[b] = append(out[b], math.Float32frombits(binary.LittleEndian.Uint32(row[4*j:])))
+				}
+				next++
+			} else if _, err := br.Discard(len(row)); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
 			}
 		}
 	}
-	if e.layer.RowSlots.IsZero() {
-		return nil
+	return out, nil
+}
+
+// readSlotIDs reads a Localized embedding's slot_id file (uint64 per key);
+// OneHot keys imply their slot, which the file must agree with.
+func (m *Model) readSlotIDs(e *embedding, path string, keys []int64) ([]int64, error) {
+	d, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, &LoadError{path, "missing: a Localized embedding's model directory holds key, emb_vector and slot_id"}
+		}
+		return nil, err
 	}
-	rs := make([]int32, e.layer.RowSlots.Len())
-	if err := m.be.Download(rs, e.layer.RowSlots); err != nil {
-		return err
+	if len(d) != 8*len(keys) {
+		return nil, &LoadError{path, fmt.Sprintf("%d bytes for %d keys (uint64 each)", len(d), len(keys))}
 	}
-	for i, r := range rows {
-		rs[r] = ids[i]
+	slots := e.layer.Cfg.Slots
+	ids := make([]int64, len(keys))
+	for i := range keys {
+		s := binary.LittleEndian.Uint64(d[8*i:])
+		if s >= uint64(slots) {
+			return nil, &LoadError{path, fmt.Sprintf("slot %d of key index %d: the embedding has %d slots", s, i, slots)}
+		}
+		ids[i] = int64(s)
+		if e.layer.Cfg.Kind == layers.LocalizedOneHot {
+			if want := slotOf(e.layer.Cfg.SlotSizes, keys[i]); want != int64(s) {
+				return nil, &LoadError{path, fmt.Sprintf("slot %d of key index %d: the key lies in slot %d", s, i, want)}
+			}
+		}
 	}
-	m.be.Upload(e.layer.RowSlots, rs)
-	return nil
+	return ids, nil
 }
 
 // NTPFile is HugeCTR's file of non-trainable parameters beside a dense

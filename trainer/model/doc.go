@@ -44,7 +44,12 @@
 //	<prefix><i>_opt_sparse_<iter>.model float32 per-row state, first state of every
 //	                                   row then the second, rows in key-file order
 //
-// Rows are written in table-row order (the order keys were first seen).
+// Rows are written in ascending key order, whatever order the keys were
+// first seen in and however many ranks held the table: the files of one
+// model are byte-identical whatever the rank count (HugeCTR's loader takes
+// rows in any order). In a group of ranks (Options.Parallel) every rank
+// calls Save; rank 0 gathers the sharded rows and writes; every rank loads
+// the rows it owns (parallel_files.go, docs/MULTI_GPU.md).
 // slot_id is the slot a row was inserted from: for a LocalizedSlotSparse-
 // EmbeddingHash the layer records it when training inserts the key (the
 // smallest slot the key occurs in within that batch, on every backend), so

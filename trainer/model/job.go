@@ -13,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
+	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
@@ -41,6 +42,11 @@ type Job struct {
 	Progress io.Writer
 	// Backend runs the model; nil is the CPU backend.
 	Backend tensor.Backend
+	// Ranks is the plan of the run's ranks (PlanRanks); World, when it
+	// spans several ranks, the opened ranks Train trains on (one Model
+	// each) instead of Backend.
+	Ranks RankPlan
+	World *collective.World
 	// FreezeDense and FreezeEmbeddings (embedding names) keep those parts
 	// of the model fixed in Train (HugeCTR freeze_dense, freeze_embedding).
 	FreezeDense      bool
@@ -70,6 +76,19 @@ func (j *Job) build(train bool) (*Model, error) {
 		}
 		be = c
 	}
+	cfg, err := j.runConfig(1)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Build(cfg, be, j.options())
+	if err != nil {
+		return nil, err
+	}
+	return m, j.loadStart(m, train, true)
+}
+
+// options are the Build options of the job's model.
+func (j *Job) options() Options {
 	sizes := j.Train.SlotSizeArray
 	if sizes == nil {
 		sizes = j.Eval.SlotSizeArray
@@ -78,28 +97,31 @@ func (j *Job) build(train bool) (*Model, error) {
 	if j.Solver.UseMixedPrecision {
 		scale = j.Solver.Scaler
 	}
-	cfg, err := j.runConfig()
-	if err != nil {
-		return nil, err
-	}
-	m, err := Build(cfg, be, Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
+	return Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
 		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale, LossWeights: j.LossWeights,
-		MixedPrecision: j.Solver.UseMixedPrecision})
-	if err != nil {
-		return nil, err
-	}
+		MixedPrecision: j.Solver.UseMixedPrecision}
+}
+
+// loadStart loads the job's starting weights into m (Init, then Resume);
+// first is false for the other ranks of a process, which leave checking the
+// snapshot's checksums to its first rank.
+func (j *Job) loadStart(m *Model, train, first bool) error {
 	if j.Init.Dense != "" || j.Init.DenseOpt != "" || len(j.Init.Sparse) > 0 {
 		if err := m.LoadFiles(j.Init); err != nil {
-			return nil, fmt.Errorf("loading initial weights: %w", err)
+			return fmt.Errorf("loading initial weights: %w", err)
 		}
 	}
 	if r := j.Resume; r.Prefix != "" {
-		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: j.Notes}
+		notes := j.Notes
+		if m.Rank() != 0 {
+			notes = nil
+		}
+		o := LoadOptions{FreshOptimizer: r.FreshOptimizer, WeightsOnly: !train, Log: notes, sizesOnly: !first}
 		if err := m.LoadSnapshot(r.Prefix, r.Iter, o); err != nil {
-			return nil, fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
+			return fmt.Errorf("loading the snapshot of %s at iteration %d: %w", r.Prefix, r.Iter, err)
 		}
 	}
-	return m, nil
+	return nil
 }
 
 // ConfigGPUs is the number of GPUs the solver's gpu list names (every
@@ -112,14 +134,18 @@ func ConfigGPUs(s *graph.Solver) int {
 	return max(n, 1)
 }
 
-// runConfig is the config as ctrkit runs it on one device: the embedding
-// capacity HugeCTR would have on all of the solver's GPUs (its
-// max_vocabulary_size_per_gpu × the GPU count), and a dense input padded
-// to a multiple of 8 for RawAsync's dense.aligned Auto.
-func (j *Job) runConfig() (*graph.Config, error) {
+// runConfig is the config as ctrkit runs it on ranks ranks: on fewer
+// ranks than the solver's GPUs, the embedding capacity HugeCTR would have
+// on all of them (its max_vocabulary_size_per_gpu × the GPU count) spread
+// over the ranks (each rank's max_vocabulary_size_per_gpu: that total /
+// ranks, rounded up); on as many or more, each rank has the per-GPU
+// capacity, as each of HugeCTR's GPUs. And a dense input padded to a
+// multiple of 8 for RawAsync's dense.aligned Auto.
+func (j *Job) runConfig(ranks int) (*graph.Config, error) {
 	gpus := ConfigGPUs(&j.Solver)
+	ranks = max(ranks, 1)
 	align := j.Train.AlignDense || j.Eval.AlignDense
-	if gpus == 1 && !align {
+	if gpus <= ranks && !align {
 		return j.Config, nil
 	}
 	cfg := *j.Config
@@ -128,7 +154,7 @@ func (j *Job) runConfig() (*graph.Config, error) {
 	if align {
 		g.Input.DenseDim = (g.Input.DenseDim + 7) / 8 * 8
 	}
-	if gpus > 1 {
+	if gpus > ranks {
 		opt := j.Optimizer
 		if opt == nil {
 			opt = cfg.Optimizer
@@ -150,23 +176,38 @@ func (j *Job) runConfig() (*graph.Config, error) {
 			if per > (1<<62)/int64(gpus) {
 				return nil, fmt.Errorf("embedding %d: %d rows per GPU × %d GPUs overflows", i, per, gpus)
 			}
-			e.MaxVocabPerGPU = per * int64(gpus)
+			e.MaxVocabPerGPU = (per*int64(gpus) + int64(ranks) - 1) / int64(ranks)
 		}
 	}
 	return &cfg, nil
 }
 
 // DeviceNote is the line Train prints when ctrkit runs the config
-// differently from HugeCTR: fewer devices than the solver's gpu list, with
-// the embedding capacity scaled to all of them. "" when it runs as listed.
-func (j *Job) DeviceNote(device string, capacityRows int64) string {
+// differently from HugeCTR: on fewer ranks than the solver's gpu list's
+// GPUs (one device: device names it), with the embedding capacity of all
+// of them; Ranks.Hint (the flag or launcher that would run it as listed)
+// follows. "" when it runs on as many ranks or more.
+func (j *Job) DeviceNote(device string, ranks int, capacityRows int64) string {
 	gpus := ConfigGPUs(&j.Solver)
-	if gpus <= 1 {
+	ranks = max(ranks, 1)
+	if gpus <= ranks {
 		return ""
 	}
-	return fmt.Sprintf("note: the config's solver.gpu lists %d GPUs; ctrkit runs on one device (%s) with the global batch %d "+
+	on := fmt.Sprintf("one device (%s)", device)
+	if ranks > 1 {
+		on = fmt.Sprintf("%d ranks (%s)", ranks, device)
+	}
+	what := fmt.Sprintf("lists %d GPUs", gpus)
+	if gpus == 1 {
+		what = "lists 1 GPU"
+	}
+	note := fmt.Sprintf("note: the config's solver.gpu %s; ctrkit runs on %s with the global batch %d "+
 		"and the embedding capacity of all %d (workspace_size_per_gpu_in_mb × %d: %d rows)",
-		gpus, device, j.Solver.BatchSize, gpus, gpus, capacityRows)
+		what, on, j.Solver.BatchSize, gpus, gpus, capacityRows)
+	if j.Ranks.Hint != "" {
+		note += "; " + j.Ranks.Hint
+	}
+	return note
 }
 
 // TrainOutput are the writers and files a training run reports to.
@@ -186,10 +227,20 @@ type TrainOutput struct {
 // solver's num_epochs or max_iter, display, eval_interval, snapshot) and
 // returns it.
 func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
+	if j.World != nil && j.World.Group.World > 1 {
+		return trainGroup(ctx, j, out)
+	}
 	m, err := j.build(true)
 	if err != nil {
 		return nil, FitResult{}, err
 	}
+	res, err := j.fit(ctx, m, out)
+	return m, res, err
+}
+
+// fit is Train after the build: the freezes, Fit, the final save. Every
+// rank of a group runs it (trainGroup), the others' output discarded.
+func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, error) {
 	if out.Log == nil {
 		out.Log = io.Discard
 	}
@@ -198,7 +249,7 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 	}
 	for _, name := range j.FreezeEmbeddings {
 		if err := m.FreezeEmbedding(name); err != nil {
-			return nil, FitResult{}, fmt.Errorf("--freeze-embedding: %w", err)
+			return FitResult{}, fmt.Errorf("--freeze-embedding: %w", err)
 		}
 	}
 	s := j.Solver
@@ -226,41 +277,46 @@ func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, erro
 		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
 		if j.Eval.CacheBatches > 0 {
 			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
-				return m, FitResult{}, err
+				return FitResult{}, err
 			}
 			fo.CacheEvalBatches = j.Eval.CacheBatches
 		}
 	}
 	if out.SaveFinal && s.SnapshotPrefix != "" {
 		if err := m.CheckSave(s.SnapshotPrefix); err != nil {
-			return m, FitResult{}, err
+			return FitResult{}, err
 		}
 	}
 	info := m.Info
-	if note := j.DeviceNote(m.be.Name(), embRows(info)); note != "" {
+	if note := j.DeviceNote(m.be.Name(), m.World(), embRows(info)); note != "" {
 		fmt.Fprintln(out.Log, note)
 	}
 	if d := fo.EvalMetrics.Describe(); d != "" {
 		fmt.Fprintln(out.Log, d)
 	}
-	fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
-		len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	if w := m.World(); w > 1 {
+		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity a rank); global batch %d over %d ranks (%d a rank) on %s\n",
+			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, w, m.LocalBatch(), m.be.Name())
+	} else {
+		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
+			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	}
 	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
 	if err != nil {
-		return m, res, err
+		return res, err
 	}
 	fmt.Fprintln(out.Log, trainSummary(res, time.Since(t0)))
 	if out.SaveFinal && s.SnapshotPrefix != "" && res.Iters > res.First && (s.Snapshot == 0 || res.Iters%int64(s.Snapshot) != 0) {
 		if err := m.Save(s.SnapshotPrefix, res.Iters); err != nil {
-			return m, res, err
+			return res, err
 		}
 		if err := m.PruneSnapshots(s.SnapshotPrefix, out.KeepSnapshots); err != nil {
-			return m, res, err
+			return res, err
 		}
 		fmt.Fprintf(out.Log, "saved %s at iter %d\n", s.SnapshotPrefix, res.Iters)
 	}
-	return m, res, nil
+	return res, nil
 }
 
 // trainOpener opens the training data for each pass. A shuffled source

@@ -168,22 +168,33 @@ func (m *Model) writeManifest(path string, mf manifest) error {
 
 // Save writes the model and optimizer state as HugeCTR's
 // save_params_to_files(prefix, iter) does, as one committed unit with its
-// manifest (see ManifestFile).
+// manifest (see ManifestFile). In a group every rank calls it: rank 0
+// writes the files, the others send it their rows (parallel_files.go), and
+// every rank returns an error when any rank failed.
 func (m *Model) Save(prefix string, iter int64) error {
 	mpath := ManifestFile(prefix, iter)
 	mf := manifest{Version: manifestVersion, Iter: iter, Opt: m.optCfg.Type, Update: m.optCfg.UpdateType}
-	if err := m.writeManifest(mpath, mf); err != nil {
-		return fmt.Errorf("writing snapshot manifest: %w", err)
+	var rec *recorder
+	var err error
+	if m.leads() {
+		if err = m.writeManifest(mpath, mf); err != nil {
+			err = fmt.Errorf("writing snapshot manifest: %w", err)
+		}
+		rec = &recorder{base: filepath.Dir(mpath)}
 	}
-	rec := &recorder{base: filepath.Dir(mpath)}
+	if err := m.agree(err); err != nil {
+		return err
+	}
 	if err := m.saveFiles(SnapshotFiles(prefix, iter, len(m.embs)), rec); err != nil {
 		return err
 	}
-	mf.Complete, mf.Files = true, rec.files
-	if err := m.writeManifest(mpath, mf); err != nil {
-		return fmt.Errorf("writing snapshot manifest: %w", err)
+	if m.leads() {
+		mf.Complete, mf.Files = true, rec.files
+		if err = m.writeManifest(mpath, mf); err != nil {
+			err = fmt.Errorf("writing snapshot manifest: %w", err)
+		}
 	}
-	return nil
+	return m.agree(err)
 }
 
 // LoadOptions configure LoadSnapshot.
@@ -197,6 +208,10 @@ type LoadOptions struct {
 	WeightsOnly bool
 	// Log receives one-line notes (files without a manifest); nil: none.
 	Log io.Writer
+	// sizesOnly checks the manifest's sizes but not its checksums: the
+	// other ranks of a process whose first rank checks them (trainGroup;
+	// a mismatch there fails the whole group's start).
+	sizesOnly bool
 }
 
 // SnapshotError is a snapshot that is incomplete or does not match its
@@ -232,7 +247,7 @@ func (m *Model) LoadSnapshot(prefix string, iter int64, o LoadOptions) error {
 	data, err := os.ReadFile(mpath)
 	switch {
 	case err == nil:
-		if err := m.checkManifest(mpath, data, iter, need, fresh); err != nil {
+		if err := m.checkManifest(mpath, data, iter, need, fresh, o.sizesOnly); err != nil {
 			return err
 		}
 	case errors.Is(err, fs.ErrNotExist):
@@ -308,7 +323,7 @@ func (m *Model) neededFiles(f Files) []string {
 }
 
 // checkManifest verifies a snapshot against its manifest.
-func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []string, fresh bool) error {
+func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []string, fresh, sizesOnly bool) error {
 	var mf manifest
 	if err := json.Unmarshal(data, &mf); err != nil || mf.Version == 0 {
 		return &SnapshotError{mpath, fmt.Sprintf("not a ctrkit snapshot manifest (%v)", err)}
@@ -342,6 +357,9 @@ func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []stri
 		}
 		if st.Size() != e.Size {
 			return &SnapshotError{p, fmt.Sprintf("%d bytes, the manifest %s says %d", st.Size(), mpath, e.Size)}
+		}
+		if sizesOnly {
+			continue
 		}
 		d, err := os.ReadFile(p)
 		if err != nil {
@@ -386,11 +404,12 @@ func snapshotIters(prefix string) (map[int64]bool, error) {
 
 // PruneSnapshots keeps the newest keep complete snapshots of prefix (those
 // with a manifest) and deletes the older ones, and incomplete ones older
-// than the newest complete one; keep ≤ 0 keeps all. A snapshot is marked
+// than the newest complete one; keep ≤ 0 keeps all (in a group, rank 0
+// prunes; the others do nothing). A snapshot is marked
 // incomplete before its files go, so an interrupted prune leaves nothing
 // that loads half.
 func (m *Model) PruneSnapshots(prefix string, keep int) error {
-	if keep <= 0 {
+	if keep <= 0 || !m.leads() {
 		return nil
 	}
 	iters, err := snapshotIters(prefix)
