@@ -2,6 +2,7 @@ package raw
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,18 @@ type Options struct {
 	// (the reader's Schema().DenseDim) is rounded up to a multiple of 8 and
 	// the padding columns are 0; the file is never padded.
 	AlignDense bool
+	// KeyCheck checks keys without adding slot offsets (see KeyCheck);
+	// with SlotSizeArray (offsets, which check already) it is refused.
+	KeyCheck KeyCheck
+}
+
+// KeyCheck asks a Raw reader to check every key against its slot's size
+// while it decodes (in its workers), leaving the keys as stored: slot s's
+// keys must lie in [0, Sizes[s]), or with Global in [P_s, P_s +
+// Sizes[s]), P_s the sum of the sizes before s. Empty Sizes: no check.
+type KeyCheck struct {
+	Sizes  []int64
+	Global bool
 }
 
 // Validate checks the options against a schema.
@@ -31,7 +44,29 @@ func (o *Options) Validate(s *formats.Schema) error {
 	return err
 }
 
-var _ formats.Reader = (*Reader)(nil)
+// newDecoder is NewDecoder with the reader options' key check and the
+// offsets of batches of bsize samples prepared.
+func newDecoder(s *formats.Schema, l Layout, o formats.Options, kc KeyCheck) (*Decoder, error) {
+	dec, err := NewDecoder(s, l, o.SlotSizeArray)
+	if err != nil {
+		return nil, err
+	}
+	if len(kc.Sizes) > 0 {
+		if len(o.SlotSizeArray) > 0 {
+			return nil, fmt.Errorf("a key check without offsets and a slot_size_array with offsets at once")
+		}
+		if err := dec.CheckKeys(kc.Sizes, kc.Global); err != nil {
+			return nil, err
+		}
+	}
+	dec.PrepareOffsets(o.BatchSize)
+	return dec, nil
+}
+
+var (
+	_ formats.Reader = (*Reader)(nil)
+	_ formats.Lender = (*Reader)(nil)
+)
 
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("reader closed")
@@ -82,6 +117,7 @@ type Reader struct {
 	workers int
 	bufLen  int
 	alloc   formats.Allocator
+	own     *formats.Batch // Next's batch with one worker, made on first use
 }
 
 // Open opens the Raw file at path holding samples of schema s in layout
@@ -118,7 +154,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	}
 	o.Options = o.Options.WithDefaults()
 	sc := s.Clone()
-	dec, err := NewDecoder(&sc, o.Layout, o.SlotSizeArray)
+	dec, err := newDecoder(&sc, o.Layout, o.Options, o.KeyCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +169,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{
-		path: path, ra: ra, schema: ms, dec: dec,
+		path: path, ra: ra, schema: ms, dec: dec, alloc: o.Alloc,
 		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B,
 	}
 	r.seq = sequencer{nb: r.nb, repeat: o.Repeat, shuffle: o.Shuffle, seed: o.Seed, epoch: -1}
@@ -149,7 +185,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 		r.buf = make([]byte, bufLen)
 		return r, nil
 	}
-	r.workers, r.bufLen, r.alloc = workers, int(bufLen), o.Alloc
+	r.workers, r.bufLen = workers, int(bufLen)
 	p, err := r.startPipeline(workers, int(bufLen), o.Alloc)
 	if err != nil {
 		return nil, err
@@ -222,6 +258,33 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	return b.N, nil
 }
 
+// Next returns the next batch without copying it (formats.Lender): the
+// batch belongs to the reader (allocated with Options.Alloc, so it may be
+// pinned memory) and stays valid until the next call of Next or Read, or
+// Reset or Close. With more than one worker it is the ring slot a worker
+// decoded into, which saves Read's copy; with one worker the reader
+// decodes into a batch of its own. At the end of data (epoch mode) it
+// returns nil, io.EOF.
+func (r *Reader) Next() (*formats.Batch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.pipe != nil {
+		return r.pipe.lend(&r.clamped, &r.err)
+	}
+	if r.own == nil {
+		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
+		if err != nil {
+			return nil, err
+		}
+		r.own = b
+	}
+	if _, err := r.Read(r.own); err != nil {
+		return nil, err
+	}
+	return r.own, nil
+}
+
 // readBatch reads batch k of the file into buf and decodes it into b.
 func (r *Reader) readBatch(k int64, buf []byte, b *formats.Batch, dec *Decoder) error {
 	B := int64(r.bsize)
@@ -253,6 +316,10 @@ func (r *Reader) Close() error {
 		r.pipe.stop()
 		r.pipe.wait()
 		r.pipe = nil
+	}
+	if r.own != nil {
+		r.own.Free()
+		r.own = nil
 	}
 	if r.closer != nil {
 		return r.closer.Close()
