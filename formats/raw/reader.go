@@ -86,13 +86,15 @@ var ErrClosed = errors.New("reader closed")
 // With Workers > 1, worker goroutines take the next batch number in turn,
 // read the batch's bytes with one ReadAt into their own buffer and decode it
 // into slot g mod R of a ring of R = Workers+2 batches (an ordered.Ring);
-// Read waits for slot g, copies it into the caller's batch and frees it. Batches therefore come out
-// strictly in order and are identical for any worker count; memory is bounded
-// by Workers read buffers and R batches. With one worker there are no
-// goroutines: Read reads and decodes straight into the caller's batch.
-// Since the caller's batch is its own (possibly pinned) memory, the parallel
-// path pays one copy per batch (about 17 MB for 65536 Criteo samples); it
-// pays off only when idle cores can take the decoding (BenchmarkReader).
+// Read waits for slot g, copies it into the caller's batch and frees it;
+// Next (formats.Lender) lends slot g itself, saving the copy (the ring
+// batches come from Options.Alloc, which may be pinned memory), and frees it
+// at the next call. Batches therefore come out strictly in order and are
+// identical for any worker count; memory is bounded by Workers read buffers
+// and R batches. With one worker there are no goroutines: Read reads and
+// decodes straight into the caller's batch, Next into a batch of the
+// reader's. Options.KeyCheck checks keys in the workers while they decode,
+// so no per-key work is left to the consumer's goroutine.
 // Reset rewinds to the first batch; Close stops every goroutine.
 type Reader struct {
 	path   string
