@@ -140,12 +140,16 @@ func (d *Decoder) CheckKeys(sizes []int64, global bool) error {
 	return nil
 }
 
+// maxPrepared bounds the offsets PrepareOffsets keeps (64 MiB of int32):
+// larger batches compute theirs.
+const maxPrepared = 1 << 24
+
 // PrepareOffsets computes once the CSR offsets of batches of up to n
 // samples, which Decode then copies for a batch decoded from its first
 // sample instead of computing them sample by sample (the layout fixes the
 // keys of every slot). Clones made afterwards share them. n ≤ 0 drops them.
 func (d *Decoder) PrepareOffsets(n int) {
-	if n <= 0 || d.nslot == 0 || int64(n)*int64(d.nkeys) > math.MaxInt32 {
+	if n <= 0 || d.nslot == 0 || int64(n)*int64(d.nkeys) > math.MaxInt32 || int64(n)*int64(d.nslot) > maxPrepared {
 		d.rows = nil
 		return
 	}
