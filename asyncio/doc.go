@@ -17,19 +17,26 @@
 //
 // # Concurrency
 //
-// A dispatcher goroutine takes ranges from the caller's Source in order,
-// numbers them 0, 1, … and gives range seq to I/O thread seq mod
-// NumThreads, as HugeCTR does; each thread reads its ranges one after the
-// other as one sequential stream with IODepth block requests in flight, so
-// NumThreads × IODepth requests are in flight — the same shape as fio's
-// numjobs=NumThreads, iodepth=IODepth. Two engines issue them
+// A dispatcher goroutine takes ranges from the caller's Source in order and
+// numbers them 0, 1, …; one feeder cuts them, in that order, into blocks of
+// IOBlockSize bytes on a queue that all NumThreads I/O threads share, each
+// keeping IODepth block requests in flight — NumThreads × IODepth in all,
+// the shape of fio's numjobs=NumThreads, iodepth=IODepth. Since the queue
+// is in stream order, the requests in flight are always the oldest blocks
+// not yet read: the range the consumer waits for next gets the whole
+// device. (HugeCTR gives range seq to thread seq mod NumThreads, each
+// thread reading its own ranges; then the NumThreads ranges in flight
+// finish at about the same time and the first batch of a pass waits for
+// the reads of NumThreads batches.) Two engines issue the requests
 // (Params.Engine): io_uring, one ring and one goroutine per thread
 // (IORING_OP_READ; the default for O_DIRECT files where the kernel allows
 // io_uring), and pread, IODepth goroutines per thread each blocking in
 // pread (the default otherwise, and for files without a descriptor such as
 // MemFile).
 // NumThreads × NumBatchesPerThread buffers exist, which bounds the ranges
-// read ahead. The goroutine that reads a range's last block publishes the
+// read ahead; Close hands those not lent to a caller to a pool that the
+// next Reader of the same buffer size takes them from (a training run's
+// next pass over the file), so they are allocated and faulted in once. The goroutine that reads a range's last block publishes the
 // buffer in a completion table indexed by that number, an ordered.Ring (no
 // allocation, no channel per range). Consumers fetch buffers by number: Get(seq) may be called by many
 // goroutines at once, each waiting only for its own range, so completed

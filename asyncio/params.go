@@ -41,8 +41,9 @@ func (a AlignedType) String() string {
 type Params struct {
 	// NumThreads is the number of I/O threads (default GOMAXPROCS).
 	NumThreads int
-	// NumBatchesPerThread is how many ranges (batches) each thread may
-	// hold buffered (default 4).
+	// NumBatchesPerThread × NumThreads is how many ranges (batches) the
+	// reader buffers: read ahead, in flight or waiting to be taken
+	// (default 4 per thread).
 	NumBatchesPerThread int
 	// IOBlockSize is the size of one read request in bytes (default
 	// 512 KiB); it is rounded up to the alignment.

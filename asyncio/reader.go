@@ -72,12 +72,17 @@ type Reader struct {
 	engine   string
 }
 
-// ioThread is one of the NumThreads I/O threads: it reads the ranges with
-// Seq ≡ its index (mod NumThreads), one after the other, each with IODepth
-// block requests in flight, as one sequential stream.
+// ioThread is one of the NumThreads I/O threads: it keeps IODepth block
+// requests in flight, taking the blocks from the queue all threads share.
+// One feeder cuts the ranges into that queue in sequence order, so the
+// NumThreads × IODepth requests in flight are always the oldest blocks not
+// yet read: the next range the consumer waits for gets the whole device
+// instead of 1/NumThreads of it (with one range per thread, every range in
+// flight finished at about the same time, the first batch of a pass
+// waiting for the reads of NumThreads batches).
 type ioThread struct {
-	bufs chan *Buffer // ranges given to the thread, in order
-	jobs chan job     // their blocks, for the thread's IODepth readers
+	bufs chan *Buffer // the ranges dispatched, in order (shared)
+	jobs chan job     // their blocks, in order, for every thread's readers (shared)
 }
 
 type job struct {
@@ -110,7 +115,7 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 	bufLen := int((maxLen+int64(align)-1)&^int64(align-1)) + align
 	r.free = make(chan *Buffer, nbuf)
 	for i := 0; i < nbuf; i++ {
-		r.free <- &Buffer{mem: alignedAlloc(bufLen, align)}
+		r.free <- &Buffer{mem: getBuffer(bufLen, align)}
 	}
 	r.done = ordered.New[*Buffer](nbuf)
 	r.threads = make([]ioThread, p.NumThreads)
@@ -133,14 +138,14 @@ func NewReader(f File, src Source, maxLen int64, p Params) (*Reader, error) {
 			return nil, fmt.Errorf("%w", err)
 		}
 	}
-	r.wg.Add(1 + p.NumThreads*(1+readers))
+	r.wg.Add(2 + p.NumThreads*readers)
+	bufs, jobs := make(chan *Buffer, nbuf), make(chan job, p.NumThreads*p.IODepth)
 	for i := range r.threads {
 		t := &r.threads[i]
-		t.bufs = make(chan *Buffer, p.NumBatchesPerThread)
-		t.jobs = make(chan job, p.IODepth)
-		go r.feed(t)
+		t.bufs, t.jobs = bufs, jobs
 		start(t)
 	}
+	go r.feed(&r.threads[0])
 	go r.dispatch(src)
 	return r, nil
 }
@@ -210,14 +215,15 @@ func (r *Reader) dispatch(src Source) {
 		end := (rg.Off + rg.Len + a - 1) &^ (a - 1)
 		buf.pending.Store(int32((end - start + int64(r.block) - 1) / int64(r.block)))
 		select {
-		case r.threads[seq%int64(len(r.threads))].bufs <- buf:
+		case r.threads[0].bufs <- buf: // shared by all threads
 		case <-r.ctx.Done():
 			return
 		}
 	}
 }
 
-// feed cuts the ranges given to thread t into blocks for its readers.
+// feed cuts the dispatched ranges, in order, into blocks for every
+// thread's readers (t's channels are all threads').
 func (r *Reader) feed(t *ioThread) {
 	defer r.wg.Done()
 	size := r.f.Size()
@@ -375,5 +381,36 @@ func (r *Reader) Close() error {
 	r.cancel()
 	r.done.Cancel(ErrClosed)
 	r.wg.Wait()
-	return r.f.Close()
+	// No request is in flight now: the buffers not lent to a caller go
+	// back to the pool for the next reader (the next pass of a training
+	// run reuses them instead of allocating and faulting in as much
+	// memory again); those still lent are left to the garbage collector.
+	for {
+		select {
+		case b := <-r.free:
+			putBuffer(b.mem, r.align)
+		default:
+			return r.f.Close()
+		}
+	}
+}
+
+// bufPools holds the read buffers of closed Readers by (length,
+// alignment), in sync.Pools: a reader opened soon after another one of the
+// same shape (the next pass over a file) takes its buffers, and the
+// garbage collector frees those nobody takes.
+var bufPools sync.Map // [2]int{len, align} → *sync.Pool of *[]byte
+
+func getBuffer(n, align int) []byte {
+	if p, ok := bufPools.Load([2]int{n, align}); ok {
+		if b, ok := p.(*sync.Pool).Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return alignedAlloc(n, align)
+}
+
+func putBuffer(b []byte, align int) {
+	p, _ := bufPools.LoadOrStore([2]int{len(b), align}, new(sync.Pool))
+	p.(*sync.Pool).Put(&b)
 }

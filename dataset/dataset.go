@@ -780,7 +780,16 @@ func (d *Dataset) Open(o formats.Options) (formats.Reader, error) {
 	case Norm:
 		r, err = norm.OpenFiles(d.Files, &s, norm.Options{Options: o, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
 	case Raw:
-		r, err = raw.Open(d.Files[0], &s, raw.Options{Options: o, Layout: sp.RawLayout})
+		// Without offsets the Raw reader's workers check the keys against
+		// the slot sizes as they decode (--slot-size-array promises key
+		// range checks), not the consumer's goroutine afterwards.
+		ro := raw.Options{Options: o, Layout: sp.RawLayout}
+		if !sp.Offsets {
+			ro.KeyCheck = raw.KeyCheck{Sizes: sp.SlotSizeArray, Global: sp.Keys == KeysGlobal}
+		}
+		if r, err = raw.Open(d.Files[0], &s, ro); r != nil || err != nil {
+			return r, err
+		}
 	case Parquet:
 		po := parquet.Options{Options: o}
 		if !sp.Offsets && len(sp.SlotSizeArray) > 0 && len(sp.SlotSizeArray) == len(s.Slots) {

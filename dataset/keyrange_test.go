@@ -2,15 +2,15 @@ package dataset
 
 import (
 	"errors"
-	"io"
-	"path/filepath"
-	"strings"
-	"testing"
-
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/formats/parquet"
+	"github.com/ctrkit/ctrkit/formats/raw"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
 )
 
 // TestSlotSizeArrayChecksKeysWithoutOffsets: --slot-size-array checks key
@@ -136,5 +136,57 @@ func TestParquetChecksKeysWhileDecoding(t *testing.T) {
 			}
 		}
 		ds.Keys[33][1][0] = 3
+	}
+}
+
+// TestRawKeyCheckInReader: a Raw dataset with --slot-size-array and no
+// offsets is checked by the Raw reader's own workers (the reader stays a
+// Lender and the error names the key's byte offset); it was wrapped in a
+// checker that ran every key through the consumer's goroutine after the
+// parallel decode, which capped a 16-core multi-hot read at ~2.4 cores.
+func TestRawKeyCheckInReader(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f.bin")
+	s := formats.NewSchema(1, 1, []int{2, 1}, nil, formats.KeyU32)
+	s.Slots[0].Hotness, s.Slots[1].Hotness = 2, 1
+	s.LabelType = formats.Int32
+	w, err := raw.Create(p, &s, raw.MultiHot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := formats.NewBatch(&s, 10, nil)
+	for i := 0; i < 10; i++ {
+		b.AppendSample([]float32{0}, []float32{1}, [][]int64{{1, int64(i)}, {1}})
+	}
+	if err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{1, 2} {
+		d, err := Resolve(p, Spec{Format: Raw, LabelDim: 1, DenseDim: 1, NumSlot: 2, NNZ: []int{2, 1}, RawLayout: raw.MultiHot, RawLayoutSet: true,
+			KeyType: formats.KeyU32, KeyTypeSet: true, SlotSizeArray: []int64{5, 5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.Open(formats.Options{BatchSize: 4, Workers: workers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, ok := r.(formats.Lender)
+		if _, isRaw := r.(*raw.Reader); !ok || !isRaw {
+			r.Close()
+			t.Fatalf("workers %d: dataset.Open gave a %T, want the Raw reader itself (a Lender checking keys in its workers)", workers, r)
+		}
+		var rerr error
+		for rerr == nil {
+			_, rerr = l.Next()
+		}
+		r.Close()
+		var fe *formats.Error
+		// Sample 5's second key of slot 0 (byte 4·(1+1) + 4 of a 20-byte sample).
+		if !errors.Is(rerr, formats.ErrKeyRange) || !errors.As(rerr, &fe) || fe.Record != 5 || fe.Offset != 5*20+12 {
+			t.Errorf("workers %d: read ended with %v, want ErrKeyRange at record 5, byte %d", workers, rerr, 5*20+12)
+		}
 	}
 }

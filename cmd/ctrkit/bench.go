@@ -171,10 +171,14 @@ func asyncOptions(c *cli.Context, d *dataset.Dataset, fo formats.Options) (raw.A
 	if err != nil {
 		return raw.AsyncOptions{}, fmt.Errorf("--aligned-type: %w", err)
 	}
+	var kc raw.KeyCheck
 	if d.Spec.Offsets {
 		fo.SlotSizeArray = d.Spec.SlotSizeArray
+	} else {
+		// The same key checks as the sync reader's (dataset.Open).
+		kc = raw.KeyCheck{Sizes: d.Spec.SlotSizeArray, Global: d.Spec.Keys == dataset.KeysGlobal}
 	}
-	return raw.AsyncOptions{Options: fo, Layout: d.Spec.RawLayout, Async: asyncio.Params{
+	return raw.AsyncOptions{Options: fo, Layout: d.Spec.RawLayout, KeyCheck: kc, Async: asyncio.Params{
 		NumThreads: c.Int("num-threads"), NumBatchesPerThread: c.Int("num-batches-per-thread"),
 		IOBlockSize: c.Int("io-block-size"), IODepth: c.Int("io-depth"), IOAlignment: c.Int("io-alignment"),
 		Shuffle: c.Bool("shuffle"), AlignedType: at, Buffered: c.Bool("buffered"), Engine: c.String("io-engine"),

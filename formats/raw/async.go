@@ -24,6 +24,9 @@ type AsyncOptions struct {
 	Layout Layout
 	// Async are the I/O engine's parameters.
 	Async asyncio.Params
+	// KeyCheck checks keys without adding slot offsets, in the decoding
+	// workers (as Options.KeyCheck).
+	KeyCheck KeyCheck
 }
 
 // Validate checks the options against a schema.
@@ -122,7 +125,7 @@ func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncRe
 	o.Options = o.Options.WithDefaults()
 	p := o.Async.WithDefaults()
 	fs := s.Clone()
-	dec, err := NewDecoder(&fs, o.Layout, o.SlotSizeArray)
+	dec, err := newDecoder(&fs, o.Layout, o.Options, o.KeyCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -157,6 +160,12 @@ func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncRe
 		lo := k * B
 		hi := min(lo+B, n)
 		return asyncio.Range{Off: lo * ss, Len: (hi - lo) * ss}, true
+	}
+	if nbuf := int64(p.NumThreads) * int64(p.NumBatchesPerThread); !o.Repeat && nbuf > r.nb {
+		// An epoch has fewer batches than the engine would buffer: no
+		// more buffers than batches (a 16-batch file read by 16 threads
+		// × 4 allocated 64 buffers of a batch each, per pass).
+		p.NumBatchesPerThread = int((r.nb + int64(p.NumThreads) - 1) / int64(p.NumThreads))
 	}
 	eng, err := asyncio.NewReader(f, src, min(B, n)*ss, p)
 	if err != nil {

@@ -77,11 +77,10 @@ func BenchmarkDecode(b *testing.B) {
 	const n = 65536
 	for _, name := range []string{"onehot-int32", "onehot-int32-heavytail", "onehot-float32", "multihot-dcnv2"} {
 		s, l, src := benchData(name, n)
-		for _, offsets := range []bool{false, true} {
-			bn := name
+		for _, mode := range []string{"", "-offsets", "-check"} {
+			bn := name + mode
 			var sizes []int64
-			if offsets {
-				bn += "-offsets"
+			if mode == "-offsets" {
 				sizes = s.SlotSizes()
 			}
 			b.Run(bn, func(b *testing.B) {
@@ -89,6 +88,12 @@ func BenchmarkDecode(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if mode == "-check" { // the readers' KeyCheck: ranges checked, keys as stored
+					if err := dec.CheckKeys(s.SlotSizes(), false); err != nil {
+						b.Fatal(err)
+					}
+				}
+				dec.PrepareOffsets(n) // as the readers do
 				batch, err := formats.NewBatch(&s, n, nil)
 				if err != nil {
 					b.Fatal(err)

@@ -41,7 +41,15 @@ type Decoder struct {
 	hot   []int32 // hotness per slot
 	cum   []int32 // cum[s] = Σ_{j<s} hot[j]; len nslot+1
 	sizes []int64 // slot sizes (nil: no offsets, no range check)
-	offs  []int64 // slot offsets (nil with sizes)
+	offs  []int64 // what is added to slot s's keys (nil with sizes)
+	lo    []int64 // slot s's first valid key (nil with sizes): key k is valid when k − lo[s] < sizes[s]
+	check string  // CheckKeys: the convention checked, for messages ("" with slot offsets)
+
+	// rows are the CSR offsets of a batch of fixed-hotness samples from
+	// its first row (rows[r·S+s] = end of row r's slot s), computed once
+	// (PrepareOffsets) and shared by clones: a batch decoded from sample 0
+	// copies them instead of computing them per sample.
+	rows []int32
 
 	clamped int64 // negative int32 dense values clamped to 0
 }
@@ -89,8 +97,64 @@ func NewDecoder(s *formats.Schema, l Layout, slotSizeArray []int64) (*Decoder, e
 	if len(slotSizeArray) > 0 {
 		d.sizes = append([]int64(nil), slotSizeArray...)
 		d.offs = formats.SlotOffsets(d.sizes)
+		d.lo = make([]int64, len(d.sizes))
 	}
 	return d, nil
+}
+
+// CheckKeys makes d check every key against its slot's size without
+// adding slot offsets (the keys stay as stored): slot s's keys must lie in
+// [0, sizes[s]), or with global in [P_s, P_s + sizes[s]), P_s the sum of
+// the sizes before s. A key outside is an ErrKeyRange error naming the
+// record and its byte offset. It is for a decoder made without a
+// slotSizeArray (one that adds offsets checks already); sizes has one
+// entry per slot.
+func (d *Decoder) CheckKeys(sizes []int64, global bool) error {
+	if d.sizes != nil && d.check == "" {
+		return fmt.Errorf("the decoder adds slot offsets (and checks keys) already")
+	}
+	if len(sizes) > 0 && len(sizes) != d.nslot {
+		return fmt.Errorf("slot_size_array has %d entries, schema has %d slots", len(sizes), d.nslot)
+	}
+	var total uint64
+	for i, n := range sizes {
+		if n <= 0 {
+			return fmt.Errorf("slot_size_array[%d] = %d must be > 0", i, n)
+		}
+		if total += uint64(n); total > 1<<63 {
+			return fmt.Errorf("slot_size_array sums to more than 2^63")
+		}
+	}
+	if len(sizes) == 0 {
+		d.sizes, d.offs, d.lo, d.check = nil, nil, nil, ""
+		return nil
+	}
+	d.sizes = append([]int64(nil), sizes...)
+	d.offs = make([]int64, len(sizes))
+	d.lo = make([]int64, len(sizes))
+	d.check = "slot-local"
+	if global {
+		d.lo = formats.SlotOffsets(d.sizes)
+		d.check = "global"
+	}
+	return nil
+}
+
+// maxPrepared bounds the offsets PrepareOffsets keeps (64 MiB of int32):
+// larger batches compute theirs.
+const maxPrepared = 1 << 24
+
+// PrepareOffsets computes once the CSR offsets of batches of up to n
+// samples, which Decode then copies for a batch decoded from its first
+// sample instead of computing them sample by sample (the layout fixes the
+// keys of every slot). Clones made afterwards share them. n ≤ 0 drops them.
+func (d *Decoder) PrepareOffsets(n int) {
+	if n <= 0 || d.nslot == 0 || int64(n)*int64(d.nkeys) > math.MaxInt32 || int64(n)*int64(d.nslot) > maxPrepared {
+		d.rows = nil
+		return
+	}
+	d.rows = make([]int32, n*d.nslot)
+	d.rowOffsets(d.rows, n, 0)
 }
 
 // Clone returns a decoder with the same configuration and its own clamp
@@ -201,7 +265,14 @@ func (d *Decoder) Decode(src []byte, b *formats.Batch, path string, firstRecord,
 		}
 	}
 	if S > 0 {
-		d.rowOffsets(offsets[start*S+1:(start+n)*S+1], n, base)
+		out := offsets[start*S+1 : (start+n)*S+1]
+		if base == int64(start)*int64(d.nkeys) && (start+n)*S <= len(d.rows) {
+			// Every sample before start came from this layout: the
+			// offsets are those of rows start … start+n−1 of a batch.
+			copy(out, d.rows[start*S:(start+n)*S])
+		} else {
+			d.rowOffsets(out, n, base)
+		}
 	}
 	b.SetLen(start + n)
 	return nil
@@ -287,16 +358,16 @@ func (d *Decoder) keys32(rec []byte, m int, out []uint32, path string, rec0, off
 		return nil
 	}
 	S := d.nslot
-	sizes, offs, cum := d.sizes[:S], d.offs[:S], d.cum[:S+1]
+	sizes, offs, los, cum := d.sizes[:S], d.offs[:S], d.lo[:S], d.cum[:S+1]
 	if d.layout == OneHot {
-		offs := offs[:len(sizes)]
+		offs, los := offs[:len(sizes)], los[:len(sizes)]
 		for i := 0; i < m; i++ {
 			q := unsafe.Add(p, i*size+d.keyOff)
 			dst := out[i*K : i*K+K]
 			dst = dst[:len(sizes)]
 			for s, lim := range sizes {
 				k := ld32(unsafe.Add(q, 4*s))
-				if uint64(k) >= uint64(lim) {
+				if uint64(k)-uint64(los[s]) >= uint64(lim) {
 					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+4*s), s, int64(k))
 				}
 				dst[s] = k + uint32(offs[s])
@@ -308,10 +379,10 @@ func (d *Decoder) keys32(rec []byte, m int, out []uint32, path string, rec0, off
 		q := unsafe.Add(p, i*size+d.keyOff)
 		dst := out[i*K : i*K+K]
 		for s := 0; s < S; s++ {
-			lim, add := uint64(sizes[s]), uint32(offs[s])
+			lim, add, lo := uint64(sizes[s]), uint32(offs[s]), uint64(los[s])
 			for j := cum[s]; j < cum[s+1]; j++ {
 				k := ld32(unsafe.Add(q, 4*int(j)))
-				if uint64(k) >= lim {
+				if uint64(k)-lo >= lim {
 					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+4*int(j)), s, int64(k))
 				}
 				dst[j] = k + add
@@ -349,12 +420,12 @@ func (d *Decoder) keys64(rec []byte, m int, out []int64, path string, rec0, off0
 		}
 		return nil
 	}
-	sizes, offs, cum := d.sizes[:S], d.offs[:S], d.cum[:S+1]
+	sizes, offs, los, cum := d.sizes[:S], d.offs[:S], d.lo[:S], d.cum[:S+1]
 	for i := 0; i < m; i++ {
 		q := unsafe.Add(p, i*size+d.keyOff)
 		dst := out[i*K : i*K+K]
 		for s := 0; s < S; s++ {
-			lim, add := uint64(sizes[s]), offs[s]
+			lim, add, lo := uint64(sizes[s]), offs[s], uint64(los[s])
 			for j := cum[s]; j < cum[s+1]; j++ {
 				var k int64
 				if fk == 8 {
@@ -362,7 +433,7 @@ func (d *Decoder) keys64(rec []byte, m int, out []int64, path string, rec0, off0
 				} else {
 					k = int64(ld32(unsafe.Add(q, 4*int(j))))
 				}
-				if uint64(k) >= lim {
+				if uint64(k)-lo >= lim {
 					return d.keyRange(path, rec0+int64(i), off0+int64(i*size+d.keyOff+fk*int(j)), s, k)
 				}
 				dst[j] = k + add
@@ -373,6 +444,11 @@ func (d *Decoder) keys64(rec []byte, m int, out []int64, path string, rec0, off0
 }
 
 func (d *Decoder) keyRange(path string, record, offset int64, slot int, key int64) error {
+	lo := d.lo[slot]
+	if d.check != "" {
+		return formats.Errorf("raw", path, offset, record, formats.ErrKeyRange,
+			"slot %d key %d outside [%d, %d) (--slot-size-array, keys %s)", slot, key, lo, lo+d.sizes[slot], d.check)
+	}
 	return formats.Errorf("raw", path, offset, record, formats.ErrKeyRange,
 		"slot %d key %d not in [0, %d)", slot, key, d.sizes[slot])
 }

@@ -127,6 +127,7 @@ func FuzzDecode(f *testing.F) {
 		if sizes != nil {
 			return
 		}
+		checkKeyCheck(t, &s, dec, src, b, data[0]&32 != 0)
 		enc, err := newEncoder(&s, l)
 		if err != nil {
 			t.Fatal(err)
@@ -221,5 +222,63 @@ func checkReference(t *testing.T, s *formats.Schema, l Layout, sizes []int64, sr
 				kpos++
 			}
 		}
+	}
+}
+
+// checkKeyCheck decodes src again with prepared offsets and the workers'
+// key check (slot-local, or global), in two pieces: the same bytes as the
+// plain decode b when every key is in its slot's range, else an
+// ErrKeyRange error at the first key outside.
+func checkKeyCheck(t *testing.T, s *formats.Schema, plain *Decoder, src []byte, b *formats.Batch, global bool) {
+	t.Helper()
+	sizes := s.SlotSizes()
+	dec := plain.Clone()
+	dec.PrepareOffsets(b.N/2 + 1)
+	if err := dec.CheckKeys(sizes, global); err != nil {
+		return // sizes too large together
+	}
+	lo := make([]int64, len(sizes))
+	if global {
+		lo = formats.SlotOffsets(sizes)
+	}
+	S := len(sizes)
+	bad := int64(-1) // first sample with a key outside
+	for r := 0; r < b.N && bad < 0; r++ {
+		for sl := 0; sl < S; sl++ {
+			for i := b.Offsets[r*S+sl]; i < b.Offsets[r*S+sl+1]; i++ {
+				k := int64(0)
+				if b.Keys64 != nil {
+					k = b.Keys64[i]
+				} else {
+					k = int64(b.Keys32[i])
+				}
+				if uint64(k)-uint64(lo[sl]) >= uint64(sizes[sl]) && bad < 0 {
+					bad = int64(r)
+				}
+			}
+		}
+	}
+	got, err := formats.NewBatch(s, max(b.N, 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := dec.SampleSize()
+	cut := b.N / 3 * size
+	err = dec.Decode(src[:cut], got, "fuzz", 10, 1000)
+	if err == nil {
+		err = dec.Decode(src[cut:], got, "fuzz", 10+int64(cut/size), 1000+int64(cut))
+	}
+	if bad < 0 {
+		if err != nil {
+			t.Fatalf("key check: %v, every key is in range", err)
+		}
+		if !bytes.Equal(snapshot(got), snapshot(b)) {
+			t.Fatal("key check or prepared offsets changed the batch")
+		}
+		return
+	}
+	var fe *formats.Error
+	if !errors.Is(err, formats.ErrKeyRange) || !errors.As(err, &fe) || fe.Record != 10+bad || (fe.Offset-1000)/int64(size) != bad {
+		t.Fatalf("key check: %v, want ErrKeyRange at record %d", err, 10+bad)
 	}
 }

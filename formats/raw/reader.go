@@ -2,6 +2,7 @@ package raw
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,18 @@ type Options struct {
 	// (the reader's Schema().DenseDim) is rounded up to a multiple of 8 and
 	// the padding columns are 0; the file is never padded.
 	AlignDense bool
+	// KeyCheck checks keys without adding slot offsets (see KeyCheck);
+	// with SlotSizeArray (offsets, which check already) it is refused.
+	KeyCheck KeyCheck
+}
+
+// KeyCheck asks a Raw reader to check every key against its slot's size
+// while it decodes (in its workers), leaving the keys as stored: slot s's
+// keys must lie in [0, Sizes[s]), or with Global in [P_s, P_s +
+// Sizes[s]), P_s the sum of the sizes before s. Empty Sizes: no check.
+type KeyCheck struct {
+	Sizes  []int64
+	Global bool
 }
 
 // Validate checks the options against a schema.
@@ -31,7 +44,29 @@ func (o *Options) Validate(s *formats.Schema) error {
 	return err
 }
 
-var _ formats.Reader = (*Reader)(nil)
+// newDecoder is NewDecoder with the reader options' key check and the
+// offsets of batches of bsize samples prepared.
+func newDecoder(s *formats.Schema, l Layout, o formats.Options, kc KeyCheck) (*Decoder, error) {
+	dec, err := NewDecoder(s, l, o.SlotSizeArray)
+	if err != nil {
+		return nil, err
+	}
+	if len(kc.Sizes) > 0 {
+		if len(o.SlotSizeArray) > 0 {
+			return nil, fmt.Errorf("a key check without offsets and a slot_size_array with offsets at once")
+		}
+		if err := dec.CheckKeys(kc.Sizes, kc.Global); err != nil {
+			return nil, err
+		}
+	}
+	dec.PrepareOffsets(o.BatchSize)
+	return dec, nil
+}
+
+var (
+	_ formats.Reader = (*Reader)(nil)
+	_ formats.Lender = (*Reader)(nil)
+)
 
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("reader closed")
@@ -51,13 +86,15 @@ var ErrClosed = errors.New("reader closed")
 // With Workers > 1, worker goroutines take the next batch number in turn,
 // read the batch's bytes with one ReadAt into their own buffer and decode it
 // into slot g mod R of a ring of R = Workers+2 batches (an ordered.Ring);
-// Read waits for slot g, copies it into the caller's batch and frees it. Batches therefore come out
-// strictly in order and are identical for any worker count; memory is bounded
-// by Workers read buffers and R batches. With one worker there are no
-// goroutines: Read reads and decodes straight into the caller's batch.
-// Since the caller's batch is its own (possibly pinned) memory, the parallel
-// path pays one copy per batch (about 17 MB for 65536 Criteo samples); it
-// pays off only when idle cores can take the decoding (BenchmarkReader).
+// Read waits for slot g, copies it into the caller's batch and frees it;
+// Next (formats.Lender) lends slot g itself, saving the copy (the ring
+// batches come from Options.Alloc, which may be pinned memory), and frees it
+// at the next call. Batches therefore come out strictly in order and are
+// identical for any worker count; memory is bounded by Workers read buffers
+// and R batches. With one worker there are no goroutines: Read reads and
+// decodes straight into the caller's batch, Next into a batch of the
+// reader's. Options.KeyCheck checks keys in the workers while they decode,
+// so no per-key work is left to the consumer's goroutine.
 // Reset rewinds to the first batch; Close stops every goroutine.
 type Reader struct {
 	path   string
@@ -82,6 +119,7 @@ type Reader struct {
 	workers int
 	bufLen  int
 	alloc   formats.Allocator
+	own     *formats.Batch // Next's batch with one worker, made on first use
 }
 
 // Open opens the Raw file at path holding samples of schema s in layout
@@ -118,7 +156,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	}
 	o.Options = o.Options.WithDefaults()
 	sc := s.Clone()
-	dec, err := NewDecoder(&sc, o.Layout, o.SlotSizeArray)
+	dec, err := newDecoder(&sc, o.Layout, o.Options, o.KeyCheck)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +171,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{
-		path: path, ra: ra, schema: ms, dec: dec,
+		path: path, ra: ra, schema: ms, dec: dec, alloc: o.Alloc,
 		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B,
 	}
 	r.seq = sequencer{nb: r.nb, repeat: o.Repeat, shuffle: o.Shuffle, seed: o.Seed, epoch: -1}
@@ -149,15 +187,8 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 		r.buf = make([]byte, bufLen)
 		return r, nil
 	}
-	// The ring's batches stay on the Go heap whatever o.Alloc is: this
-	// reader never lends them (Read copies into the caller's batch), and
-	// pinned memory (the trainer's Alloc) costs a cuMemHostAlloc per
-	// batch buffer for nothing — ~180 MB of it per open for 16 workers
-	// of DLRM batches, paid again while a pass-ahead reader and the
-	// current one are both open.
-	alloc := formats.Allocator(formats.HeapAllocator{})
-	r.workers, r.bufLen, r.alloc = workers, int(bufLen), alloc
-	p, err := r.startPipeline(workers, int(bufLen), alloc)
+	r.workers, r.bufLen = workers, int(bufLen)
+	p, err := r.startPipeline(workers, int(bufLen), o.Alloc)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +260,33 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 	return b.N, nil
 }
 
+// Next returns the next batch without copying it (formats.Lender): the
+// batch belongs to the reader (allocated with Options.Alloc, so it may be
+// pinned memory) and stays valid until the next call of Next or Read, or
+// Reset or Close. With more than one worker it is the ring slot a worker
+// decoded into, which saves Read's copy; with one worker the reader
+// decodes into a batch of its own. At the end of data (epoch mode) it
+// returns nil, io.EOF.
+func (r *Reader) Next() (*formats.Batch, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.pipe != nil {
+		return r.pipe.lend(&r.clamped, &r.err)
+	}
+	if r.own == nil {
+		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
+		if err != nil {
+			return nil, err
+		}
+		r.own = b
+	}
+	if _, err := r.Read(r.own); err != nil {
+		return nil, err
+	}
+	return r.own, nil
+}
+
 // readBatch reads batch k of the file into buf and decodes it into b.
 func (r *Reader) readBatch(k int64, buf []byte, b *formats.Batch, dec *Decoder) error {
 	B := int64(r.bsize)
@@ -260,6 +318,10 @@ func (r *Reader) Close() error {
 		r.pipe.stop()
 		r.pipe.wait()
 		r.pipe = nil
+	}
+	if r.own != nil {
+		r.own.Free()
+		r.own = nil
 	}
 	if r.closer != nil {
 		return r.closer.Close()

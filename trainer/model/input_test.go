@@ -26,6 +26,8 @@ import (
 // GPU when a CUDA driver loads (CTRKIT_REQUIRE_GPU=1: it must).
 func inputBackends(t *testing.T) map[string]func() tensor.Backend {
 	bes := map[string]func() tensor.Backend{"cpu": func() tensor.Backend { return cpuBackend(t) }}
+	// The staged (GPU) path on the CPU: lent reader batches, Stage, Commit.
+	bes["staged"] = func() tensor.Backend { return newStagingBackend(t) }
 	g, err := gpu.New(gpu.Options{})
 	switch {
 	case err == nil:
