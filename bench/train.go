@@ -8,7 +8,6 @@ import (
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
-	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -69,49 +68,14 @@ type TrainResult struct {
 // steps fed by the input pipeline from d's files, then (Resident) steps on
 // one batch already on the device.
 func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer) (TrainResult, error) {
-	if o.Model == "" {
-		o.Model = "dlrm"
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = 65536
-	}
-	if o.Warmup <= 0 {
-		o.Warmup = 10
-	}
-	if o.Steps <= 0 {
-		o.Steps = 50
-	}
+	o.defaults()
 	if o.ProfileSteps <= 0 {
 		o.ProfileSteps = 20
 	}
 	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize, Fused: layers.FusedDense(be) != nil}
-	sizes := d.Spec.SlotSizeArray
-	if len(sizes) != d.Schema.NumSlots() {
-		return res, fmt.Errorf("bench train: give the slot sizes (%d slots, %d sizes)", d.Schema.NumSlots(), len(sizes))
-	}
-	if d.Spec.Offsets {
-		return res, fmt.Errorf("bench train: read keys without slot offsets (the one-hot embedding adds them)")
-	}
-	var opt *graph.Optimizer
-	switch o.Optimizer {
-	case "":
-	case "sgd":
-		opt = graph.DefaultOptimizer()
-		opt.Type, opt.LearningRate, opt.WarmupSteps = "SGD", 0.01, 0
-	default:
-		return res, fmt.Errorf("bench train: optimizer %q (want sgd, or none for the model's own)", o.Optimizer)
-	}
-	nnz := make([]int, d.Schema.NumSlots())
-	for i, sl := range d.Schema.Slots {
-		nnz[i] = max(sl.MaxNNZ, sl.Hotness, 1)
-	}
-	cfg, err := graph.Reference(o.Model, graph.RefOptions{DenseDim: d.Schema.DenseDim, SlotSizes: sizes, NNZPerSlot: nnz,
-		VecSize: o.VecSize, EmbeddingType: graph.LocalizedOneHot, Optimizer: opt})
+	cfg, sizes, err := referenceConfig(d, o)
 	if err != nil {
 		return res, err
-	}
-	if o.LearningRate > 0 {
-		cfg.Optimizer.LearningRate = float32(o.LearningRate)
 	}
 	res.Optimizer = fmt.Sprintf("%s lr %g", cfg.Optimizer.Type, cfg.Optimizer.LearningRate)
 	// The keys are slot-local (SPEC §3.3): the one-hot embedding adds the
