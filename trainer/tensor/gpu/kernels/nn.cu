@@ -180,7 +180,9 @@ extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float
             const nn_f4* A = F + ti * rs;
             const nn_f4* Q = F + tj * rs;
             float acc[4][4];
+#pragma unroll
             for (int i = 0; i < 4; i++)
+#pragma unroll
                 for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
             for (int c = 0; c < d4; c++) {
                 nn_f4 a[4], q[4];
@@ -255,6 +257,7 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
         for (int it = lane; it < VG * d4; it += 32) {
             int vg = it / d4, c = it - vg * d4;
             nn_f4 acc[4];
+#pragma unroll
             for (int k = 0; k < 4; k++) acc[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
             for (int u = 0; u < N; u++) {
                 nn_f4 f = F[u * d4 + c], g = G4[u * VG + vg];
