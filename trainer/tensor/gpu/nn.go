@@ -1,6 +1,9 @@
 package gpu
 
 import (
+	"os"
+	"strings"
+
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
@@ -11,6 +14,31 @@ import (
 // kernels may use per block; larger samples take the global-memory kernels.
 // A variable so tests can force the fallback.
 var interSharedMax = 96 << 10
+
+// interOld selects the one-block-per-sample interaction kernels for every
+// shape (CTRKIT_INTERACTION=old): an A/B switch and a kill switch for the
+// warp-per-sample ones. A variable so tests can cover both.
+var interOld = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
+
+// interWarps picks the warp-per-sample kernels (interaction_fwd4/bwd4):
+// d a multiple of 4, 16-byte aligned float4 operands, per float4s of shared
+// memory per warp within interSharedMax. wpb warps (samples) per block, as
+// many as fit in 48 KiB (up to 4), so no opt-in is needed for DLRM's shape.
+func interWarps(d, per int, float4s ...tensor.Tensor) (wpb int, ok bool) {
+	if interOld || d%4 != 0 || 16*per > interSharedMax {
+		return 0, false
+	}
+	for _, t := range float4s {
+		if uintptr(p(t))%16 != 0 {
+			return 0, false
+		}
+	}
+	wpb = 4
+	for wpb > 1 && wpb*16*per > 48<<10 {
+		wpb /= 2
+	}
+	return wpb, true
+}
 
 // nnLossParts bounds the blocks of the loss kernels (their double partials).
 const nnLossParts = 1024
@@ -37,6 +65,11 @@ func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
 	}
 	b, w := x0.Rows(), out.Cols()
 	be.do("interaction", func(c *cuda.Ctx) error {
+		// Per warp: F as ⌈N/4⌉ groups of 4 rows (d+1 float4s each), then o.
+		per4 := (n+4)/4*(d+1) + (w+3)/4
+		if wpb, ok := interWarps(d, per4, x0, emb); ok {
+			return be.interLaunch(c, "interaction_fwd4", (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(out), p(x0), p(emb), b, n, d)
+		}
 		T := (n + 2) / 2
 		shm := 4 * ((n+1)*(d|1) + w)
 		if shm > interSharedMax {
@@ -84,6 +117,10 @@ func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	b := x0.Rows()
 	be.do(op, func(c *cuda.Ctx) error {
 		nn, n4 := n+1, (n+4)&^3
+		per4 := (nn*n4 + nn*d) / 4 // per warp: G [N][N4] floats, then F [N][d]
+		if wpb, ok := interWarps(d, per4, dx0, demb, x0, emb); ok {
+			return be.interLaunch(c, "interaction_bwd4", (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+		}
 		shm := 4 * (nn*n4 + nn*d)
 		if shm > interSharedMax {
 			total := int64(b) * int64(nn) * int64(d)

@@ -63,6 +63,48 @@ func TestInteractionGlobal(t *testing.T) {
 	testInteraction(t, h, 300, 128, 26)
 }
 
+// TestInteractionWarp covers the warp-per-sample kernels (d a multiple of
+// 4): DLRM's shape with an odd batch that leaves a block's last warps
+// idle, one vector, shapes with more than 32 tiles (n = 40) and d = 4, then
+// the same shapes through the old kernels (CTRKIT_INTERACTION=old).
+func TestInteractionWarp(t *testing.T) {
+	h := newHarness(t)
+	shapes := [][3]int{ // B, d, n
+		{1001, 128, 26}, {3, 128, 26}, {1, 4, 1}, {37, 4, 1}, {65, 16, 8}, {7, 4, 3}, {130, 12, 4}, {9, 64, 31}, {5, 8, 40},
+	}
+	for _, s := range shapes {
+		testInteraction(t, h, s[0], s[1], s[2])
+	}
+	defer func(v bool) { interOld = v }(interOld)
+	interOld = true
+	for _, s := range shapes {
+		testInteraction(t, h, s[0], s[1], s[2])
+	}
+}
+
+// TestInteractionPick checks which shapes take the warp-per-sample kernels.
+func TestInteractionPick(t *testing.T) {
+	defer func(v bool) { interOld = v }(interOld)
+	interOld = false
+	for _, c := range []struct{ d, per, wpb int }{
+		{128, 7*129 + 480/4, 2}, // DLRM forward (n 26): 16368 bytes a warp
+		{16, 100, 4},
+		{4, 3, 4},
+		{128, interSharedMax / 16, 1},
+		{128, interSharedMax/16 + 1, 0}, // too large: the old kernels
+		{6, 10, 0},                      // d not a multiple of 4
+	} {
+		wpb, ok := interWarps(c.d, c.per)
+		if ok != (c.wpb > 0) || wpb != c.wpb {
+			t.Errorf("d %d per %d: %d warps, %v; want %d", c.d, c.per, wpb, ok, c.wpb)
+		}
+	}
+	interOld = true
+	if _, ok := interWarps(128, 1000); ok {
+		t.Error("CTRKIT_INTERACTION=old took the warp kernels")
+	}
+}
+
 func TestFmOrder2(t *testing.T) {
 	h := newHarness(t)
 	for _, s := range [][3]int{{1, 1, 1}, {1, 3, 1}, {5, 3, 7}, {33, 26, 10}, {1000, 26, 16}, {3000, 39, 33}} {

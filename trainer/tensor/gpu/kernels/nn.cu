@@ -143,6 +143,153 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
     }
 }
 
+// interaction_fwd4 / interaction_bwd4: the same with one warp per sample
+// (blockDim.x/32 samples per block, each warp its own slice of shared
+// memory, __syncwarp only), for d a multiple of 4 and 16-byte aligned
+// operands. Chosen by nn.go; the kernels above stay the fallback.
+//
+// Forward: F's N rows, padded with zero rows to 4T (T = ⌈N/4⌉), are stored
+// as T groups of 4 rows, each group 4·d4+1 float4s (d4 = d/4): the odd
+// group stride puts the rows 4ti+k read by lanes of different ti in
+// distinct banks. Lane t owns the 4×4 tile (ti, tj), ti ≤ tj (nn_tri),
+// reads float4s of its 8 rows (8 loads per 64 FMAs), and writes the pairs
+// i < j < N into the staged row o, stored coalesced.
+// Shared per warp: F [T·(4·d4+1)] float4s, then o [⌈W/4⌉] float4s.
+extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float* __restrict__ x0,
+                                            const float* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
+    const int T = (N + 3) >> 2, tiles = T * (T + 1) / 2, rs = 4 * d4 + 1;
+    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+    const int per = T * rs + ((W + 3) >> 2);
+    nn_f4* F = nn_smem + (threadIdx.x >> 5) * per;
+    float* o = (float*)(F + T * rs);
+    const nn_f4* x4 = (const nn_f4*)x0;
+    const nn_f4* e4 = (const nn_f4*)emb;
+    for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
+        for (int e = lane; e < 4 * T * d4; e += 32) {
+            int r = e / d4, c = e - r * d4;
+            nn_f4 v = {0.f, 0.f, 0.f, 0.f};
+            if (r == 0) v = x4[s * d4 + c];
+            else if (r < N) v = e4[(s * n + r - 1) * d4 + c];
+            F[(r >> 2) * rs + (r & 3) * d4 + c] = v;
+        }
+        __syncwarp();
+        for (int t = lane; t < tiles; t += 32) {
+            int ti, tj;
+            nn_tri(t, &ti, &tj);
+            const nn_f4* A = F + ti * rs;
+            const nn_f4* Q = F + tj * rs;
+            float acc[4][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+            for (int c = 0; c < d4; c++) {
+                nn_f4 a[4], q[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    a[k] = A[k * d4 + c];
+                    q[k] = Q[k * d4 + c];
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        float r = acc[i][j];
+                        r = fmaf(a[i].x, q[j].x, r);
+                        r = fmaf(a[i].y, q[j].y, r);
+                        r = fmaf(a[i].z, q[j].z, r);
+                        r = fmaf(a[i].w, q[j].w, r);
+                        acc[i][j] = r;
+                    }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    int gi = 4 * ti + i, gj = 4 * tj + j;
+                    if (gi < gj && gj < N) o[d + gj * (gj - 1) / 2 + gi] = acc[i][j];
+                }
+        }
+        for (int c = lane; c < d; c += 32) o[c] = ((const float*)F)[c]; // row 0 = x0
+        if (lane == 0) o[W - 1] = 0.f;
+        __syncwarp();
+        float* os = out + s * W;
+        for (int k = lane; k < W; k += 32) os[k] = o[k];
+        __syncwarp(); // F and o are rewritten for the next sample
+    }
+}
+
+// interaction_bwd4: dF_v = Σ_u G(u,v)·F_u as interaction_bwd, one warp per
+// sample. Item (vg, c) computes the float4 at column 4c of rows
+// v = 4vg..4vg+3: per u one float4 of F (lanes on consecutive c,
+// conflict-free) and one of G (broadcast), 16 FMAs.
+// Shared per warp: G [N][N4] floats (N4 = 4·⌈N/4⌉), then F [N][d].
+extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __restrict__ demb,
+                                            const float* __restrict__ dOut, const float* __restrict__ x0,
+                                            const float* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
+    const int VG = (N + 3) >> 2, N4 = 4 * VG, P = n * (n + 1) / 2;
+    const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
+    const int per = N * VG + N * d4;
+    nn_f4* G4 = nn_smem + (threadIdx.x >> 5) * per;
+    float* G = (float*)G4;
+    nn_f4* F = G4 + N * VG;
+    const nn_f4* x4 = (const nn_f4*)x0;
+    const nn_f4* e4 = (const nn_f4*)emb;
+    nn_f4* dx4 = (nn_f4*)dx0;
+    nn_f4* de4 = (nn_f4*)demb;
+    for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
+        const float* go = dOut + s * W;
+        for (int e = lane; e < N * d4; e += 32) F[e] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+        for (int e = lane; e < N * N4; e += 32) {
+            int u = e / N4, v = e - u * N4;
+            if (v >= N || v == u) G[e] = 0.f;
+        }
+        for (int q = lane; q < P; q += 32) {
+            int i, jm;
+            nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
+            float g = go[d + q];
+            G[i * N4 + jm + 1] = g;
+            G[(jm + 1) * N4 + i] = g;
+        }
+        __syncwarp();
+        for (int it = lane; it < VG * d4; it += 32) {
+            int vg = it / d4, c = it - vg * d4;
+            nn_f4 acc[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) acc[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
+            for (int u = 0; u < N; u++) {
+                nn_f4 f = F[u * d4 + c], g = G4[u * VG + vg];
+                float gk[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    acc[k].x = fmaf(gk[k], f.x, acc[k].x);
+                    acc[k].y = fmaf(gk[k], f.y, acc[k].y);
+                    acc[k].z = fmaf(gk[k], f.z, acc[k].z);
+                    acc[k].w = fmaf(gk[k], f.w, acc[k].w);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                int v = 4 * vg + k;
+                if (v >= N) break;
+                nn_f4 r = acc[k];
+                if (v == 0) {
+                    r.x += go[4 * c];
+                    r.y += go[4 * c + 1];
+                    r.z += go[4 * c + 2];
+                    r.w += go[4 * c + 3];
+                    dx4[s * d4 + c] = r;
+                } else {
+                    de4[(s * n + v - 1) * d4 + c] = r;
+                }
+            }
+        }
+        __syncwarp(); // F and G are rewritten for the next sample
+    }
+}
+
 // interaction_fwd_g / interaction_bwd_g: the same from global memory, one
 // thread per output element, for shapes whose F does not fit in shared
 // memory. total = B·W (forward) or B·N·d (backward).
