@@ -940,6 +940,321 @@ class Model(object):
     def _gpus(self):
         return max(sum(len(v) for v in self._solver.vvgpu), 1)
 
+    def _layers(self):
+        """HugeCTR's Model::add(GroupDenseLayer): Head, Body…, Tail."""
+        n = len(self.num_outputs)
+        names = [list(self.bottom_name_list)]
+        for i in range(1, n):
+            t = self.top_name_list[i - 1]
+            names.append([t, t + "_mask", t + "_dRelu", t + "_db"])
+        names.append([self.top_name_list[n - 1]])
+        FP, Act = _enums.FcPosition_t, _enums.Activation_t
+        out = [DenseLayer(_enums.Layer_t.FusedInnerProduct, names[0], names[1], num_output=self.num_outputs[0],
+                          pos_type=FP.Head, act_type=Act.Relu)]
+        for i in range(1, n - 1):
+            out.append(DenseLayer(_enums.Layer_t.FusedInnerProduct, names[i], names[i + 1],
+                                  num_output=self.num_outputs[i], pos_type=FP.Body, act_type=Act.Relu))
+        out.append(DenseLayer(_enums.Layer_t.FusedInnerProduct, names[n - 1], names[n],
+                              num_output=self.num_outputs[n - 1], pos_type=FP.Tail, act_type=self.last_act_type))
+        if n == 1:
+            out = [DenseLayer(_enums.Layer_t.FusedInnerProduct, names[0], names[1], num_output=self.num_outputs[0],
+                              pos_type=FP.Tail, act_type=self.last_act_type)]
+        return out
+
+
+# ---------------------------------------------------------------- graph analysis
+
+_SAME_SHAPE = {"ReLU", "Sigmoid", "Dropout", "ELU", "PReLU_Dice", "BatchNorm", "LayerNorm", "Cast", "MultiCross",
+               "Softmax", "Add", "ElementwiseMultiply", "Sub"}
+
+
+def _names(v):
+    return [v] if isinstance(v, str) else list(v)
+
+
+def _shapes(data, layers):
+    """Per-sample tensor shapes (without the batch) of the graph, None
+    where ctrkit's Python side does not infer them."""
+    sh = {}
+    labels = data["label"]
+    for t, d in zip(_names(labels["top"]), labels["label_dim"] if isinstance(labels["label_dim"], list)
+                    else [labels["label_dim"]]):
+        sh[t] = (d,)
+    sh[data["dense"]["top"]] = (data["dense"]["dense_dim"],)
+    slots = {s["top"]: s["slot_num"] for s in data["sparse"]}
+    for l in layers:
+        t = l["type"]
+        bots, tops = _names(l["bottom"]), _names(l["top"])
+        if "sparse_embedding_hparam" in l:
+            sh[tops[0]] = (slots.get(bots[0], 0), l["sparse_embedding_hparam"]["embedding_vec_size"])
+            continue
+        ins = [sh.get(b) for b in bots]
+        x = ins[0] if ins else None
+        out = None
+        try:
+            if t in ("InnerProduct", "FusedInnerProduct"):
+                out = x[:-1] + (l["fc_param"]["num_output"],)
+            elif t == "MLP":
+                p = l["mlp_param"]
+                out = x[:-1] + ((p.get("num_outputs") or [p["num_output"]])[-1],)
+            elif t in _SAME_SHAPE:
+                out = x
+            elif t == "Concat":
+                if len(x) == 1:
+                    out = (sum(s[0] for s in ins),)
+                elif l.get("axis", 1) == 1:
+                    out = (sum(s[0] for s in ins), x[1])
+                else:
+                    out = (x[0], sum(s[1] for s in ins))
+            elif t == "Reshape":
+                if "selected" in l:
+                    out = (len(l["selected"]) * x[-1],)
+                elif l.get("time_step", 0):
+                    out = (l["time_step"], l["leading_dim"])
+                else:
+                    out = (l["leading_dim"],)
+            elif t == "Slice":
+                for top, (a, b) in zip(tops, l["ranges"]):
+                    sh[top] = x[:-1] + (b - a,)
+                continue
+            elif t == "Interaction":
+                s, v = ins[1][0], ins[0][-1]
+                out = (v + s * (s + 1) // 2 + 1,)
+            elif t == "WeightMultiply":
+                out = (l["weight_dims"][0] * l["weight_dims"][1],)
+            elif t == "FmOrder2":
+                out = (l["out_dim"],)
+            elif t in ("ReduceSum", "ReduceMean"):
+                a = l["axis"] - 1
+                out = x[:a] + (1,) + x[a + 1:]
+            elif t in ("BinaryCrossEntropyLoss", "CrossEntropyLoss", "MultiCrossEntropyLoss"):
+                out = (1,)
+        except (TypeError, IndexError, KeyError):
+            out = None
+        for top in tops:
+            sh[top] = out
+    return sh
+
+
+class _UnknownWidth(ValueError):
+    pass
+
+
+def _go_shapes(data, layers):
+    """The per-sample shapes of every tensor of the graph as ctrkit's
+    summary infers them (for the layers _shapes does not follow)."""
+    d = tempfile.mkdtemp(prefix="ctrkit-shapes-")
+    try:
+        path = os.path.join(d, "graph.json")
+        with open(path, "w") as f:
+            f.write(_dumps({"layers": [data] + list(layers)}))
+        out = json.loads(_proc.run(["summary", "--config", path, "--json"]))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    sh = {}
+    for l in out.get("layers", []):
+        for top, shape in zip(l.get("top", []), l.get("output_shapes", [])):
+            dims = [x.strip() for x in shape.strip("[]").split(",")][1:]  # without the batch
+            try:
+                sh[top] = tuple(int(x) for x in dims)
+            except ValueError:
+                pass
+    return sh
+
+
+def _auto_slice(data, layers, known=None):
+    """HugeCTR's Model::graph_analysis: a tensor read by several dense
+    layers (at most 5) gets a Slice layer before its first reader with tops
+    <name>_slice<i> and full ranges; each reader reads its own slice.
+    Widths come from _shapes, else from known (a tensor of unknown width
+    raises _UnknownWidth)."""
+    dense = [l for l in layers if "sparse_embedding_hparam" not in l]
+    readers = {}
+    for l in dense:
+        for b in _names(l["bottom"]):
+            readers[b] = readers.get(b, 0) + 1
+    if all(n < 2 for n in readers.values()):
+        return layers
+    sh = _shapes(data, layers)
+    for k, v in (known or {}).items():
+        if not sh.get(k):
+            sh[k] = v
+    out, nxt = [], {}
+    for l in layers:
+        if "sparse_embedding_hparam" in l:
+            out.append(l)
+            continue
+        l = copy.deepcopy(l)
+        bots = _names(l["bottom"])
+        for j, b in enumerate(bots):
+            n = readers.get(b, 0)
+            if n < 2:
+                continue
+            if n > 5:
+                raise ValueError("tensor %r has %d readers (HugeCTR allows 5)" % (b, n))
+            if b not in nxt:
+                s = sh.get(b)
+                if not s:
+                    raise _UnknownWidth("tensor %r feeds %d layers and its width is not known here; add a Slice "
+                                        "layer yourself (ranges [[0, width]] × %d)" % (b, n, n))
+                out.append({"type": "Slice", "bottom": b, "top": ["%s_slice%d" % (b, i) for i in range(n)],
+                            "ranges": [[0, s[-1]] for _ in range(n)]})
+                nxt[b] = 0
+            bots[j] = "%s_slice%d" % (b, nxt[b])
+            nxt[b] += 1
+        l["bottom"] = bots[0] if isinstance(l["bottom"], str) else bots
+        out.append(l)
+    return out
+
+
+# ---------------------------------------------------------------- low-level helpers
+
+class LearningRateScheduler(object):
+    """The model's learning-rate schedule (CreateSolver's lr, warmup_steps,
+    decay_start, decay_steps, decay_power, end_lr)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def get_next(self):
+        """The learning rate of the next iteration (advances the schedule)."""
+        return self._model._session().request("lr_next")["lr"]
+
+
+class DataReader(object):
+    """The training or evaluation reader of a model (low-level API)."""
+
+    def __init__(self, model, train):
+        self._model, self._train = model, train
+
+    def set_source(self, file_name=""):
+        """Reads file_name next; "" starts the current source again."""
+        m = self._model
+        if self._train:
+            src = file_name or (m._reader.source[0] if len(m._reader.source) == 1 else None)
+            if file_name:
+                m._reader.source = [file_name]
+            if m._sess is not None:
+                if src is None:
+                    m._sess.request("start_data_reading")
+                else:
+                    m._sess.request("set_source", source=src)
+                m._eof = False
+        else:
+            if file_name:
+                m._reader.eval_source = file_name
+            if m._sess is not None:
+                m._sess.request("set_source", eval_source=m._reader.eval_source)
+
+    def is_eof(self):
+        """Whether the reader has reached the end of its source."""
+        return bool(self._model._eof) if self._train else False
+
+    def is_started(self):
+        return self._model._sess is not None
+
+
+# HugeCTR's names of the reader classes (32- and 64-bit keys).
+DataReader32 = DataReader64 = DataReader
+
+
+class EmbeddingTrainingCache(object):
+    """HugeCTR's Embedding Training Cache (Model.get_embedding_training_cache),
+    which ctrkit has not."""
+
+    def __init__(self, *args, **kw):
+        CreateETC(None)
+
+    def update(self, keyset_file):
+        CreateETC(None)
+
+
+# ---------------------------------------------------------------- model
+
+_WORKDIRS = []
+
+
+@atexit.register
+def _cleanup():
+    for d in _WORKDIRS:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _one_of(what, a_name, a, b_name, b):
+    """The one of two alternative arguments given (HugeCTR's overloads)."""
+    if (a is None) == (b is None):
+        raise TypeError("%s: give %s or %s" % (what, a_name, b_name))
+    return a if a is not None else b
+
+
+class Model(object):
+    """HugeCTR's Model, trained by ctrkit."""
+
+    def __init__(self, solver, reader_params, opt_params, etc_params=None):
+        if not isinstance(solver, Solver):
+            raise TypeError("Model solver: want what hugectr.CreateSolver returns")
+        if not isinstance(reader_params, DataReaderParams):
+            raise TypeError("Model reader_params: want a hugectr.DataReaderParams")
+        if not isinstance(opt_params, OptParamsPy):
+            raise TypeError("Model opt_params: want what hugectr.CreateOptimizer returns")
+        if etc_params is not None:
+            CreateETC(None)
+        self._solver, self._reader, self._opt = solver, copy.deepcopy(reader_params), opt_params
+        self._input = None
+        self._data_json = None
+        self._embeddings = []  # graph JSON dicts
+        self._dense = []  # graph JSON dicts
+        self._compiled = False
+        self._dir = tempfile.mkdtemp(prefix="ctrkit-model-")
+        _WORKDIRS.append(self._dir)
+        self._sess = None
+        self._eof = False
+        self._pending_eval = 0
+        self._last_loss = None
+        self._freeze_dense = False
+        self._frozen = set()
+        self._freeze_all = False
+        self._init = {"dense": "", "dense_opt": "", "sparse": {}, "sparse_opt": {}}
+        self._plot = None
+        self._summary = None
+        self._label_dims = {}
+        self._label_weights = {}  # label name → loss weight (Input label_weights, compile)
+        self._weights_set = set()  # the labels whose weight was given
+        self._eval_tasks = None
+
+    # ---- building
+
+    def add(self, layer):
+        """Adds an Input, SparseEmbedding, DenseLayer or GroupDenseLayer."""
+        if isinstance(layer, Input):
+            if self._input is not None:
+                raise ValueError("the model has an Input already")
+            self._input = layer
+            self._data_json = layer._json()
+            self._label_dims = dict(zip(layer.label_names, layer.label_dims))
+            self._label_weights = dict(zip(layer.label_names, layer.label_weights))
+            self._weights_set = set(layer.label_names) if layer._weighted else set()
+        elif isinstance(layer, SparseEmbedding):
+            if self._dense:
+                raise ValueError("SparseEmbedding %s: add the embeddings before the dense layers (HugeCTR's JSON "
+                                 "keeps them first)" % layer.sparse_embedding_name)
+            self._embeddings.append(layer._json(self._opt, self._gpus()))
+        elif isinstance(layer, DenseLayer):
+            self._dense.append(layer._json(self._label_dims))
+        elif isinstance(layer, GroupDenseLayer):
+            if not self._solver.use_mixed_precision:
+                raise ValueError("GroupFusedInnerProduct can only be used when use_mixed_precision is set true")
+            for l in layer._layers():
+                self._dense.append(l._json(self._label_dims))
+        else:
+            raise TypeError("Model.add: want hugectr.Input, SparseEmbedding, DenseLayer or GroupDenseLayer, have %r"
+                            % (layer,))
+        self._compiled = False
+        self._close_session()
+
+    def _gpus(self):
+        return max(sum(len(v) for v in self._solver.vvgpu), 1)
+
     def _gpus_flag(self):
         """--gpus 0,1,… for fit with a vvgpu of one node with several GPUs,
         when the ctrkit binary trains on several (its train command has
@@ -1157,12 +1472,12 @@ class Model(object):
         return ["--loss-weights", ",".join(pairs)] if pairs else []
 
     def _train_flags(self, session=False):
+        # session: the flags of ctrkit session, which are those of train
+        # (solver.gpu comes with the config in both).
         f = ["--config", self._write_config(), "--device", _device()] + self._loss_weights_flag()
         # HugeCTR's Model::read_a_batch: drop_incomplete_batch (default True)
         # skips short training batches in both modes.
         f.append("--drop-incomplete-batch=%s" % ("true" if self._solver.drop_incomplete_batch else "false"))
-        if not session:
-            f += self._gpus_flag()  # the session trains on one device
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)

@@ -1,8 +1,8 @@
 # HugeCTR's samples/criteo_multi_slots/criteo_multi_slots.py in shape: Norm
 # data of 10 multi-hot slots and no dense features, one hash embedding with
 # the mean combiner, an MLP over the reshaped embedding, Adam with local
-# updates and vvgpu of two GPUs (ctrkit gives the embedding their capacity,
-# or trains on both with a binary whose train has --gpus). Sized for a
+# updates and vvgpu of two GPUs (ctrkit trains on both where they exist,
+# else on one device with the embedding's capacity of both). Sized for a
 # test; only the import differs from a HugeCTR script.
 import ctrkit.hugectr as hugectr
 from ctrkit.hugectr.tools import DataGeneratorParams, DataGenerator
