@@ -255,23 +255,7 @@ func (r *AsyncReader) Read(b *formats.Batch) (int, error) {
 // copy; with one worker the reader decodes into a batch of its own. At the
 // end of data (epoch mode) it returns nil, io.EOF.
 func (r *AsyncReader) Next() (*formats.Batch, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.pipe != nil {
-		return r.pipe.lend(&r.clamped, &r.err)
-	}
-	if r.own == nil {
-		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
-		if err != nil {
-			return nil, err
-		}
-		r.own = b
-	}
-	if _, err := r.readOne(r.own); err != nil {
-		return nil, err
-	}
-	return r.own, nil
+	return lendNext(r.pipe, &r.clamped, &r.err, &r.own, r.schema, r.bsize, r.alloc, r.readOne)
 }
 
 // readOne decodes the next raw batch into b (one worker).

@@ -124,6 +124,31 @@ func (p *decodePipe) readTo(b *formats.Batch, clamped *int64, sticky *error) (in
 	return b.N, nil
 }
 
+// lendNext is the Next of both Raw readers: the pipe's next slot with
+// several workers, else a read (with read) into the reader's own batch,
+// made of schema s, bsize samples and alloc on first use. sticky is the
+// reader's sticky error, clamped its count of clamped dense values.
+func lendNext(p *decodePipe, clamped *int64, sticky *error, own **formats.Batch, s *formats.Schema, bsize int,
+	alloc formats.Allocator, read func(*formats.Batch) (int, error)) (*formats.Batch, error) {
+	if *sticky != nil {
+		return nil, *sticky
+	}
+	if p != nil {
+		return p.lend(clamped, sticky)
+	}
+	if *own == nil {
+		b, err := formats.NewBatch(s, bsize, alloc)
+		if err != nil {
+			return nil, err
+		}
+		*own = b
+	}
+	if _, err := read(*own); err != nil {
+		return nil, err
+	}
+	return *own, nil
+}
+
 // lend is Next's parallel path: the next ring batch itself, the caller's
 // until the next readTo, lend or stop (clamped and sticky as readTo's).
 func (p *decodePipe) lend(clamped *int64, sticky *error) (*formats.Batch, error) {

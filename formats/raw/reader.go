@@ -268,23 +268,7 @@ func (r *Reader) Read(b *formats.Batch) (int, error) {
 // decodes into a batch of its own. At the end of data (epoch mode) it
 // returns nil, io.EOF.
 func (r *Reader) Next() (*formats.Batch, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.pipe != nil {
-		return r.pipe.lend(&r.clamped, &r.err)
-	}
-	if r.own == nil {
-		b, err := formats.NewBatch(r.schema, r.bsize, r.alloc)
-		if err != nil {
-			return nil, err
-		}
-		r.own = b
-	}
-	if _, err := r.Read(r.own); err != nil {
-		return nil, err
-	}
-	return r.own, nil
+	return lendNext(r.pipe, &r.clamped, &r.err, &r.own, r.schema, r.bsize, r.alloc, r.Read)
 }
 
 // readBatch reads batch k of the file into buf and decodes it into b.
