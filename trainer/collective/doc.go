@@ -41,7 +41,8 @@
 //	16  1    operation (OpAllReduce ...)
 //	17  1    element type (tensor.DType)
 //	18  2    reserved, zero
-//	20  4    reserved, zero
+//	20  4    stream: 0 for the communicators' collectives, else a
+//	         Gatherer's (AllGatherBytes of data parts, queued apart)
 //	24  8    payload length in bytes
 //	32  ...  payload
 //
