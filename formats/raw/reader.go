@@ -32,9 +32,6 @@ type Options struct {
 	// windows [0, w), [w, 2w), … together read each batch once (the
 	// processes of a run with --data-shard samples).
 	Window Window
-	// Limit > 0 reads only the file's first Limit samples (HugeCTR's
-	// num_samples); a file holding fewer is an ErrSize error.
-	Limit int64
 }
 
 // Window is a part of every batch: samples [Lo, Hi) of it.
@@ -59,9 +56,6 @@ func (o *Options) Validate(s *formats.Schema) error {
 	}
 	if w := o.Window; w.Lo < 0 || w.Hi < 0 || (w.Set() && w.Lo >= w.Hi) {
 		return fmt.Errorf("raw: batch window [%d, %d) is empty or negative", w.Lo, w.Hi)
-	}
-	if o.Limit < 0 {
-		return fmt.Errorf("raw: negative sample limit %d", o.Limit)
 	}
 	_, err := SampleSize(s, o.Layout)
 	return err
@@ -192,12 +186,6 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	n, err := countSamples(path, size, ss, o.Layout, o.Repeat)
 	if err != nil {
 		return nil, err
-	}
-	if o.Limit > 0 {
-		if n < o.Limit {
-			return nil, formats.Errorf("raw", path, n*ss, n, formats.ErrSize, "the file holds %d samples, fewer than the %d to read (num_samples)", n, o.Limit)
-		}
-		n = o.Limit
 	}
 	B := int64(o.BatchSize)
 	r := &Reader{

@@ -53,27 +53,22 @@ func batchTexts(t *testing.T, path string, s *formats.Schema, o Options) [][]str
 // TestWindow: readers of the windows [0, 2), [2, 4), [4, 6) of batches of
 // 6 read, batch by batch, the parts that make up each batch of the whole
 // reader (shuffled, with and without workers, the last batch short; a
-// window past a short batch reads no sample and no error), and Limit cuts
-// the file as HugeCTR's num_samples.
+// window past a short batch reads no sample and no error).
 func TestWindow(t *testing.T) {
 	c := configs[3]
 	d := c.dataset(5, 23)
 	path := writeFile(t, t.TempDir(), d, c.layout)
-	for _, limit := range []int64{0, 15} {
+	for _, batch := range []int{6, 12} {
 		for _, workers := range []int{1, 3} {
-			o := Options{Options: formats.Options{BatchSize: 6, Workers: workers, Shuffle: true, Seed: 9}, Layout: c.layout, Limit: limit}
+			o := Options{Options: formats.Options{BatchSize: batch, Workers: workers, Shuffle: true, Seed: 9}, Layout: c.layout}
 			whole := batchTexts(t, path, &d.Schema, o)
-			want := 4
-			if limit > 0 {
-				want = 3
-			}
-			if len(whole) != want {
-				t.Fatalf("limit %d: %d batches", limit, len(whole))
+			if want := (23 + batch - 1) / batch; len(whole) != want {
+				t.Fatalf("batch %d: %d batches", batch, len(whole))
 			}
 			var parts [3][][]string
 			for w := range parts {
 				ow := o
-				ow.Window = Window{2 * w, 2 * (w + 1)}
+				ow.Window = Window{w * batch / 3, (w + 1) * batch / 3}
 				parts[w] = batchTexts(t, path, &d.Schema, ow)
 				if len(parts[w]) != len(whole) {
 					t.Fatalf("window %d: %d batches, the whole reader %d", w, len(parts[w]), len(whole))
@@ -85,20 +80,16 @@ func TestWindow(t *testing.T) {
 					got = append(got, parts[w][k]...)
 				}
 				if fmt.Sprint(got) != fmt.Sprint(whole[k]) {
-					t.Errorf("limit %d workers %d batch %d: windows give %v, the whole reader %v", limit, workers, k, got, whole[k])
+					t.Errorf("batch size %d workers %d batch %d: windows give %v, the whole reader %v", batch, workers, k, got, whole[k])
 				}
 			}
 		}
 	}
 	o := Options{Options: formats.Options{BatchSize: 6}, Layout: c.layout}
-	for _, bad := range []Options{{Window: Window{2, 2}}, {Window: Window{-1, 2}}, {Limit: -1}} {
+	for _, bad := range []Options{{Window: Window{2, 2}}, {Window: Window{-1, 2}}} {
 		bad.Options, bad.Layout = o.Options, o.Layout
 		if _, err := Open(path, &d.Schema, bad); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
-	}
-	o.Limit = 24
-	if _, err := Open(path, &d.Schema, o); err == nil {
-		t.Error("a limit above the file's 23 samples accepted")
 	}
 }
