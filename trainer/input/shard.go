@@ -115,12 +115,13 @@ func CheckShard(src *Source, mode DataShard) error {
 	return nil
 }
 
-// OpenShard opens sh's rank's share of src (Open's arguments; batch is
-// the global batch B_g, which the rank count must divide) and returns a
-// reader of the global batches: its Read exchanges the ranks' parts
-// (sh.X) and returns the global batch, so that the pipeline, prefetcher
-// and staging read it as any reader. Close closes sh.X too.
-func OpenShard(src Source, in *graph.Input, batch int, alloc formats.Allocator, sh Shard) (formats.Reader, error) {
+// OpenShard opens sh's rank's share of src (as Open; batch is the global
+// batch B_g, which the rank count must divide) and returns a reader of
+// the global batches: its Read exchanges the ranks' parts (sh.X) and
+// returns the global batch, so that the pipeline, prefetcher and staging
+// read it as any reader (it copies into the caller's batch: it lends
+// none). Close closes sh.X too.
+func OpenShard(src Source, in *graph.Input, batch int, sh Shard) (formats.Reader, error) {
 	if err := src.Validate(); err != nil {
 		return nil, err
 	}
@@ -417,9 +418,13 @@ func (s *shardReader) checkSamples(eofs int) error {
 		}
 	}
 	for r, x := range s.parts {
-		if x.n > s.local || (r > 0 && x.n > 0 && s.parts[r-1].n < s.local) {
-			return fmt.Errorf("--data-shard %s: global batch %d: %s read %d samples after %s read %d (a part is at most %d, the parts fill the batch in rank order): do all processes read the same file?",
-				mode, s.batches, s.sh.where(r), x.n, s.sh.where(max(r-1, 0)), s.parts[max(r-1, 0)].n, s.local)
+		if x.n > s.local {
+			return fmt.Errorf("--data-shard %s: global batch %d: %s read %d samples, more than its part of %d: do all processes run with the same batch size?",
+				mode, s.batches, s.sh.where(r), x.n, s.local)
+		}
+		if r > 0 && x.n > 0 && s.parts[r-1].n < s.local {
+			return fmt.Errorf("--data-shard %s: global batch %d: %s read %d samples after %s read %d of %d (the parts fill the batch in rank order): do all processes read the same file?",
+				mode, s.batches, s.sh.where(r), x.n, s.sh.where(r-1), s.parts[r-1].n, s.local)
 		}
 	}
 	return nil

@@ -99,7 +99,7 @@ func shardRanks(t *testing.T, w int, mode DataShard, batch int, srcOf func(r int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rd, err := OpenShard(srcOf(r), shardInput, batch, nil, Shard{Mode: mode, X: x, Where: func(q int) string { return fmt.Sprintf("process %d", q) }})
+			rd, err := OpenShard(srcOf(r), shardInput, batch, Shard{Mode: mode, X: x, Where: func(q int) string { return fmt.Sprintf("process %d", q) }})
 			if err != nil {
 				x.Close()
 				errs[r] = err
