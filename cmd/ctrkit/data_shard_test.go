@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +13,23 @@ import (
 
 	"github.com/ctrkit/ctrkit/datagen"
 )
+
+// evalRecords are the evaluation records of an --out-metrics file, without
+// their timing fields.
+func evalRecords(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "auc") {
+			out = append(out, regexp.MustCompile(`"[a-z_]*(time|sec|_s|ms)[a-z_]*":[^,}]*,?`).ReplaceAllString(l, ""))
+		}
+	}
+	return out
+}
 
 // runProcesses runs ctrkit args as n processes joined over loopback
 // (CTRKIT_RANK/CTRKIT_WORLD_SIZE/CTRKIT_MASTER_ADDR): their outputs.
@@ -52,10 +70,11 @@ func runProcesses(t *testing.T, n int, args ...string) []string {
 // --data-shard files each reads its own file of a Norm list and an epoch
 // covers both files once. What a mode cannot shard is refused by name.
 func TestTrainDataShard(t *testing.T) {
-	src, _, _ := genData(t, datagen.Raw, []int64{40, 60, 20, 80, 30, 50}, 4)
+	src, eval, _ := genData(t, datagen.Raw, []int64{40, 60, 20, 80, 30, 50}, 4)
 	dir := t.TempDir()
 	args := func(name string, extra ...string) []string {
-		a := append(rankArgs(src), "--format", "raw", "--float-label-dense", "--out-metrics", filepath.Join(dir, name+".jsonl"), "--snapshot-prefix", filepath.Join(dir, name, "m"))
+		a := append(rankArgs(src), "--format", "raw", "--float-label-dense", "--out-metrics", filepath.Join(dir, name+".jsonl"), "--snapshot-prefix", filepath.Join(dir, name, "m"),
+			"--eval-source", eval, "--eval-interval", "10", "--max-eval-batches", "3")
 		return append(a, extra...)
 	}
 	if out, err := runCtrkit(t, args("one")...); err != nil {
@@ -76,6 +95,14 @@ func TestTrainDataShard(t *testing.T) {
 		}
 	}
 	sameSnapshot(t, "--data-shard samples (2 processes) vs 1 process of 2 ranks", filepath.Join(dir, "inproc"), filepath.Join(dir, "samples"))
+	if a, b := evalRecords(t, filepath.Join(dir, "inproc.jsonl")), evalRecords(t, filepath.Join(dir, "samples.jsonl")); len(a) != 2 || strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Errorf("evaluations reading all:\n%s\nwith --data-shard samples:\n%s", a, b)
+	}
+	// The ranks of one process share the reading too.
+	if out, err := runCtrkit(t, args("inshard", "--gpus", "0,1", "--data-shard", "samples")...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sameSnapshot(t, "--gpus 0,1 --data-shard samples vs reading all", filepath.Join(dir, "inproc"), filepath.Join(dir, "inshard"))
 
 	// files: a Norm list of 2 files of 8192 samples, one each; one epoch
 	// is 64 global batches of 2 × 128.
