@@ -131,3 +131,34 @@ func TestGathererCloseAndPeer(t *testing.T) {
 		t.Errorf("peer gone: %v", err)
 	}
 }
+
+// TestGathererRetry: a Gatherer made again on the same stream (its first
+// one dropped unused, as after a failed opening) receives what the peers
+// sent on it meanwhile.
+func TestGathererRetry(t *testing.T) {
+	g, err := NewLocalGroup(2, Options{Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	x1, _ := g.Gatherer(1, 3)
+	done := make(chan error, 1)
+	go func() {
+		all, err := x1.AllGatherBytes([]byte("one"))
+		if err == nil && string(all[0]) != "zero" {
+			err = fmt.Errorf("rank 1 got %q", all[0])
+		}
+		done <- err
+	}()
+	if _, err := g.Gatherer(0, 3); err != nil { // dropped unused
+		t.Fatal(err)
+	}
+	x0, _ := g.Gatherer(0, 3)
+	all, err := x0.AllGatherBytes([]byte("zero"))
+	if err != nil || string(all[1]) != "one" {
+		t.Fatalf("%q, %v", all, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

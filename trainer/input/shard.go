@@ -120,7 +120,8 @@ func CheckShard(src *Source, mode DataShard) error {
 // the global batches: its Read exchanges the ranks' parts (sh.X) and
 // returns the global batch, so that the pipeline, prefetcher and staging
 // read it as any reader (it copies into the caller's batch: it lends
-// none). Close closes sh.X too.
+// none). The reader's Close closes sh.X too; when OpenShard fails, sh.X is
+// left as it was (unused).
 func OpenShard(src Source, in *graph.Input, batch int, sh Shard) (formats.Reader, error) {
 	if err := src.Validate(); err != nil {
 		return nil, err

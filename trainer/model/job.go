@@ -282,7 +282,7 @@ func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, er
 		Progress:                out.Progress,
 	}
 	if j.Eval.Path != "" {
-		fo.OpenEval = j.shardOpener(m, 2, func() (formats.Reader, error) { return m.Open(j.Eval) }, func() Source { return j.Eval })
+		fo.OpenEval = j.shardOpener(m, 2, func() (formats.Reader, error) { return m.Open(j.Eval) }, func(uint32) Source { return j.Eval })
 		if j.Eval.CacheBatches > 0 {
 			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
 				return FitResult{}, err
@@ -341,13 +341,16 @@ func (j *Job) trainOpener(m *Model) func() (formats.Reader, error) {
 		src.Seed = j.Solver.Seed
 	}
 	var pass uint64
-	next := func() Source {
+	return j.shardOpener(m, 1, func() (formats.Reader, error) {
 		s := src
 		s.Seed += pass
 		pass++
+		return m.Open(s)
+	}, func(k uint32) Source {
+		s := src
+		s.Seed += uint64(k)
 		return s
-	}
-	return j.shardOpener(m, 1, func() (formats.Reader, error) { return m.Open(next()) }, next)
+	})
 }
 
 // shardText says what each rank reads with mode over w ranks.
@@ -376,11 +379,12 @@ func (j *Job) CheckShard() error {
 }
 
 // shardOpener is open, or with --data-shard over several ranks a reader of
-// each rank's share (input.OpenShard) of the source next returns. Each
-// opening gets its own exchange stream: kind (1 training, 2 evaluation)
-// + 2·(openings before), the same on every rank since every rank opens
-// its readers in the same order.
-func (j *Job) shardOpener(m *Model, kind uint32, open func() (formats.Reader, error), next func() Source) func() (formats.Reader, error) {
+// each rank's share (input.OpenShard) of source(k) for the k-th opening
+// (from 0; a failed one does not count, so a rank that retries an opening
+// stays in step). Each opening gets its own exchange stream: kind (1
+// training, 2 evaluation) + 2k, the same on every rank since every rank
+// opens its readers in the same order.
+func (j *Job) shardOpener(m *Model, kind uint32, open func() (formats.Reader, error), source func(k uint32) Source) func() (formats.Reader, error) {
 	if j.DataShard == input.ShardNone || m.World() == 1 || j.World == nil {
 		return open
 	}
@@ -391,19 +395,19 @@ func (j *Job) shardOpener(m *Model, kind uint32, open func() (formats.Reader, er
 		}
 		return fmt.Sprintf("rank %d", r)
 	}
-	var n uint32
+	var k uint32
 	return func() (formats.Reader, error) {
-		stream := kind + 2*n
-		n++
-		x, err := g.Gatherer(m.Rank(), stream)
+		x, err := g.Gatherer(m.Rank(), kind+2*k)
 		if err != nil {
 			return nil, err
 		}
-		r, err := input.OpenShard(next(), &m.Graph.Input, m.batch, input.Shard{Mode: j.DataShard, X: x, Where: where})
+		r, err := input.OpenShard(source(k), &m.Graph.Input, m.batch, input.Shard{Mode: j.DataShard, X: x, Where: where})
 		if err != nil {
-			x.Close()
+			// x is dropped, not closed: closing would drop the peers'
+			// parts on this stream, which a retry (same k) reads.
 			return nil, err
 		}
+		k++
 		return r, nil
 	}
 }
