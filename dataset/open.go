@@ -41,7 +41,7 @@ type Sources struct {
 	// holding fewer is an error.
 	NumSamples int64
 	// Window, when set, reads only samples [Lo, Hi) of every batch (the
-	// synchronous Raw reader's raw.Options.Window; one Raw file): a
+	// Raw readers' raw.Options.Window; one Raw file): a
 	// process's part of each global batch. NumSamples is then left to the
 	// caller (it counts the global batch's samples), and only checked
 	// against the file's count.
@@ -87,8 +87,8 @@ func OpenSources(src Sources, o formats.Options) (formats.Reader, error) {
 	o.SlotSizeArray = nil
 	if src.Window.Set() {
 		switch {
-		case src.Spec.Format != Raw || src.Async != nil:
-			return nil, fmt.Errorf("a window of each batch is read from synchronous Raw files only, not %s", src.Spec.Format)
+		case src.Spec.Format != Raw:
+			return nil, fmt.Errorf("a window of each batch is read from Raw files only, not %s", src.Spec.Format)
 		case len(src.Paths) != 1:
 			return nil, fmt.Errorf("a window of each batch is read from one Raw file, not %d", len(src.Paths))
 		}
@@ -126,7 +126,7 @@ func openSource(src *Sources, path string, o formats.Options) (formats.Reader, e
 	sp := &src.Spec
 	if src.Spec.Format == Raw {
 		if src.Async != nil {
-			r, err := raw.OpenAsync(path, &s, raw.AsyncOptions{Options: o, Layout: sp.RawLayout, Async: *src.Async})
+			r, err := raw.OpenAsync(path, &s, raw.AsyncOptions{Options: o, Layout: sp.RawLayout, Async: *src.Async, Window: src.Window})
 			if err != nil {
 				return nil, err
 			}

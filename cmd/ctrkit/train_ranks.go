@@ -23,7 +23,7 @@ func rankFlags() []cli.Flag {
 			"when this machine has those GPUs); with --device cpu that many in-process CPU ranks"},
 		&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "how long a rank waits for another rank or process (rendezvous, collectives)"},
 		&cli.StringFlag{Name: "data-shard", Value: "none", Usage: "how the ranks (processes, GPUs) share the reading of the data: none (every rank reads all of it) | " +
-			"samples (each its part of every global batch, Raw files; trains exactly as none) | files (each its own files of the list; another sample order)"},
+			"samples (each its part of every global batch, Raw or RawAsync files; trains exactly as none) | files (each its own files of the list; another sample order)"},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/formats"
 )
 
@@ -21,10 +22,17 @@ func sampleText(b *formats.Batch, i int) string {
 	return t
 }
 
-// batchTexts reads every batch of path with o: each batch's samples.
-func batchTexts(t *testing.T, path string, s *formats.Schema, o Options) [][]string {
+// batchTexts reads every batch of path with o (with async, RawAsync's
+// reader, buffered): each batch's samples.
+func batchTexts(t *testing.T, path string, s *formats.Schema, o Options, async bool) [][]string {
 	t.Helper()
-	r, err := Open(path, s, o)
+	var r formats.Reader
+	var err error
+	if async {
+		r, err = OpenAsync(path, s, AsyncOptions{Options: o.Options, Layout: o.Layout, Window: o.Window, Async: asyncio.Params{Buffered: true, NumThreads: 2}})
+	} else {
+		r, err = Open(path, s, o)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,35 +60,38 @@ func batchTexts(t *testing.T, path string, s *formats.Schema, o Options) [][]str
 
 // TestWindow: readers of the windows [0, 2), [2, 4), [4, 6) of batches of
 // 6 read, batch by batch, the parts that make up each batch of the whole
-// reader (shuffled, with and without workers, the last batch short; a
+// reader (Raw and RawAsync, shuffled, with and without workers, the last
+// batch short; a
 // window past a short batch reads no sample and no error).
 func TestWindow(t *testing.T) {
 	c := configs[3]
 	d := c.dataset(5, 23)
 	path := writeFile(t, t.TempDir(), d, c.layout)
 	for _, batch := range []int{6, 12} {
-		for _, workers := range []int{1, 3} {
-			o := Options{Options: formats.Options{BatchSize: batch, Workers: workers, Shuffle: true, Seed: 9}, Layout: c.layout}
-			whole := batchTexts(t, path, &d.Schema, o)
-			if want := (23 + batch - 1) / batch; len(whole) != want {
-				t.Fatalf("batch %d: %d batches", batch, len(whole))
-			}
-			var parts [3][][]string
-			for w := range parts {
-				ow := o
-				ow.Window = Window{w * batch / 3, (w + 1) * batch / 3}
-				parts[w] = batchTexts(t, path, &d.Schema, ow)
-				if len(parts[w]) != len(whole) {
-					t.Fatalf("window %d: %d batches, the whole reader %d", w, len(parts[w]), len(whole))
+		for _, async := range []bool{false, true} {
+			for _, workers := range []int{1, 3} {
+				o := Options{Options: formats.Options{BatchSize: batch, Workers: workers, Shuffle: true, Seed: 9}, Layout: c.layout}
+				whole := batchTexts(t, path, &d.Schema, o, async)
+				if want := (23 + batch - 1) / batch; len(whole) != want {
+					t.Fatalf("batch %d: %d batches", batch, len(whole))
 				}
-			}
-			for k := range whole {
-				var got []string
+				var parts [3][][]string
 				for w := range parts {
-					got = append(got, parts[w][k]...)
+					ow := o
+					ow.Window = Window{w * batch / 3, (w + 1) * batch / 3}
+					parts[w] = batchTexts(t, path, &d.Schema, ow, async)
+					if len(parts[w]) != len(whole) {
+						t.Fatalf("window %d: %d batches, the whole reader %d", w, len(parts[w]), len(whole))
+					}
 				}
-				if fmt.Sprint(got) != fmt.Sprint(whole[k]) {
-					t.Errorf("batch size %d workers %d batch %d: windows give %v, the whole reader %v", batch, workers, k, got, whole[k])
+				for k := range whole {
+					var got []string
+					for w := range parts {
+						got = append(got, parts[w][k]...)
+					}
+					if fmt.Sprint(got) != fmt.Sprint(whole[k]) {
+						t.Errorf("batch size %d async %v workers %d batch %d: windows give %v, the whole reader %v", batch, async, workers, k, got, whole[k])
+					}
 				}
 			}
 		}

@@ -22,7 +22,7 @@ const (
 	// of every global batch).
 	ShardNone DataShard = iota
 	// ShardSamples: rank r of W reads samples [r·B_g/W, (r+1)·B_g/W) of
-	// every global batch (Raw files: only those bytes) and the ranks
+	// every global batch (only those bytes of the Raw file) and the ranks
 	// all-gather their parts, so every rank holds the global batch one
 	// reader reads: training is exactly that of ShardNone.
 	ShardSamples
@@ -85,7 +85,7 @@ func (sh *Shard) where(r int) string {
 }
 
 // CheckShard refuses a source that mode cannot shard, naming the flag:
-// samples reads a part of each batch from one synchronous Raw file only
+// samples reads a part of each batch from one Raw or RawAsync file only
 // (fixed-size records); files
 // needs a file list (Norm, Parquet) or several Raw files, and no
 // NumSamples. The file counts are checked when the files are opened.
@@ -97,8 +97,6 @@ func CheckShard(src *Source, mode DataShard) error {
 		switch {
 		case src.Format != dataset.Raw:
 			return fmt.Errorf("--data-shard samples reads a part of every batch from Raw files (fixed-size records), not %s data: use --data-shard files (each process its own files) or none", src.FormatName())
-		case src.Async != nil:
-			return fmt.Errorf("--data-shard samples reads with the synchronous Raw reader, not RawAsync: use format Raw, or --data-shard files or none")
 		case len(src.paths()) > 1:
 			return fmt.Errorf("--data-shard samples reads one Raw file, the source lists %d: use --data-shard files or none", len(src.paths()))
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/collective"
@@ -113,7 +114,8 @@ func shardRanks(t *testing.T, w int, mode DataShard, batch int, srcOf func(r int
 }
 
 // TestShardSamples: 2 and 4 ranks reading their windows of every batch
-// (shuffled, with workers, a short last batch, num_samples) each hold
+// (Raw and RawAsync, shuffled, with workers, a short last batch,
+// num_samples) each hold
 // the batches one reader reads, in the same order.
 func TestShardSamples(t *testing.T) {
 	dir := t.TempDir()
@@ -122,8 +124,12 @@ func TestShardSamples(t *testing.T) {
 	for _, c := range []struct {
 		w, workers, batch int
 		num               int64
-	}{{2, 1, 8, 0}, {4, 2, 8, 0}, {2, 3, 6, 29}, {4, 1, 4, 0}, {2, 1, 4, 30}} {
+		async             bool
+	}{{2, 1, 8, 0, false}, {4, 2, 8, 0, false}, {2, 3, 6, 29, false}, {4, 1, 4, 0, false}, {2, 1, 4, 30, false}, {2, 1, 8, 0, true}, {4, 2, 8, 31, true}} {
 		src := Source{Format: dataset.Raw, Path: path, FloatLabelDense: true, Shuffle: true, Seed: 3, Workers: c.workers, NumSamples: c.num}
+		if c.async {
+			src.Async = &asyncio.Params{Buffered: true, NumThreads: 2}
+		}
 		r, err := Open(src, shardInput, c.batch, nil)
 		if err != nil {
 			t.Fatal(err)
