@@ -108,18 +108,31 @@ func (x *Gatherer) recv(src int) ([]byte, error) {
 	case <-time.After(r.timeout):
 		return nil, fmt.Errorf("%w: rank %d: no data part #%d from rank %d within %v (is every process running with the same flags?)", ErrPeer, x.rank, x.seq, src, r.timeout)
 	}
+	if m.h.op == opGatherBytes && m.h.seq == 0 {
+		return nil, fmt.Errorf("%w: rank %d: rank %d closed its end of the exchange before its data part #%d (it stopped reading)", ErrPeer, x.rank, src, x.seq)
+	}
 	if m.h.op != opGatherBytes || m.h.seq != x.seq {
 		return nil, fmt.Errorf("%w: rank %d expected data part #%d from rank %d, rank %d sent %s", ErrMismatch, x.rank, x.seq, src, src, m.h)
 	}
 	return m.data, nil
 }
 
-// Close ends the gatherer: a pending AllGatherBytes returns at once, and
-// the parts peers send on its stream afterwards are dropped.
+// Close ends the gatherer: a pending AllGatherBytes returns at once, the
+// parts peers send on its stream afterwards are dropped, and every peer is
+// told (a frame of sequence number 0), so that a peer waiting for this
+// rank's next part gets an ErrPeer error at once instead of waiting out
+// the timeout: a reader closed by a rank that stopped reading (its
+// prefetcher stopped before the next batch) frees the peers that had
+// begun that batch.
 func (x *Gatherer) Close() error {
 	x.once.Do(func() {
 		close(x.stop)
 		x.r.endStream(x.rank, x.stream)
+		for p := range x.r.world {
+			if p != x.rank {
+				go x.r.send(header{seq: 0, src: x.rank, dst: p, op: opGatherBytes, stream: x.stream}, nil)
+			}
+		}
 	})
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,5 +161,38 @@ func TestGathererRetry(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGathererPeerClosed: a rank that closes its Gatherer (it stopped
+// reading) frees a peer waiting for its next part at once, within a
+// process and over TCP, with an ErrPeer naming it.
+func TestGathererPeerClosed(t *testing.T) {
+	local, err := NewLocalGroup(2, Options{Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	tcp := joinGroups(t, []int{1, 1}, time.Hour)
+	for _, gs := range [][2]*Group{{local, local}, {tcp[0], tcp[1]}} {
+		x0, _ := gs[0].Gatherer(0, 7)
+		x1, _ := gs[1].Gatherer(1, 7)
+		done := make(chan error, 1)
+		go func() { _, err := x1.AllGatherBytes([]byte("one")); done <- err }()
+		if all, err := x0.AllGatherBytes([]byte("zero")); err != nil || string(all[1]) != "one" {
+			t.Fatalf("%q, %v", all, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		x1.Close() // rank 1 stops after one part
+		_, err := x0.AllGatherBytes([]byte("a"))
+		if !errors.Is(err, ErrPeer) || !strings.Contains(err.Error(), "rank 1 closed its end of the exchange") {
+			t.Errorf("peer closed: %v", err)
+		}
+		x0.Close()
+	}
+	for _, g := range tcp {
+		g.Close()
 	}
 }
