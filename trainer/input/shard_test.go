@@ -1,6 +1,7 @@
 package input
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,8 +15,10 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/asyncio"
+	"github.com/ctrkit/ctrkit/datagen"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
@@ -235,5 +238,56 @@ func TestShardRefusals(t *testing.T) {
 	}
 	if _, err := ParseDataShard("rows"); err == nil || !strings.Contains(err.Error(), "--data-shard") {
 		t.Errorf("--data-shard rows: %v", err)
+	}
+}
+
+// TestShardFilesLists: --data-shard files over a Norm and a Parquet file
+// list of 3 files (2 ranks: files 0 and 2, file 1) covers every sample of
+// the list once per epoch, each rank holding the same global batches.
+func TestShardFilesLists(t *testing.T) {
+	for _, f := range []datagen.Format{datagen.Norm, datagen.Parquet} {
+		dir := t.TempDir()
+		p := datagen.DefaultParams()
+		p.Format, p.DenseDim, p.NumSlot, p.SlotSizeArray, p.Seed = f, 2, 3, []int64{50, 60, 70}, 4
+		p.NNZArray = []int{1, 1, 1}
+		p.Source, p.EvalSource = filepath.Join(dir, "list.txt"), filepath.Join(dir, "test.txt")
+		p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 3, 1, 37
+		if _, err := datagen.Generate(context.Background(), p, nil); err != nil {
+			t.Fatal(err)
+		}
+		format := dataset.Norm
+		if f == datagen.Parquet {
+			format = dataset.Parquet
+		}
+		src := Source{Format: format, Path: p.Source, Check: norm.CheckSum}
+		r, err := Open(src, shardInput, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, err := readAll(r, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, errs := shardRanks(t, 2, ShardFiles, 8, func(int) Source { return src })
+		for q := range 2 {
+			if errs[q] != nil {
+				t.Fatalf("%v rank %d: %v", f, q, errs[q])
+			}
+			if fmt.Sprint(got[q]) != fmt.Sprint(got[0]) {
+				t.Errorf("%v: rank %d's batches differ from rank 0's", f, q)
+			}
+		}
+		var all, want []string
+		for _, b := range got[0] {
+			all = append(all, b...)
+		}
+		for _, b := range one {
+			want = append(want, b...)
+		}
+		sort.Strings(all)
+		sort.Strings(want)
+		if len(want) != 111 || fmt.Sprint(all) != fmt.Sprint(want) {
+			t.Errorf("%v: %d samples in the epoch, want each of the %d once", f, len(all), len(want))
+		}
 	}
 }
