@@ -106,7 +106,7 @@ func TestTrainDataShard(t *testing.T) {
 
 	// files: a Norm list of 2 files of 8192 samples, one each; one epoch
 	// is 64 global batches of 2 × 128.
-	norm, _, _ := genData(t, datagen.Norm, []int64{40, 60, 20, 80, 30, 50}, 4)
+	norm, normEval, _ := genData(t, datagen.Norm, []int64{40, 60, 20, 80, 30, 50}, 4)
 	fa := rankArgs(norm)
 	for i, a := range fa {
 		if a == "--max-iter" {
@@ -128,6 +128,7 @@ func TestTrainDataShard(t *testing.T) {
 		{append(rankArgs(norm), "--data-shard", "samples"), "--data-shard samples reads a part of every batch from Raw files (fixed-size records), not Norm data"},
 		{append(rankArgs(src), "--format", "raw", "--float-label-dense", "--data-shard", "files"), "--data-shard files: the Raw source is one file"},
 		{append(rankArgs(src), "--data-shard", "rows"), `--data-shard "rows" (want none, samples or files)`},
+		{append(rankArgs(norm), "--gpus", "0,1", "--data-shard", "files", "--eval-source", normEval), "eval_source: --data-shard files: file list " + normEval + " has 1 file for 2 ranks"},
 	} {
 		if out, err := runCtrkit(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q\n%s", c.args[len(c.args)-2:], err, c.want, out)

@@ -88,8 +88,8 @@ func (sh *Shard) where(r int) string {
 // samples reads a part of each batch from one Raw or RawAsync file only
 // (fixed-size records); files
 // needs a file list (Norm, Parquet) or several Raw files, and no
-// NumSamples. The file counts are checked when the files are opened.
-func CheckShard(src *Source, mode DataShard) error {
+// NumSamples, and with ranks > 1 at least ranks files in each list.
+func CheckShard(src *Source, mode DataShard, ranks int) error {
 	switch mode {
 	case ShardNone:
 		return nil
@@ -104,8 +104,26 @@ func CheckShard(src *Source, mode DataShard) error {
 		if src.NumSamples > 0 {
 			return fmt.Errorf("--data-shard files with num_samples %d: each process would read its own first %d samples; remove num_samples or use --data-shard samples", src.NumSamples, src.NumSamples)
 		}
-		if src.Format == dataset.Raw && len(src.paths()) < 2 {
-			return fmt.Errorf("--data-shard files: the Raw source is one file (%s): each process reads its own files; give several Raw sources, or use --data-shard samples", src.paths()[0])
+		if src.Format == dataset.Raw {
+			if len(src.paths()) < 2 {
+				return fmt.Errorf("--data-shard files: the Raw source is one file (%s): each process reads its own files; give several Raw sources, or use --data-shard samples", src.paths()[0])
+			}
+			if ranks > 1 && len(src.paths()) < ranks {
+				return fmt.Errorf("--data-shard files: %d Raw sources for %d ranks, each of which reads its own files: give at least %d, or use --data-shard samples", len(src.paths()), ranks, ranks)
+			}
+			return nil
+		}
+		if ranks > 1 {
+			for _, p := range src.paths() {
+				files, err := formats.ReadFileList(p)
+				if err != nil {
+					return fmt.Errorf("--data-shard files: %w", err)
+				}
+				if len(files) < ranks {
+					return fmt.Errorf("--data-shard files: file list %s has %d %s for %d ranks, each of which reads its own files: give at least %d files, or use --data-shard none",
+						p, len(files), map[bool]string{true: "file", false: "files"}[len(files) == 1], ranks, ranks)
+				}
+			}
 		}
 	default:
 		return fmt.Errorf("--data-shard %s", mode)
@@ -124,7 +142,7 @@ func OpenShard(src Source, in *graph.Input, batch int, sh Shard) (formats.Reader
 	if err := src.Validate(); err != nil {
 		return nil, err
 	}
-	if err := CheckShard(&src, sh.Mode); err != nil {
+	if err := CheckShard(&src, sh.Mode, sh.X.Size()); err != nil {
 		return nil, err
 	}
 	w, r := sh.X.Size(), sh.X.Rank()

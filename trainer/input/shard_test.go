@@ -223,7 +223,7 @@ func TestShardRefusals(t *testing.T) {
 		{ShardSamples, Source{Format: dataset.Norm, Path: list}, "--data-shard samples reads a part of every batch from Raw files"},
 		{ShardFiles, Source{Format: dataset.Raw, Path: a}, "--data-shard files: the Raw source is one file"},
 		{ShardFiles, Source{Format: dataset.Raw, Path: a, Paths: []string{a, b}, NumSamples: 5}, "--data-shard files with num_samples 5"},
-		{ShardFiles, Source{Format: dataset.Norm, Path: list}, "file list " + list + " has 1 file for 2 readers"},
+		{ShardFiles, Source{Format: dataset.Norm, Path: list}, "--data-shard files: file list " + list + " has 1 file for 2 ranks"},
 	} {
 		_, errs := shardRanks(t, 2, c.mode, 4, func(int) Source { return c.src })
 		if errs[0] == nil || !strings.Contains(errs[0].Error(), c.want) {

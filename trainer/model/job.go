@@ -367,11 +367,15 @@ func (j *Job) CheckShard() error {
 	if j.DataShard == input.ShardNone {
 		return nil
 	}
-	if err := input.CheckShard(&j.Train, j.DataShard); err != nil {
+	ranks := 1
+	if j.World != nil {
+		ranks = j.World.Group.World
+	}
+	if err := input.CheckShard(&j.Train, j.DataShard, ranks); err != nil {
 		return err
 	}
 	if j.Eval.Path != "" {
-		if err := input.CheckShard(&j.Eval, j.DataShard); err != nil {
+		if err := input.CheckShard(&j.Eval, j.DataShard, ranks); err != nil {
 			return fmt.Errorf("eval_source: %w", err)
 		}
 	}
