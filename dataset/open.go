@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/formats"
@@ -39,6 +40,39 @@ type Sources struct {
 	// NumSamples > 0 reads the first NumSamples samples of each pass; data
 	// holding fewer is an error.
 	NumSamples int64
+	// Window, when set, reads only samples [Lo, Hi) of every batch (the
+	// Raw readers' raw.Options.Window; one Raw file): a
+	// process's part of each global batch. NumSamples is then left to the
+	// caller (it counts the global batch's samples), and only checked
+	// against the file's count.
+	Window raw.Window
+	// Files, when Parts > 1, reads only files Part, Part+Parts, … (from
+	// 0) of each file list (Norm, Parquet) or of Paths (Raw data files):
+	// one process's files with --data-shard files. A list with fewer files
+	// than Parts is an error, and so is NumSamples.
+	Files FilePart
+}
+
+// FilePart is a part of a list of files: those at Part, Part+Parts, ….
+type FilePart struct{ Part, Parts int }
+
+// pick returns part f of files; what names the list in errors.
+func (f FilePart) pick(files []string, what string) ([]string, error) {
+	if f.Parts <= 1 {
+		return files, nil
+	}
+	if f.Part < 0 || f.Part >= f.Parts {
+		return nil, fmt.Errorf("file part %d of %d", f.Part, f.Parts)
+	}
+	if len(files) < f.Parts {
+		return nil, fmt.Errorf("%s has %d %s for %d readers, each of which reads its own files: give at least %d files", what,
+			len(files), map[bool]string{true: "file", false: "files"}[len(files) == 1], f.Parts, f.Parts)
+	}
+	var out []string
+	for i := f.Part; i < len(files); i += f.Parts {
+		out = append(out, files[i])
+	}
+	return out, nil
 }
 
 // OpenSources opens src with the reader options o (batch size, repeat,
@@ -51,6 +85,27 @@ func OpenSources(src Sources, o formats.Options) (formats.Reader, error) {
 		return nil, fmt.Errorf("no %s data path", src.Spec.Format)
 	}
 	o.SlotSizeArray = nil
+	if src.Window.Set() {
+		switch {
+		case src.Spec.Format != Raw:
+			return nil, fmt.Errorf("a window of each batch is read from Raw files only, not %s", src.Spec.Format)
+		case len(src.Paths) != 1:
+			return nil, fmt.Errorf("a window of each batch is read from one Raw file, not %d", len(src.Paths))
+		}
+		return openSource(&src, src.Paths[0], o)
+	}
+	if src.Files.Parts > 1 {
+		if src.NumSamples > 0 {
+			return nil, fmt.Errorf("num_samples %d with each reader reading its own files: the readers would read %d samples each", src.NumSamples, src.NumSamples)
+		}
+		if src.Spec.Format == Raw {
+			paths, err := src.Files.pick(src.Paths, "the Raw source list")
+			if err != nil {
+				return nil, err
+			}
+			src.Paths = paths
+		}
+	}
 	if len(src.Paths) == 1 && src.NumSamples == 0 {
 		return openSource(&src, src.Paths[0], o)
 	}
@@ -71,7 +126,7 @@ func openSource(src *Sources, path string, o formats.Options) (formats.Reader, e
 	sp := &src.Spec
 	if src.Spec.Format == Raw {
 		if src.Async != nil {
-			r, err := raw.OpenAsync(path, &s, raw.AsyncOptions{Options: o, Layout: sp.RawLayout, Async: *src.Async})
+			r, err := raw.OpenAsync(path, &s, raw.AsyncOptions{Options: o, Layout: sp.RawLayout, Async: *src.Async, Window: src.Window})
 			if err != nil {
 				return nil, err
 			}
@@ -81,7 +136,9 @@ func openSource(src *Sources, path string, o formats.Options) (formats.Reader, e
 			}
 			return r, nil
 		}
-		r, err := raw.Open(path, &s, raw.Options{Options: o, Layout: sp.RawLayout, AlignDense: src.AlignDense})
+		ro := raw.Options{Options: o, Layout: sp.RawLayout, AlignDense: src.AlignDense}
+		ro.Window = src.Window
+		r, err := raw.Open(path, &s, ro)
 		if err != nil {
 			return nil, err
 		}
@@ -91,11 +148,33 @@ func openSource(src *Sources, path string, o formats.Options) (formats.Reader, e
 		}
 		return r, nil
 	}
+	var files, all []string
+	if src.Files.Parts > 1 && (sp.Format == Norm || sp.Format == Parquet) {
+		var err error
+		if all, err = formats.ReadFileList(path); err != nil {
+			return nil, fmt.Errorf("opening %s file list: %w", sp.Format, err)
+		}
+		if files, err = src.Files.pick(all, "file list "+path); err != nil {
+			return nil, err
+		}
+	}
 	switch sp.Format {
 	case Norm:
-		return norm.OpenList(path, &s, norm.Options{Options: o, KeyType: s.KeyType, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt})
+		no := norm.Options{Options: o, KeyType: s.KeyType, Check: sp.Check, SkipCorrupt: sp.SkipCorrupt}
+		if files != nil {
+			return norm.OpenFiles(files, &s, no)
+		}
+		return norm.OpenList(path, &s, no)
 	case Parquet:
-		return parquet.OpenList(path, &s, parquet.Options{Options: o, KeyType: s.KeyType})
+		po := parquet.Options{Options: o, KeyType: s.KeyType}
+		if files != nil {
+			meta, err := parquet.ReadMetadata(filepath.Join(filepath.Dir(all[0]), parquet.MetadataName))
+			if err != nil {
+				return nil, err
+			}
+			return parquet.OpenFiles(files, meta, &s, po)
+		}
+		return parquet.OpenList(path, &s, po)
 	}
 	return nil, fmt.Errorf("%s: training reads Norm, Raw or Parquet data, not %s", path, sp.Format)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/model"
 )
 
@@ -260,6 +261,12 @@ func runTrain(c *cli.Context) error {
 		return err
 	}
 	defer closeDevices(&j)
+	if j.DataShard, err = input.ParseDataShard(c.String("data-shard")); err != nil {
+		return &exitError{exitUsage, err}
+	}
+	if err := j.CheckShard(); err != nil {
+		return &exitError{exitUsage, err}
+	}
 	if j.Solver.MaxIter <= 0 && j.Solver.NumEpochs <= 0 {
 		j.Solver.NumEpochs = 1
 	}

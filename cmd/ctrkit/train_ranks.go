@@ -22,6 +22,8 @@ func rankFlags() []cli.Flag {
 		&cli.StringFlag{Name: "gpus", Usage: "this process's GPU ordinals, comma-separated, e.g. 0,1 (one rank each; default: the config's solver.gpu " +
 			"when this machine has those GPUs); with --device cpu that many in-process CPU ranks"},
 		&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "how long a rank waits for another rank or process (rendezvous, collectives)"},
+		&cli.StringFlag{Name: "data-shard", Value: "none", Usage: "how the ranks (processes, GPUs) share the reading of the data: none (every rank reads all of it) | " +
+			"samples (each its part of every global batch, Raw or RawAsync files; trains exactly as none) | files (each its own files of the list; another sample order)"},
 	}
 }
 

@@ -27,11 +27,14 @@ type AsyncOptions struct {
 	// KeyCheck checks keys without adding slot offsets, in the decoding
 	// workers (as Options.KeyCheck).
 	KeyCheck KeyCheck
+	// Window, when set, reads only samples [Lo, Hi) of every batch (as
+	// Options.Window): the engine reads only their bytes.
+	Window Window
 }
 
 // Validate checks the options against a schema.
 func (o *AsyncOptions) Validate(s *formats.Schema) error {
-	so := Options{Options: o.Options, Layout: o.Layout}
+	so := Options{Options: o.Options, Layout: o.Layout, Window: o.Window}
 	if err := so.Validate(s); err != nil {
 		return err
 	}
@@ -159,6 +162,9 @@ func NewAsyncReader(f asyncio.File, s *formats.Schema, o AsyncOptions) (*AsyncRe
 		}
 		lo := k * B
 		hi := min(lo+B, n)
+		if w := o.Window; w.Set() {
+			lo, hi = min(lo+int64(w.Lo), hi), min(lo+int64(w.Hi), hi)
+		}
 		return asyncio.Range{Off: lo * ss, Len: (hi - lo) * ss}, true
 	}
 	if nbuf := int64(p.NumThreads) * int64(p.NumBatchesPerThread); !o.Repeat && nbuf > r.nb {

@@ -24,7 +24,21 @@ type Options struct {
 	// KeyCheck checks keys without adding slot offsets (see KeyCheck);
 	// with SlotSizeArray (offsets, which check already) it is refused.
 	KeyCheck KeyCheck
+	// Window, when Hi > 0, reads of every batch only its samples
+	// [Lo, Hi) (counted from the batch's first sample, cut to the batch):
+	// a batch of n ≤ Lo samples reads none and Read returns 0 with no
+	// error. Only those samples' bytes are read. The batches stay those
+	// of BatchSize (the same order, shuffled or not), so the readers of
+	// windows [0, w), [w, 2w), … together read each batch once (the
+	// processes of a run with --data-shard samples).
+	Window Window
 }
+
+// Window is a part of every batch: samples [Lo, Hi) of it.
+type Window struct{ Lo, Hi int }
+
+// Set reports whether the window is set (Hi > 0).
+func (w Window) Set() bool { return w.Hi > 0 }
 
 // KeyCheck asks a Raw reader to check every key against its slot's size
 // while it decodes (in its workers), leaving the keys as stored: slot s's
@@ -39,6 +53,9 @@ type KeyCheck struct {
 func (o *Options) Validate(s *formats.Schema) error {
 	if err := o.Options.Validate(s); err != nil {
 		return err
+	}
+	if w := o.Window; w.Lo < 0 || w.Hi < 0 || (w.Set() && w.Lo >= w.Hi) {
+		return fmt.Errorf("raw: batch window [%d, %d) is empty or negative", w.Lo, w.Hi)
 	}
 	_, err := SampleSize(s, o.Layout)
 	return err
@@ -103,9 +120,10 @@ type Reader struct {
 	schema *formats.Schema
 	dec    *Decoder // used by Read (one worker); workers use clones
 	bsize  int
-	ssize  int64 // bytes per sample
-	n      int64 // samples in the file
-	nb     int64 // batches per epoch
+	win    Window // Options.Window
+	ssize  int64  // bytes per sample
+	n      int64  // samples in the file
+	nb     int64  // batches per epoch
 
 	err     error // sticky
 	clamped int64 // negative dense values clamped in the batches returned
@@ -172,7 +190,7 @@ func NewReader(ra io.ReaderAt, size int64, path string, s *formats.Schema, o Opt
 	B := int64(o.BatchSize)
 	r := &Reader{
 		path: path, ra: ra, schema: ms, dec: dec, alloc: o.Alloc,
-		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B,
+		bsize: o.BatchSize, ssize: ss, n: n, nb: (n + B - 1) / B, win: o.Window,
 	}
 	r.seq = sequencer{nb: r.nb, repeat: o.Repeat, shuffle: o.Shuffle, seed: o.Seed, epoch: -1}
 	if r.nb == 0 {
@@ -276,6 +294,9 @@ func (r *Reader) readBatch(k int64, buf []byte, b *formats.Batch, dec *Decoder) 
 	B := int64(r.bsize)
 	lo := k * B
 	hi := min(lo+B, r.n)
+	if r.win.Set() {
+		lo, hi = min(lo+int64(r.win.Lo), hi), min(lo+int64(r.win.Hi), hi)
+	}
 	src := buf[:(hi-lo)*r.ssize]
 	off := lo * r.ssize
 	nr, err := r.ra.ReadAt(src, off)

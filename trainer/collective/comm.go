@@ -124,6 +124,8 @@ func (o op) String() string {
 		return "Barrier"
 	case opControl:
 		return "rendezvous"
+	case opGatherBytes:
+		return "AllGatherBytes"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }

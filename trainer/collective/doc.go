@@ -14,6 +14,11 @@
 //     so every rank gets bit-identical results and a run is reproducible.
 //     CI tests every sharding path with it on the CPU.
 //
+// Beside the communicators, a Group's Gatherer all-gathers byte strings of
+// any length on a stream of its own over the same connections, whatever
+// the communicators are (ctrkit train --data-shard exchanges the ranks'
+// parts of each batch with it, from the readers' goroutines).
+//
 // # Launch and rendezvous
 //
 // A multi-process run is started by an existing launcher (mpirun, srun,
@@ -41,7 +46,8 @@
 //	16  1    operation (OpAllReduce ...)
 //	17  1    element type (tensor.DType)
 //	18  2    reserved, zero
-//	20  4    reserved, zero
+//	20  4    stream: 0 for the communicators' collectives, else a
+//	         Gatherer's (AllGatherBytes of data parts, queued apart)
 //	24  8    payload length in bytes
 //	32  ...  payload
 //

@@ -27,6 +27,14 @@ type Group struct {
 	made bool
 }
 
+// ProcessOf is the index of the process that drives global rank rank.
+func (g *Group) ProcessOf(rank int) int {
+	if rank < 0 || rank >= len(g.r.owner) {
+		return -1
+	}
+	return g.r.owner[rank]
+}
+
 // NewLocalGroup makes a world of ranks ranks, all in this process.
 func NewLocalGroup(ranks int, o Options) (*Group, error) {
 	if ranks < 1 {

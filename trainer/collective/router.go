@@ -32,6 +32,9 @@ type header struct {
 	op       op
 	dtype    tensor.DType
 	n        int64 // payload bytes
+	// stream is 0 for the collectives of the ranks' communicators, else
+	// a Gatherer's stream (their messages are queued apart).
+	stream uint32
 }
 
 func (h header) put(b []byte) {
@@ -41,7 +44,8 @@ func (h header) put(b []byte) {
 	binary.LittleEndian.PutUint32(b[12:], uint32(h.dst))
 	b[16] = byte(h.op)
 	b[17] = byte(h.dtype)
-	clear(b[18:24])
+	clear(b[18:20])
+	binary.LittleEndian.PutUint32(b[20:], h.stream)
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.n))
 }
 
@@ -56,6 +60,8 @@ func parseHeader(b []byte) (header, error) {
 		op:    op(b[16]),
 		dtype: tensor.DType(b[17]),
 		n:     int64(binary.LittleEndian.Uint64(b[24:])),
+
+		stream: binary.LittleEndian.Uint32(b[20:]),
 	}
 	if h.n < 0 || h.n > maxFrame {
 		return header{}, fmt.Errorf("frame of %d bytes (limit %d)", h.n, int64(maxFrame))
@@ -81,9 +87,12 @@ type router struct {
 	timeout time.Duration
 	owner   []int // global rank → process index
 	self    int   // this process's index
-	// queue[src][dst] for dst a rank of this process.
+	// queue[src, dst, stream] for dst a rank of this process.
 	mu    sync.Mutex
-	queue map[[2]int]chan message
+	queue map[[3]int]chan message
+	// ended are the Gatherer streams closed by a rank of this process,
+	// [rank, stream]: their late messages to it are dropped.
+	ended map[[2]int]bool
 	// gone[r] is closed when rank r left (closed its comm, its process's
 	// connection dropped); why[r] says why.
 	gone []chan struct{}
@@ -104,7 +113,7 @@ type peerConn struct {
 
 func newRouter(owner []int, self int, timeout time.Duration) *router {
 	w := len(owner)
-	r := &router{world: w, timeout: timeout, owner: owner, self: self, queue: map[[2]int]chan message{},
+	r := &router{world: w, timeout: timeout, owner: owner, self: self, queue: map[[3]int]chan message{}, ended: map[[2]int]bool{},
 		gone: make([]chan struct{}, w), why: make([]error, w), once: make([]sync.Once, w), done: make(chan struct{})}
 	for i := range r.gone {
 		r.gone[i] = make(chan struct{})
@@ -114,10 +123,10 @@ func newRouter(owner []int, self int, timeout time.Duration) *router {
 
 func (r *router) local(rank int) bool { return r.owner[rank] == r.self }
 
-func (r *router) q(src, dst int) chan message {
+func (r *router) q(src, dst int, stream uint32) chan message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := [2]int{src, dst}
+	k := [3]int{src, dst, int(stream)}
 	c, ok := r.queue[k]
 	if !ok {
 		c = make(chan message, queueDepth)
@@ -138,8 +147,11 @@ func (r *router) leave(rank int, why error) {
 func (r *router) send(h header, data []byte) error {
 	h.n = int64(len(data))
 	if r.local(h.dst) {
+		if h.stream != 0 && r.streamEnded(h.dst, h.stream) {
+			return nil
+		}
 		select {
-		case r.q(h.src, h.dst) <- message{h, append([]byte(nil), data...)}:
+		case r.q(h.src, h.dst, h.stream) <- message{h, append([]byte(nil), data...)}:
 			return nil
 		case <-r.gone[h.dst]:
 			return r.peerErr(h.src, h.dst, "sending "+h.String())
@@ -164,10 +176,10 @@ func (r *router) send(h header, data []byte) error {
 func (r *router) recv(want header, data []byte) error {
 	var m message
 	select {
-	case m = <-r.q(want.src, want.dst):
+	case m = <-r.q(want.src, want.dst, want.stream):
 	case <-r.gone[want.src]:
 		select { // a message sent before it left still counts
-		case m = <-r.q(want.src, want.dst):
+		case m = <-r.q(want.src, want.dst, want.stream):
 		default:
 			return r.peerErr(want.dst, want.src, "waiting for "+want.String())
 		}
@@ -230,8 +242,11 @@ func (r *router) serve(p int) {
 			fail(fmt.Errorf("from %s, in the middle of %s: %v", pc.addr, h, err))
 			return
 		}
+		if h.stream != 0 && r.streamEnded(h.dst, h.stream) {
+			continue // a Gatherer closed here: its peers' last parts are not wanted
+		}
 		select {
-		case r.q(h.src, h.dst) <- message{h, data}:
+		case r.q(h.src, h.dst, h.stream) <- message{h, data}:
 		case <-r.gone[h.dst]:
 		case <-r.done:
 			return

@@ -15,6 +15,7 @@ import (
 	"github.com/ctrkit/ctrkit/internal/progress"
 	"github.com/ctrkit/ctrkit/trainer/collective"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/cpu"
 )
@@ -57,6 +58,10 @@ type Job struct {
 	// DropIncomplete is HugeCTR's drop_incomplete_batch for Train and the
 	// session (FitOptions.DropIncomplete).
 	DropIncomplete *bool
+	// DataShard is how Train's ranks share the reading of Train and Eval
+	// (--data-shard, input.OpenShard; docs/MULTI_GPU.md): ShardNone, every
+	// rank reads all of the data.
+	DataShard input.DataShard
 }
 
 // Snapshot names a snapshot to load: <Prefix>…_<Iter>.model files.
@@ -227,6 +232,9 @@ type TrainOutput struct {
 // solver's num_epochs or max_iter, display, eval_interval, snapshot) and
 // returns it.
 func Train(ctx context.Context, j Job, out TrainOutput) (*Model, FitResult, error) {
+	if err := j.CheckShard(); err != nil {
+		return nil, FitResult{}, err
+	}
 	if j.World != nil && j.World.Group.World > 1 {
 		return trainGroup(ctx, j, out)
 	}
@@ -274,7 +282,7 @@ func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, er
 		Progress:                out.Progress,
 	}
 	if j.Eval.Path != "" {
-		fo.OpenEval = func() (formats.Reader, error) { return m.Open(j.Eval) }
+		fo.OpenEval = j.shardOpener(m, 2, func() (formats.Reader, error) { return m.Open(j.Eval) }, func(uint32) Source { return j.Eval })
 		if j.Eval.CacheBatches > 0 {
 			if err := checkEvalCache(m, j.Eval.CacheBatches, EvalSamples(s.MaxEvalBatches, s.BatchSizeEval, m.batch)); err != nil {
 				return FitResult{}, err
@@ -294,12 +302,16 @@ func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, er
 	if d := fo.EvalMetrics.Describe(); d != "" {
 		fmt.Fprintln(out.Log, d)
 	}
-	if w := m.World(); w > 1 {
+	w := m.World()
+	if w > 1 {
 		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity a rank); global batch %d over %d ranks (%d a rank) on %s\n",
 			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, w, m.LocalBatch(), m.be.Name())
 	} else {
 		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
+	}
+	if j.DataShard != input.ShardNone && w > 1 {
+		fmt.Fprintf(out.Log, "data: --data-shard %s: %s\n", j.DataShard, shardText(j.DataShard, w, m.batch))
 	}
 	t0 := time.Now()
 	res, err := m.Fit(ctx, fo)
@@ -329,11 +341,78 @@ func (j *Job) trainOpener(m *Model) func() (formats.Reader, error) {
 		src.Seed = j.Solver.Seed
 	}
 	var pass uint64
-	return func() (formats.Reader, error) {
+	return j.shardOpener(m, 1, func() (formats.Reader, error) {
 		s := src
 		s.Seed += pass
 		pass++
 		return m.Open(s)
+	}, func(k uint32) Source {
+		s := src
+		s.Seed += uint64(k)
+		return s
+	})
+}
+
+// shardText says what each rank reads with mode over w ranks.
+func shardText(mode input.DataShard, w, batch int) string {
+	if mode == input.ShardSamples {
+		return fmt.Sprintf("each of the %d ranks reads its %d samples of every global batch of %d, and the ranks exchange them", w, batch/w, batch)
+	}
+	return fmt.Sprintf("each of the %d ranks reads its own files of the list in batches of %d; a global batch is theirs in rank order", w, batch/w)
+}
+
+// CheckShard refuses a DataShard (--data-shard) that the sources cannot
+// honour (input.CheckShard), before anything is built; Train calls it.
+func (j *Job) CheckShard() error {
+	if j.DataShard == input.ShardNone {
+		return nil
+	}
+	ranks := 1
+	if j.World != nil {
+		ranks = j.World.Group.World
+	}
+	if err := input.CheckShard(&j.Train, j.DataShard, ranks); err != nil {
+		return err
+	}
+	if j.Eval.Path != "" {
+		if err := input.CheckShard(&j.Eval, j.DataShard, ranks); err != nil {
+			return fmt.Errorf("eval_source: %w", err)
+		}
+	}
+	return nil
+}
+
+// shardOpener is open, or with --data-shard over several ranks a reader of
+// each rank's share (input.OpenShard) of source(k) for the k-th opening
+// (from 0; a failed one does not count, so a rank that retries an opening
+// stays in step). Each opening gets its own exchange stream: kind (1
+// training, 2 evaluation) + 2k, the same on every rank since every rank
+// opens its readers in the same order.
+func (j *Job) shardOpener(m *Model, kind uint32, open func() (formats.Reader, error), source func(k uint32) Source) func() (formats.Reader, error) {
+	if j.DataShard == input.ShardNone || m.World() == 1 || j.World == nil {
+		return open
+	}
+	g := j.World.Group
+	where := func(r int) string {
+		if g.Processes > 1 {
+			return fmt.Sprintf("process %d (rank %d)", g.ProcessOf(r), r)
+		}
+		return fmt.Sprintf("rank %d", r)
+	}
+	var k uint32
+	return func() (formats.Reader, error) {
+		x, err := g.Gatherer(m.Rank(), kind+2*k)
+		if err != nil {
+			return nil, err
+		}
+		r, err := input.OpenShard(source(k), &m.Graph.Input, m.batch, input.Shard{Mode: j.DataShard, X: x, Where: where})
+		if err != nil {
+			// x is dropped, not closed: closing would drop the peers'
+			// parts on this stream, which a retry (same k) reads.
+			return nil, err
+		}
+		k++
+		return r, nil
 	}
 }
 
