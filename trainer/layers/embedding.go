@@ -136,7 +136,7 @@ func NewSparseEmbedding(c *Ctx, cfg EmbeddingConfig, in *SparseInput, batch int)
 	}
 	rows := cfg.MaxRows()
 	if rows < 0 || rows > math.MaxInt32 || rows == 0 && (cfg.Kind != LocalizedOneHot || !cfg.Shard.Sharded()) {
-		return nil, fmt.Errorf("layers: SparseEmbedding: %d rows (workspace %v MB, vec %d): %w", rows, cfg.WorkspaceMB, cfg.VecSize, tensor.ErrShape)
+		return nil, fmt.Errorf("SparseEmbedding: %d rows (workspace %v MB, vec %d): %w", rows, cfg.WorkspaceMB, cfg.VecSize, tensor.ErrShape)
 	}
 	n := max(cfg.MaxNNZ, 1)
 	l := &SparseEmbedding{c: c, Cfg: cfg, in: in, out: c.Blob(batch, cfg.Slots*cfg.VecSize),

@@ -153,7 +153,7 @@ func (c *Ctx) Uniform(t tensor.Tensor, lo, hi float64) {
 }
 
 func shapeErr(layer string, format string, args ...any) error {
-	return fmt.Errorf("layers: %s: %w: %s", layer, tensor.ErrShape, fmt.Sprintf(format, args...))
+	return fmt.Errorf("%s: %w: %s", layer, tensor.ErrShape, fmt.Sprintf(format, args...))
 }
 
 func needBatch(layer string, bs ...*Blob) error {

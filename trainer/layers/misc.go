@@ -14,7 +14,7 @@ import (
 func miscOps(layer string, be tensor.Backend) (tensor.MiscOps, error) {
 	ops, ok := be.(tensor.MiscOps)
 	if !ok {
-		return nil, fmt.Errorf("layers: %s: backend %s has no %s operations", layer, be.Name(), layer)
+		return nil, fmt.Errorf("%s: backend %s has no %s operations", layer, be.Name(), layer)
 	}
 	return ops, nil
 }
@@ -43,7 +43,7 @@ func NewDice(c *Ctx, in *Blob, alpha, eps float64) (*Dice, error) {
 		return nil, err
 	}
 	if !(eps >= 0) || math.IsInf(alpha, 0) || math.IsNaN(alpha) {
-		return nil, fmt.Errorf("layers: PReLU_Dice: alpha %v, eps %v: want finite alpha and eps ≥ 0", alpha, eps)
+		return nil, fmt.Errorf("PReLU_Dice: alpha %v, eps %v: want finite alpha and eps ≥ 0", alpha, eps)
 	}
 	n := in.Value.Cols()
 	return &Dice{c: c, ops: ops, in: in, out: c.Blob(in.Value.Shape...), Alpha: alpha, Eps: eps,

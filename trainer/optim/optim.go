@@ -48,13 +48,13 @@ func DefaultConfig(kind tensor.OptKind) Config {
 // Validate reports an invalid configuration.
 func (c Config) Validate() error {
 	if c.Kind > tensor.Adam || c.Update > tensor.LazyGlobal {
-		return fmt.Errorf("optim: unknown optimizer %d or update type %d", c.Kind, c.Update)
+		return fmt.Errorf("unknown optimizer %d or update type %d", c.Kind, c.Update)
 	}
 	if c.Kind == tensor.Adam && (c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1) {
-		return fmt.Errorf("optim: Adam betas %v, %v outside [0,1)", c.Beta1, c.Beta2)
+		return fmt.Errorf("Adam betas %v, %v outside [0,1)", c.Beta1, c.Beta2)
 	}
 	if c.LossScale < 0 {
-		return fmt.Errorf("optim: loss scale %v < 0", c.LossScale)
+		return fmt.Errorf("loss scale %v < 0", c.LossScale)
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func New(be tensor.Backend, cfg Config, sched Schedule) (*Optimizer, error) {
 		return nil, err
 	}
 	if sched.WarmupSteps < 0 || sched.DecaySteps <= 0 && sched.DecayStart > 0 {
-		return nil, fmt.Errorf("optim: bad schedule %+v", sched)
+		return nil, fmt.Errorf("learning-rate schedule %+v: invalid", sched)
 	}
 	return &Optimizer{be: be, cfg: cfg, sched: sched}, nil
 }

@@ -54,10 +54,10 @@ type Options struct {
 // Validate reports an invalid option.
 func (o Options) Validate() error {
 	if o.Device < 0 {
-		return fmt.Errorf("gpu: Device %d < 0", o.Device)
+		return fmt.Errorf("GPU device %d < 0", o.Device)
 	}
 	if o.Math > cuda.BF16 {
-		return fmt.Errorf("gpu: unknown Math %d", o.Math)
+		return fmt.Errorf("unknown GEMM math mode %d", o.Math)
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 		return c.Memset8(be.flag, 0, 32, be.s)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("gpu: starting on %s: %w", dev.Name, err)
+		return nil, fmt.Errorf("starting the CUDA backend on %s: %w", dev.Name, err)
 	}
 	return be, nil
 }
