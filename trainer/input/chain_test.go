@@ -52,9 +52,8 @@ func TestPrefetcherChain(t *testing.T) {
 		lg.readsAtOpen = append(lg.readsAtOpen, reads)
 		return &countedReader{seqReader: seqReader{s: s, n: n, batch: 4, reads: &reads}, log: lg, id: lg.opened}
 	}
-	first := mk()
 	pf := NewPrefetcher(f)
-	if err := pf.StartChain(first, func() (formats.Reader, error) { return mk(), nil }, passes); err != nil {
+	if err := pf.StartPasses(func() (formats.Reader, error) { return mk(), nil }, passes); err != nil {
 		t.Fatal(err)
 	}
 	var eofs int
@@ -119,7 +118,14 @@ func TestPrefetcherChainOpenError(t *testing.T) {
 	pf := NewPrefetcher(f)
 	defer pf.Close()
 	boom := errors.New("the second pass's file is gone")
-	if err := pf.StartChain(&seqReader{s: s, n: 10, batch: 4, reads: &reads}, func() (formats.Reader, error) { return nil, boom }, 0); err != nil {
+	opened := 0
+	open := func() (formats.Reader, error) {
+		if opened++; opened == 1 {
+			return &seqReader{s: s, n: 10, batch: 4, reads: &reads}, nil
+		}
+		return nil, boom
+	}
+	if err := pf.StartPasses(open, 0); err != nil {
 		t.Fatal(err)
 	}
 	var got int

@@ -37,7 +37,7 @@ type Prefetcher struct {
 	keyAt  int             // index of the keys among the staged buffers
 	srcs   [][]byte
 	nnz    []int     // HostSide's key counts (this prefetcher's own scratch)
-	chain  *chain    // StartChain's passes; nil: one reader per Start
+	chain  *chain    // StartPasses' passes; nil: one reader per Start
 	st     pipeStats // TimeStats (stats.go)
 }
 
@@ -89,15 +89,20 @@ func (c *chain) tick(now time.Time) {
 	c.sent = now
 }
 
-// StartChain starts reading r and, after it, pass after pass from open
-// without a pause: when a pass ends, Next reports io.EOF (with or after the
-// pass's last batch) and the following Next calls return the next pass's
-// batches, read from a reader that open made Lookahead batches before the
-// end (the pass's length is the reader's sample count when it reports one,
-// else the previous pass's). passes bounds the passes, r's included (0: no
-// bound). The prefetcher owns r and the readers it opens: Stop and Close
-// close them. Every pass must have r's schema.
-func (pf *Prefetcher) StartChain(r formats.Reader, open func() (formats.Reader, error), passes int) error {
+// StartPasses starts reading the first reader open gives and, after it,
+// pass after pass from open without a pause: when a pass ends, Next
+// reports io.EOF (with or after the pass's last batch) and the following
+// Next calls return the next pass's batches, read from a reader that open
+// made Lookahead batches before the end (the pass's length is the
+// reader's sample count when it reports one, else the previous pass's).
+// passes bounds the passes, the first included (0: no bound). The
+// prefetcher owns the readers it opens: Stop and Close close them. Every
+// pass must have the first's schema.
+func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error), passes int) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
 	pf.chain = &chain{open: open, passes: passes, pass: 1}
 	if err := pf.start(r); err != nil {
 		pf.chain = nil
@@ -455,7 +460,7 @@ func (pf *Prefetcher) Stop() {
 }
 
 // Close stops the goroutine and frees the buffers (the reader is the
-// caller's, unless StartChain gave it to the prefetcher).
+// caller's; StartPasses' readers are the prefetcher's).
 func (pf *Prefetcher) Close() {
 	pf.Stop()
 	if pf.stg != nil {
@@ -466,13 +471,4 @@ func (pf *Prefetcher) Close() {
 		b.Free()
 	}
 	pf.bufs = nil
-}
-
-// StartPasses is StartChain on the first reader open gives.
-func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error), passes int) error {
-	r, err := open()
-	if err != nil {
-		return err
-	}
-	return pf.StartChain(r, open, passes)
 }

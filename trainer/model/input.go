@@ -13,13 +13,3 @@ func (m *Model) Schema(kt formats.KeyType) formats.Schema { return input.Schema(
 // hostAlloc is the allocator of batches that the backend stages without a
 // copy (pinned memory on the GPU), or nil (Go heap).
 func (m *Model) hostAlloc() formats.Allocator { return m.feed.HostAlloc() }
-
-// newPrefetcher starts the input pipeline on r.
-func (m *Model) newPrefetcher(r formats.Reader) (*input.Prefetcher, error) {
-	pf := input.NewPrefetcher(m.feed)
-	if err := pf.Start(r); err != nil {
-		pf.Close()
-		return nil, err
-	}
-	return pf, nil
-}

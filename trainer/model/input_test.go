@@ -18,6 +18,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats/raw"
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
+	"github.com/ctrkit/ctrkit/trainer/input"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
@@ -249,4 +250,14 @@ func checkFed(t *testing.T, m *Model, d *formatstest.Dataset, lo, n int, add []i
 			t.Errorf("batch %d input %d keys %v…, want %v…", bi, k, gotKeys[:min(12, len(keys))], keys[:min(12, len(keys))])
 		}
 	}
+}
+
+// newPrefetcher starts the input pipeline on r.
+func (m *Model) newPrefetcher(r formats.Reader) (*input.Prefetcher, error) {
+	pf := input.NewPrefetcher(m.feed)
+	if err := pf.Start(r); err != nil {
+		pf.Close()
+		return nil, err
+	}
+	return pf, nil
 }
