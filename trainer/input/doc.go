@@ -26,6 +26,11 @@
 // On the CPU the prefetcher only reads ahead: batches alternate between two
 // buffers and the loop loads them synchronously.
 //
-// One Prefetcher serves a run: Stop after a pass, Start on the next
-// pass's reader; its staging slots and pinned batches are kept.
+// One Prefetcher serves a run. StartPasses runs pass after pass without
+// a pause: it opens the second pass's reader with the first (so both
+// readers' rings of pinned batches are made before the first step), and
+// each later pass's reader a few batches before the pass ahead of it ends,
+// from the buffers the Feeder's Recycler got back from the reader two
+// passes before. Start/Stop serve one reader at a time; the staging slots
+// and pinned batches are kept across them.
 package input

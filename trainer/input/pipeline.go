@@ -47,7 +47,10 @@ type chain struct {
 	passes int            // passes to run (0: no bound)
 	pass   int            // passes started (the current one included)
 	next   formats.Reader // the next pass, opened ahead; nil: not yet
-	last   int64          // samples of the previous pass (0: unknown)
+	// nextErr is the error of opening the second pass with the first
+	// (StartPasses), reported when the first pass ends.
+	nextErr error
+	last    int64 // samples of the previous pass (0: unknown)
 	// opened is when the next (then current) pass's reader was opened;
 	// startup the time from that to its first batch when the first read
 	// of a pass had to wait for it (the lead was too short; never lowered);
@@ -98,15 +101,36 @@ func (c *chain) tick(now time.Time) {
 // passes bounds the passes, the first included (0: no bound). The
 // prefetcher owns the readers it opens: Stop and Close close them. Every
 // pass must have the first's schema.
+//
+// When another pass follows the first, its reader is opened here too,
+// right after the first: a reader allocates its ring of (pinned) batches
+// when it opens, and two passes' readers are alive at once around each
+// pass boundary, so the second ring is made now, at the start, instead of
+// in the middle of the first pass's steps (cuMemHostAlloc of a reader's
+// ring takes tens to hundreds of milliseconds). From the third pass on,
+// each reader takes the buffers the one two passes before left in the
+// Feeder's Recycler.
 func (pf *Prefetcher) StartPasses(open func() (formats.Reader, error), passes int) error {
 	r, err := open()
 	if err != nil {
 		return err
 	}
-	pf.chain = &chain{open: open, passes: passes, pass: 1}
+	c := &chain{open: open, passes: passes, pass: 1}
+	if c.more() {
+		// c.opened stays zero: this reader's wait, if any, says nothing
+		// about the lead a pass needs.
+		c.next, c.nextErr = open()
+		if c.nextErr != nil {
+			c.next = nil // the error is the second pass's, reported at the first's end
+		}
+	}
+	pf.chain = c
 	if err := pf.start(r); err != nil {
 		pf.chain = nil
 		r.Close()
+		if c.next != nil {
+			c.next.Close()
+		}
 		return err
 	}
 	return nil
@@ -130,7 +154,7 @@ func (c *chain) more() bool { return c.passes <= 0 || c.pass < c.passes }
 // Lookahead batches left after got samples.
 func (pf *Prefetcher) ahead(got int64) {
 	c := pf.chain
-	if c == nil || c.next != nil || !c.more() {
+	if c == nil || c.next != nil || c.nextErr != nil || !c.more() {
 		return
 	}
 	want := samplesOf(pf.r)
@@ -156,6 +180,11 @@ func (pf *Prefetcher) turn(got int64) bool {
 	}
 	r := c.next
 	c.next = nil
+	if err := c.nextErr; err != nil {
+		c.nextErr = nil
+		pf.send(Staged{Err: err})
+		return false
+	}
 	if r == nil {
 		var err error
 		c.opened = time.Now()
