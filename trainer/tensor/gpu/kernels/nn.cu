@@ -422,7 +422,7 @@ extern "C" __global__ void __launch_bounds__(256, 3)
     float* o = (float*)(nn_smem + (threadIdx.x >> 5) * W4);
     const nn_f4* x4 = (const nn_f4*)x0;
     const nn_f4* e4 = (const nn_f4*)emb;
-    const bool vec = (W & 3) == 0 && ((size_t)out & 15) == 0;
+    const bool vec = (W & 3) == 0 && ((u64)out & 15) == 0;
     const i64 nw = (i64)gridDim.x * wpb;
     i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
     int st = 0;

@@ -28,6 +28,7 @@
 #define __restrict__
 #define __launch_bounds__(...)
 typedef long long i64;
+typedef unsigned long long u64;
 using std::min; using std::max;
 struct D3 { unsigned x, y, z; };
 thread_local D3 threadIdx;
