@@ -435,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 #pragma unroll
         for (int kp = 0; kp < 2; kp++) {
             const int p = 2 * st + kp;
-            if (p >= P) break; // warp-uniform
+            if (p >= P) continue; // warp-uniform
             if (g == 0 && 4 * p + t < d4) *(nn_f4*)(o + 16 * p + 4 * t) = R[kp][0]; // x0, exact
             unsigned u[4][4];
 #pragma unroll
@@ -571,14 +571,16 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             for (int h = 0; h < 4; h++) acc[0][nt][h] = acc[1][nt][h] = 0.f;
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
-            if (ks >= KS) break; // warp-uniform: rows 8ks.. are all padding
-            const unsigned p0 = nn_tf32(X[ks].x), p1 = nn_tf32(X[ks].y), p2 = nn_tf32(Y[ks].x), p3 = nn_tf32(Y[ks].y);
-            const unsigned r0 = nn_tf32(X[ks].z), r1 = nn_tf32(X[ks].w), r2 = nn_tf32(Y[ks].z), r3 = nn_tf32(Y[ks].w);
+            if (ks < KS) { // warp-uniform: rows 8ks.. past N are all padding
+                const unsigned p0 = nn_tf32(X[ks].x), p1 = nn_tf32(X[ks].y), p2 = nn_tf32(Y[ks].x), p3 = nn_tf32(Y[ks].y);
+                const unsigned r0 = nn_tf32(X[ks].z), r1 = nn_tf32(X[ks].w), r2 = nn_tf32(Y[ks].z), r3 = nn_tf32(Y[ks].w);
 #pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                if (nt >= KS) break;
-                nn_mma_tf32(acc[0][nt], p0, p1, p2, p3, Sb[ks][nt][0], Sb[ks][nt][1]);
-                nn_mma_tf32(acc[1][nt], r0, r1, r2, r3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                for (int nt = 0; nt < 4; nt++) {
+                    if (nt < KS) {
+                        nn_mma_tf32(acc[0][nt], p0, p1, p2, p3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                        nn_mma_tf32(acc[1][nt], r0, r1, r2, r3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                    }
+                }
             }
         }
         i64 ns = s;
@@ -598,7 +600,6 @@ extern "C" __global__ void __launch_bounds__(256, 2)
 #pragma unroll
                 for (int i = 0; i < 2; i++) {
                     const int v = 8 * nt + 2 * t + i;
-                    if (v >= N) continue;
                     nn_f4 r = {acc[0][nt][i], acc[0][nt][2 + i], acc[1][nt][i], acc[1][nt][2 + i]};
                     if (v == 0) {
                         const float* go = dOut + s * W + 4 * c4;
@@ -607,7 +608,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                         r.z += go[2];
                         r.w += go[3];
                         dx4[s * d4 + c4] = r;
-                    } else {
+                    } else if (v < N) {
                         de4[(s * n + v - 1) * d4 + c4] = r;
                     }
                 }
