@@ -479,7 +479,10 @@ extern "C" __global__ void __launch_bounds__(256, 3)
             __syncwarp();
             if (vec) {
                 nn_f4* os = (nn_f4*)out + s * W4;
-                for (int k = lane; k < W4; k += 32) os[k] = ((const nn_f4*)o)[k];
+                for (int k = lane; k < W4; k += 32) {
+                    const nn_f4 v = ((const nn_f4*)o)[k];
+                    os[k] = nn_f4{v.x, v.y, v.z, v.w}; // component-wise: one 16-byte store, not two 8-byte ones
+                }
             } else {
                 float* os = out + s * W;
                 for (int k = lane; k < W; k += 32) os[k] = o[k];
@@ -502,7 +505,8 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 // store). S's B fragments (S[8ks+t][8nt+g], S[8ks+t+4][8nt+g], TF32) are
 // gathered once per sample from the pair gradients staged in shared memory;
 // the next sample's pair gradients are loaded (coalesced, into gp) with its
-// first chunk, after the last chunk's mma.
+// first chunk, after the last chunk's mma, and dOut[:d]'s quad for dx0 with
+// each chunk.
 // Shared per warp: the P = n(n+1)/2 pair gradients, rounded up to 4 floats.
 static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[4], const nn_f4* x4, const nn_f4* e4,
                                                       i64 s, int q, int g, int t, int N, int n, int d4) {
@@ -517,6 +521,21 @@ static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[
         }
         X[ks] = a;
         Y[ks] = b;
+    }
+}
+
+// nn_bwd_tc_x0: the dOut[:d] quad (scalar loads: W need not be a multiple
+// of 4) that lanes t = 0 add to dF_0 at chunk q, loaded with the chunk.
+static __device__ __forceinline__ void nn_bwd_tc_x0(float (&gx)[4], const float* dOut, i64 s, int q, int g, int t,
+                                                    int W, int d4) {
+    const int c4 = 8 * q + g;
+    gx[0] = gx[1] = gx[2] = gx[3] = 0.f;
+    if (t == 0 && c4 < d4) {
+        const float* go = dOut + s * W + 4 * c4;
+        gx[0] = go[0];
+        gx[1] = go[1];
+        gx[2] = go[2];
+        gx[3] = go[3];
     }
 }
 
@@ -543,9 +562,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     int q = 0;
     nn_f4 X[4], Y[4];
     float gp[16]; // pair gradients d+lane+32i of the next sample's dOut row (P ≤ 496)
+    float gx[4];  // dOut[4c4..4c4+3] of the item, x0's passthrough (lanes t = 0 hold v = 0)
     unsigned Sb[4][4][2];
     if (s < B) {
         nn_bwd_tc_load(X, Y, x4, e4, s, 0, g, t, N, n, d4);
+        nn_bwd_tc_x0(gx, dOut, s, 0, g, t, W, d4);
 #pragma unroll
         for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[s * W + d + lane + 32 * i] : 0.f;
     }
@@ -586,8 +607,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         i64 ns = s;
         int nq = q + 1;
         if (nq == Q) ns += nw, nq = 0;
+        const float gx0 = gx[0], gx1 = gx[1], gx2 = gx[2], gx3 = gx[3];
         if (ns < B) {
             nn_bwd_tc_load(X, Y, x4, e4, ns, nq, g, t, N, n, d4);
+            nn_bwd_tc_x0(gx, dOut, ns, nq, g, t, W, d4);
             if (nq == 0) {
 #pragma unroll
                 for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[ns * W + d + lane + 32 * i] : 0.f;
@@ -602,11 +625,10 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                     const int v = 8 * nt + 2 * t + i;
                     nn_f4 r = {acc[0][nt][i], acc[0][nt][2 + i], acc[1][nt][i], acc[1][nt][2 + i]};
                     if (v == 0) {
-                        const float* go = dOut + s * W + 4 * c4;
-                        r.x += go[0];
-                        r.y += go[1];
-                        r.z += go[2];
-                        r.w += go[3];
+                        r.x += gx0;
+                        r.y += gx1;
+                        r.z += gx2;
+                        r.w += gx3;
                         dx4[s * d4 + c4] = r;
                     } else if (v < N) {
                         de4[(s * n + v - 1) * d4 + c4] = r;
