@@ -155,6 +155,8 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
 // reads float4s of its 8 rows (8 loads per 64 FMAs), and writes the pairs
 // i < j < N into the staged row o, stored coalesced.
 // Shared per warp: F [T·(4·d4+1)] float4s, then o [⌈W/4⌉] float4s.
+#define NN_BATCH 8 // global loads a lane issues before storing them to shared memory
+
 extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float* __restrict__ x0,
                                             const float* __restrict__ emb, int B, int n, int d) {
     const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
@@ -165,13 +167,23 @@ extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float
     float* o = (float*)(F + T * rs);
     const nn_f4* x4 = (const nn_f4*)x0;
     const nn_f4* e4 = (const nn_f4*)emb;
+    const int FQ = 4 * T * d4; // quads of F, zero rows included
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
-        for (int e = lane; e < 4 * T * d4; e += 32) {
-            int r = e / d4, c = e - r * d4;
-            nn_f4 v = {0.f, 0.f, 0.f, 0.f};
-            if (r == 0) v = x4[s * d4 + c];
-            else if (r < N) v = e4[(s * n + r - 1) * d4 + c];
-            F[(r >> 2) * rs + (r & 3) * d4 + c] = v;
+        // NN_BATCH loads a lane in flight before their shared stores (a
+        // load-store loop would wait out each load's latency in turn).
+        for (int e0 = 0; e0 < FQ; e0 += 32 * NN_BATCH) {
+            nn_f4 v[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane, r = e / d4, c = e - r * d4;
+                v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
+                if (e < FQ && r < N) v[k] = r == 0 ? x4[s * d4 + c] : e4[(s * n + r - 1) * d4 + c];
+            }
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane, r = e / d4, c = e - r * d4;
+                if (e < FQ) F[(r >> 2) * rs + (r & 3) * d4 + c] = v[k];
+            }
         }
         __syncwarp();
         for (int t = lane; t < tiles; t += 32) {
@@ -241,17 +253,37 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
     nn_f4* de4 = (nn_f4*)demb;
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
         const float* go = dOut + s * W;
-        for (int e = lane; e < N * d4; e += 32) F[e] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+        // Loads in batches of NN_BATCH a lane, as in interaction_fwd4.
+        for (int e0 = 0; e0 < N * d4; e0 += 32 * NN_BATCH) {
+            nn_f4 v[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane;
+                v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
+                if (e < N * d4) v[k] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+            }
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++)
+                if (e0 + 32 * k + lane < N * d4) F[e0 + 32 * k + lane] = v[k];
+        }
         for (int e = lane; e < N * N4; e += 32) {
             int u = e / N4, v = e - u * N4;
             if (v >= N || v == u) G[e] = 0.f;
         }
-        for (int q = lane; q < P; q += 32) {
-            int i, jm;
-            nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
-            float g = go[d + q];
-            G[i * N4 + jm + 1] = g;
-            G[(jm + 1) * N4 + i] = g;
+        for (int q0 = 0; q0 < P; q0 += 32 * NN_BATCH) {
+            float gv[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) gv[k] = q0 + 32 * k + lane < P ? go[d + q0 + 32 * k + lane] : 0.f;
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int q = q0 + 32 * k + lane;
+                if (q < P) {
+                    int i, jm;
+                    nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
+                    G[i * N4 + jm + 1] = gv[k];
+                    G[(jm + 1) * N4 + i] = gv[k];
+                }
+            }
         }
         __syncwarp();
         for (int it = lane; it < VG * d4; it += 32) {
