@@ -38,8 +38,9 @@ func interEnvCheck() error {
 
 // interTC says whether the tensor-core interaction kernels apply
 // (interaction_fwd_tc/bwd_tc, TF32 mma.sync): GEMM math TF32 or BF16 (they
-// round F and the pair gradients to TF32, as HugeCTR's TF32 batched GEMMs
-// do; FP32 keeps exact fp32 FMAs), compute capability 8.0 or later, N =
+// round F and the pair gradients to TF32 as a TF32 GEMM does — HugeCTR's
+// fp32 Interaction is cuBLAS batched GEMMs; FP32 math keeps the exact fp32
+// FMA kernels), compute capability 8.0 or later, N =
 // n+1 ≤ 32 vectors, d a multiple of 4, 16-byte aligned float4 operands, and
 // CTRKIT_INTERACTION neither warp nor old.
 func interTC(math cuda.Math, major, n, d int, float4s ...tensor.Tensor) bool {
@@ -55,8 +56,8 @@ func interTC(math cuda.Math, major, n, d int, float4s ...tensor.Tensor) bool {
 }
 
 // interTCBlocks is the grid of a tensor-core interaction kernel: one sample
-// a warp, or up to four on large batches (each warp prefetches its next
-// sample), never fewer than 16 blocks an SM.
+// a warp, or on batches of more than 16 blocks an SM up to four a warp
+// (each warp prefetching its next sample) while keeping 16 blocks an SM.
 func (be *Backend) interTCBlocks(b, wpb int) int {
 	blocks := (b + wpb - 1) / wpb
 	if blocks > 16*be.sms {
