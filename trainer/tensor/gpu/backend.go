@@ -112,6 +112,9 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 	case "0", "false", "off", "no":
 		o.Fused = false
 	}
+	if err := interEnvCheck(); err != nil {
+		return nil, err
+	}
 	src, err := Source()
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"fmt"
 	"os"
 	"strings"
 
@@ -15,10 +16,69 @@ import (
 // A variable so tests can force the fallback.
 var interSharedMax = 96 << 10
 
-// interOld selects the one-block-per-sample interaction kernels for every
-// shape (CTRKIT_INTERACTION=old): an A/B switch and a kill switch for the
-// warp-per-sample ones. A variable so tests can cover both.
-var interOld = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
+// CTRKIT_INTERACTION picks the interaction kernels, an A/B switch and a kill
+// switch: tc (the default) takes the tensor-core kernels where they apply
+// (interTC) and the warp-per-sample fp32 kernels elsewhere; warp takes the
+// warp-per-sample kernels in every math mode; old the one-block-per-sample
+// kernels for every shape. Variables so tests can cover each.
+var (
+	interOld  = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
+	interNoTC = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "warp")
+)
+
+// interEnvCheck refuses a CTRKIT_INTERACTION that names no kernel choice.
+func interEnvCheck() error {
+	switch v := os.Getenv("CTRKIT_INTERACTION"); strings.ToLower(v) {
+	case "", "tc", "warp", "old":
+		return nil
+	default:
+		return fmt.Errorf("CTRKIT_INTERACTION=%q: want tc (the default), warp or old", v)
+	}
+}
+
+// interTC says whether the tensor-core interaction kernels apply
+// (interaction_fwd_tc/bwd_tc, TF32 mma.sync): GEMM math TF32 or BF16 (they
+// round F and the pair gradients to TF32 as a TF32 GEMM does — HugeCTR's
+// fp32 Interaction is cuBLAS batched GEMMs; FP32 math keeps the exact fp32
+// FMA kernels), compute capability 8.0 or later, N =
+// n+1 ≤ 32 vectors, d a multiple of 4, 16-byte aligned float4 operands, and
+// CTRKIT_INTERACTION neither warp nor old.
+func interTC(math cuda.Math, major, n, d int, float4s ...tensor.Tensor) bool {
+	if interOld || interNoTC || math == cuda.FP32 || major < 8 || n+1 > 32 || d%4 != 0 {
+		return false
+	}
+	for _, t := range float4s {
+		if uintptr(p(t))%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// interTCBlocks is the grid of a tensor-core interaction kernel: one sample
+// a warp, or on batches of more than 16 blocks an SM up to four a warp
+// (each warp prefetching its next sample) while keeping 16 blocks an SM.
+func (be *Backend) interTCBlocks(b, wpb int) int {
+	blocks := (b + wpb - 1) / wpb
+	if blocks > 16*be.sms {
+		blocks = max(16*be.sms, (blocks+3)/4)
+	}
+	return blocks
+}
+
+// interTCWarps is the warps (samples in flight) per block of the tensor-core
+// kernels, fewer when a warp's per floats of shared memory do not fit 8 in
+// 48 KiB; 0 when one warp's do not fit in interSharedMax.
+func interTCWarps(per int) int {
+	if 4*per > interSharedMax {
+		return 0
+	}
+	wpb := 8
+	for wpb > 1 && wpb*4*per > 48<<10 {
+		wpb /= 2
+	}
+	return wpb
+}
 
 // interWarps picks the warp-per-sample kernels (interaction_fwd4/bwd4):
 // d a multiple of 4, 16-byte aligned float4 operands, per float4s of shared
@@ -65,6 +125,13 @@ func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
 	}
 	b, w := x0.Rows(), out.Cols()
 	be.do("interaction", func(c *cuda.Ctx) error {
+		// Tensor cores: per warp the staged output row, ⌈W/4⌉ float4s.
+		if interTC(be.opts.Math, be.dev.Major, n, d, x0, emb) {
+			if wpb := interTCWarps((w + 3) &^ 3); wpb > 0 {
+				return be.interLaunchN(c, "interaction_fwd_tc", be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*((w+3)&^3),
+					p(out), p(x0), p(emb), b, n, d)
+			}
+		}
 		// Per warp: F as ⌈N/4⌉ groups of 4 rows (d+1 float4s each), then o.
 		per4 := (n+4)/4*(d+1) + (w+3)/4
 		if wpb, ok := interWarps(d, per4, x0, emb); ok {
@@ -91,6 +158,11 @@ func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor) (n, d int, 
 // interLaunch runs a per-sample interaction kernel: a grid-stride over b
 // samples, shm bytes of dynamic shared memory.
 func (be *Backend) interLaunch(c *cuda.Ctx, name string, b, threads, shm int, args ...any) error {
+	return be.interLaunchN(c, name, min(b, be.sms*16), threads, shm, args...)
+}
+
+// interLaunchN runs an interaction kernel on blocks blocks.
+func (be *Backend) interLaunchN(c *cuda.Ctx, name string, blocks, threads, shm int, args ...any) error {
 	if shm > 48<<10 {
 		f, err := be.fn(c, name)
 		if err != nil {
@@ -100,7 +172,7 @@ func (be *Backend) interLaunch(c *cuda.Ctx, name string, b, threads, shm int, ar
 			return err
 		}
 	}
-	return be.launch(c, name, cuda.D1(min(b, be.sms*16)), cuda.D1(threads), shm, args...)
+	return be.launch(c, name, cuda.D1(blocks), cuda.D1(threads), shm, args...)
 }
 
 // InteractionGrad writes dx0 and demb.
@@ -116,6 +188,14 @@ func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	}
 	b := x0.Rows()
 	be.do(op, func(c *cuda.Ctx) error {
+		// Tensor cores: per warp the pair gradients, rounded up to 4 floats.
+		if interTC(be.opts.Math, be.dev.Major, n, d, dx0, demb, x0, emb) {
+			pairs := (n*(n+1)/2 + 3) &^ 3
+			if wpb := interTCWarps(pairs); wpb > 0 {
+				return be.interLaunchN(c, "interaction_bwd_tc", be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*pairs,
+					p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+			}
+		}
 		nn, n4 := n+1, (n+4)&^3
 		per4 := (nn*n4 + nn*d) / 4 // per warp: G [N][N4] floats, then F [N][d]
 		if wpb, ok := interWarps(d, per4, dx0, demb, x0, emb); ok {

@@ -3,30 +3,69 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"testing"
 
+	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
 func testInteraction(t *testing.T, h *harness, b, d, n int) {
 	t.Helper()
+	testInteractionTol(t, h, b, d, n, 0, tolFP32)
+}
+
+// testInteractionTol checks Interaction and InteractionGrad on b samples
+// against the CPU reference at tolerance tol and returns the largest of the
+// three relative errors. With extra > 0 the operands are the first b rows of
+// buffers holding b+extra (a short batch in a full-batch buffer), and the
+// rows past b of out, dx0 and demb must stay unwritten.
+func testInteractionTol(t *testing.T, h *harness, b, d, n, extra int, tol float64) float64 {
+	t.Helper()
 	w := d + n*(n+1)/2 + 1
 	name := fmt.Sprintf("B%d d%d n%d", b, d, n)
-	x0 := h.Rand(-1, 1, b, d)
-	emb := h.Rand(-1, 1, b, n, d)
-	out := h.Out(tensor.Float32, b, w)
+	if extra > 0 {
+		name += fmt.Sprintf(" of %d", b+extra)
+	}
+	bb := b + extra
+	view := func(q pair, shape ...int) pair {
+		m := tensor.NumElems(shape...)
+		return pair{q.G.Prefix(m).Reshape(shape...), q.C.Prefix(m).Reshape(shape...)}
+	}
+	x0f, embf := h.Rand(-1, 1, bb, d), h.Rand(-1, 1, bb, n, d)
+	outf, dOutf := h.Out(tensor.Float32, bb, w), h.Rand(-1, 1, bb, w)
+	dx0f, dembf := h.Out(tensor.Float32, bb, d), h.Out(tensor.Float32, bb, n, d)
+	defer h.Free(x0f, embf, outf, dOutf, dx0f, dembf)
+	x0, emb, out, dOut := view(x0f, b, d), view(embf, b, n, d), view(outf, b, w), view(dOutf, b, w)
+	dx0, demb := view(dx0f, b, d), view(dembf, b, n, d)
+
 	h.g.Interaction(out.G, x0.G, emb.G)
 	h.c.Interaction(out.C, x0.C, emb.C)
-	h.Check("interaction "+name, out, tolFP32)
+	e := h.Check("interaction "+name, out, tol)
 
-	dOut := h.Rand(-1, 1, b, w)
-	dx0 := h.Out(tensor.Float32, b, d)
-	demb := h.Out(tensor.Float32, b, n, d)
 	h.g.InteractionGrad(dx0.G, demb.G, dOut.G, x0.G, emb.G)
 	h.c.InteractionGrad(dx0.C, demb.C, dOut.C, x0.C, emb.C)
-	h.Check("interaction_grad dx0 "+name, dx0, tolFP32)
-	h.Check("interaction_grad demb "+name, demb, tolFP32)
-	h.Free(x0, emb, out, dOut, dx0, demb)
+	e = max(e, h.Check("interaction_grad dx0 "+name, dx0, tol))
+	e = max(e, h.Check("interaction_grad demb "+name, demb, tol))
+	if extra > 0 {
+		for _, q := range []struct {
+			what string
+			full pair
+			used int
+		}{{"out", outf, b * w}, {"dx0", dx0f, b * d}, {"demb", dembf, b * n * d}} {
+			all := make([]float64, q.full.G.Len())
+			if err := h.g.Download(all, q.full.G); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range all[q.used:] {
+				if !math.IsNaN(v) {
+					t.Fatalf("%s %s: element %d past the batch written (%v)", name, q.what, q.used+i, v)
+				}
+			}
+		}
+	}
+	return e
 }
 
 var interShapes = [][3]int{ // B, d, n
@@ -102,6 +141,113 @@ func TestInteractionPick(t *testing.T) {
 	interOld = true
 	if _, ok := interWarps(128, 1000); ok {
 		t.Error("CTRKIT_INTERACTION=old took the warp kernels")
+	}
+}
+
+// interShapesTC are the shapes of the tensor-core kernels' tests (B, d, n):
+// DLRM's 27×128 with large, odd and tiny batches; 27×64, 14×16 (HugeCTR's
+// DLRM variants); N = 32, the most they take, with d not a multiple of 16
+// or 32; the tile boundaries N = 8, 9, 16, 17, 24, 25; d = 4; then shapes
+// they do not take (N > 32, d not a multiple of 4), which fall back.
+var interShapesTC = [][3]int{
+	{4096, 128, 26}, {1001, 128, 26}, {3, 128, 26}, {257, 64, 26}, {513, 16, 13}, {31, 132, 31}, {9, 64, 31},
+	{65, 16, 7}, {40, 36, 8}, {33, 8, 15}, {21, 52, 16}, {19, 24, 23}, {17, 20, 24}, {1, 4, 1}, {37, 4, 1},
+	{7, 4, 3}, {130, 12, 4},
+	{5, 8, 40}, {9, 16, 32}, {33, 17, 26}, {7, 13, 3},
+}
+
+// TestInteractionTC covers the tensor-core kernels on TF32 and BF16
+// backends at the TF32 tolerance, short batches in full-size buffers, and
+// that they ran: where interTC takes a shape (d ≥ 16) the error shows TF32
+// rounding (an exact fp32 kernel would be ~1e-7). Then the same shapes with
+// CTRKIT_INTERACTION=warp and =old, exact fp32, on the TF32 backend.
+func TestInteractionTC(t *testing.T) {
+	gpuBackend(t)
+	for _, m := range []cuda.Math{cuda.TF32, cuda.BF16} {
+		be, err := NewOnDevice(sharedBE.Device(), Options{Math: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { be.Close() })
+		t.Run(fmt.Sprint(m), func(t *testing.T) {
+			h := newHarness(t)
+			h.g = be
+			for _, s := range interShapesTC {
+				e := testInteractionTol(t, h, s[0], s[1], s[2], 0, tolTF32)
+				tc := interTC(m, be.dev.Major, s[2], s[1])
+				if tc && s[1] >= 16 && e < 1e-6 {
+					t.Errorf("B%d d%d n%d: relative error %.2g, no TF32 rounding: the tensor-core kernels did not run", s[0], s[1], s[2], e)
+				}
+				if !tc && s[2]+1 <= 32 && s[1]%4 == 0 && be.dev.Major >= 8 {
+					t.Errorf("B%d d%d n%d: interTC refused", s[0], s[1], s[2])
+				}
+			}
+			testInteractionTol(t, h, 1000, 128, 26, 3, tolTF32)
+			testInteractionTol(t, h, 5, 16, 13, 8, tolTF32)
+			testInteractionTol(t, h, 3, 12, 31, 1, tolTF32)
+		})
+		if m != cuda.TF32 {
+			continue
+		}
+		for _, v := range []*bool{&interNoTC, &interOld} {
+			t.Run(fmt.Sprintf("%v/noTC %v old %v", m, v == &interNoTC, v == &interOld), func(t *testing.T) {
+				defer func(old bool) { *v = old }(*v)
+				*v = true
+				h := newHarness(t)
+				h.g = be
+				for _, s := range interShapesTC {
+					testInteractionTol(t, h, s[0], s[1], s[2], 0, tolFP32)
+				}
+				testInteractionTol(t, h, 1000, 128, 26, 3, tolFP32)
+			})
+		}
+	}
+}
+
+// TestInteractionPickTC checks which backends and shapes take the
+// tensor-core kernels, their warps per block, and CTRKIT_INTERACTION.
+func TestInteractionPickTC(t *testing.T) {
+	defer func(o, w bool) { interOld, interNoTC = o, w }(interOld, interNoTC)
+	interOld, interNoTC = false, false
+	for _, c := range []struct {
+		math        cuda.Math
+		major, n, d int
+		want        bool
+	}{
+		{cuda.TF32, 9, 26, 128, true}, // DLRM on the H200
+		{cuda.BF16, 8, 26, 128, true},
+		{cuda.FP32, 9, 26, 128, false}, // FP32 stays exact fp32 FMA
+		{cuda.TF32, 7, 26, 128, false}, // no TF32 mma before Ampere
+		{cuda.TF32, 9, 31, 4, true},    // N = 32
+		{cuda.TF32, 9, 32, 64, false},  // N = 33
+		{cuda.TF32, 9, 26, 130, false}, // d not a multiple of 4
+		{cuda.TF32, 9, 0, 8, true},
+	} {
+		if got := interTC(c.math, c.major, c.n, c.d); got != c.want {
+			t.Errorf("math %v cc %d n %d d %d: %v, want %v", c.math, c.major, c.n, c.d, got, c.want)
+		}
+	}
+	for _, c := range [][2]int{{480, 8}, {352, 8}, {2000, 4}, {interSharedMax / 4, 1}, {interSharedMax/4 + 1, 0}} {
+		if got := interTCWarps(c[0]); got != c[1] {
+			t.Errorf("interTCWarps(%d) = %d, want %d", c[0], got, c[1])
+		}
+	}
+	for _, v := range []*bool{&interNoTC, &interOld} {
+		*v = true
+		if interTC(cuda.TF32, 9, 26, 128) {
+			t.Error("CTRKIT_INTERACTION=warp/old took the tensor-core kernels")
+		}
+		*v = false
+	}
+	for _, v := range []string{"", "tc", "TC", "warp", "old"} {
+		t.Setenv("CTRKIT_INTERACTION", v)
+		if err := interEnvCheck(); err != nil {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	t.Setenv("CTRKIT_INTERACTION", "tensor")
+	if err := interEnvCheck(); err == nil || !strings.Contains(err.Error(), "CTRKIT_INTERACTION") {
+		t.Errorf("bad value: %v", err)
 	}
 }
 

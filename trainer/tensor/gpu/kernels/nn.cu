@@ -155,6 +155,8 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
 // reads float4s of its 8 rows (8 loads per 64 FMAs), and writes the pairs
 // i < j < N into the staged row o, stored coalesced.
 // Shared per warp: F [T·(4·d4+1)] float4s, then o [⌈W/4⌉] float4s.
+#define NN_BATCH 8 // global loads a lane issues before storing them to shared memory
+
 extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float* __restrict__ x0,
                                             const float* __restrict__ emb, int B, int n, int d) {
     const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
@@ -165,13 +167,23 @@ extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float
     float* o = (float*)(F + T * rs);
     const nn_f4* x4 = (const nn_f4*)x0;
     const nn_f4* e4 = (const nn_f4*)emb;
+    const int FQ = 4 * T * d4; // quads of F, zero rows included
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
-        for (int e = lane; e < 4 * T * d4; e += 32) {
-            int r = e / d4, c = e - r * d4;
-            nn_f4 v = {0.f, 0.f, 0.f, 0.f};
-            if (r == 0) v = x4[s * d4 + c];
-            else if (r < N) v = e4[(s * n + r - 1) * d4 + c];
-            F[(r >> 2) * rs + (r & 3) * d4 + c] = v;
+        // NN_BATCH loads a lane in flight before their shared stores (a
+        // load-store loop would wait out each load's latency in turn).
+        for (int e0 = 0; e0 < FQ; e0 += 32 * NN_BATCH) {
+            nn_f4 v[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane, r = e / d4, c = e - r * d4;
+                v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
+                if (e < FQ && r < N) v[k] = r == 0 ? x4[s * d4 + c] : e4[(s * n + r - 1) * d4 + c];
+            }
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane, r = e / d4, c = e - r * d4;
+                if (e < FQ) F[(r >> 2) * rs + (r & 3) * d4 + c] = v[k];
+            }
         }
         __syncwarp();
         for (int t = lane; t < tiles; t += 32) {
@@ -241,17 +253,37 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
     nn_f4* de4 = (nn_f4*)demb;
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
         const float* go = dOut + s * W;
-        for (int e = lane; e < N * d4; e += 32) F[e] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+        // Loads in batches of NN_BATCH a lane, as in interaction_fwd4.
+        for (int e0 = 0; e0 < N * d4; e0 += 32 * NN_BATCH) {
+            nn_f4 v[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int e = e0 + 32 * k + lane;
+                v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
+                if (e < N * d4) v[k] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+            }
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++)
+                if (e0 + 32 * k + lane < N * d4) F[e0 + 32 * k + lane] = v[k];
+        }
         for (int e = lane; e < N * N4; e += 32) {
             int u = e / N4, v = e - u * N4;
             if (v >= N || v == u) G[e] = 0.f;
         }
-        for (int q = lane; q < P; q += 32) {
-            int i, jm;
-            nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
-            float g = go[d + q];
-            G[i * N4 + jm + 1] = g;
-            G[(jm + 1) * N4 + i] = g;
+        for (int q0 = 0; q0 < P; q0 += 32 * NN_BATCH) {
+            float gv[NN_BATCH];
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) gv[k] = q0 + 32 * k + lane < P ? go[d + q0 + 32 * k + lane] : 0.f;
+#pragma unroll
+            for (int k = 0; k < NN_BATCH; k++) {
+                const int q = q0 + 32 * k + lane;
+                if (q < P) {
+                    int i, jm;
+                    nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
+                    G[i * N4 + jm + 1] = gv[k];
+                    G[(jm + 1) * N4 + i] = gv[k];
+                }
+            }
         }
         __syncwarp();
         for (int it = lane; it < VG * d4; it += 32) {
@@ -333,6 +365,310 @@ extern "C" __global__ void interaction_bwd_g(float* __restrict__ dx0, float* __r
         }
         if (v == 0) dx0[s * d + c] = acc;
         else demb[(s * n + v - 1) * d + c] = acc;
+    }
+}
+
+// ---- Interaction on tensor cores (TF32) ----
+// nn_tf32 rounds to TF32 (round to nearest, ties away: cvt.rna) and
+// nn_mma_tf32 is one warp-wide mma.sync m16n8k8 (A 16×8 row-major, B 8×8
+// column-major, C += A·B in fp32), with the PTX ISA's fragments: lane
+// (g, t) = (lane/4, lane%4) holds a0..a3 = A[g][t], A[g+8][t], A[g][t+4],
+// A[g+8][t+4]; b0, b1 = B[t][g], B[t+4][g]; c0..c3 = C[g][2t], C[g][2t+1],
+// C[g+8][2t], C[g+8][2t+1]. Only for compute capability 8.0 and later
+// (nn.go never launches these kernels elsewhere); the host syntax check
+// sees the empty fallbacks, the host simulation (hostcheck/
+// interaction_sim.cpp) its own warp-wide emulation.
+static __device__ __forceinline__ unsigned nn_tf32(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+#else
+    return __float_as_uint(x);
+#endif
+}
+
+static __device__ __forceinline__ void nn_mma_tf32(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                                   unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+#endif
+}
+
+// interaction_fwd_tc / interaction_bwd_tc: the interaction as TF32 mma.sync
+// GEMMs, one warp per sample (grid-stride over samples, blockDim.x/32 warps
+// a block), for N = n+1 ≤ 32 vectors, d a multiple of 4 and 16-byte
+// aligned inputs; chosen by nn.go when the backend's Math is TF32 or BF16.
+// F is padded with zero rows to 32. Neither kernel stages F in shared
+// memory: a dot product may sum its d terms in any order, so the k index of
+// each mma is a permutation of F's columns chosen so that every lane's
+// fragments are whole float4s of F read straight from global memory
+// (coalesced: 8 rows × 64 B or 4 rows × 128 B a warp-wide load), each
+// element of F read once per sample. The next item's loads are issued
+// before the current item's stores, so they overlap.
+
+// nn_frow: row r of sample s's F as quads (x0 for r = 0, else embedding r-1).
+static __device__ __forceinline__ const nn_f4* nn_frow(const nn_f4* x4, const nn_f4* e4, i64 s, int r, int n, int d4) {
+    return r == 0 ? x4 + s * d4 : e4 + (s * n + r - 1) * d4;
+}
+
+// Forward: Z = F·Fᵀ, the strict lower triangle into the output row.
+// Lane (g, t) holds rows g, g+8, g+16, g+24 of F (R[.][r4] = row g+8·r4) at
+// columns 16p+4t..16p+4t+3 for each 16-column step p, which are the A
+// fragment of both 16-row m-tiles and the B fragment of all four 8-column
+// n-tiles for two k-steps of 8: k-step 2p takes the quad's x (k = t) and y
+// (k = t+4), k-step 2p+1 its z and w. The six tiles on or below the
+// diagonal (m-tile 0 × n-tiles 0-1, m-tile 1 × n-tiles 0-3) accumulate in
+// acc; tiles that hold no pair of an N < 32 sample are skipped. A stage is
+// two steps (8 float4 loads a lane in flight). The row is staged in shared
+// memory (x0 exact, not rounded, from the lanes holding row 0; pairs from
+// the accumulators; the zero pad) and stored coalesced, as float4s when W
+// is a multiple of 4.
+// Shared per warp: o [⌈W/4⌉] float4s.
+static __device__ __forceinline__ void nn_fwd_tc_load(nn_f4 (&R)[2][4], const nn_f4* x4, const nn_f4* e4, i64 s,
+                                                      int st, int g, int t, int N, int n, int d4) {
+#pragma unroll
+    for (int kp = 0; kp < 2; kp++) {
+        int c4 = 4 * (2 * st + kp) + t; // quad column
+#pragma unroll
+        for (int r4 = 0; r4 < 4; r4++) {
+            int r = g + 8 * r4;
+            nn_f4 v = {0.f, 0.f, 0.f, 0.f};
+            if (r < N && c4 < d4) v = nn_frow(x4, e4, s, r, n, d4)[c4];
+            R[kp][r4] = v;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3)
+    interaction_fwd_tc(float* __restrict__ out, const float* __restrict__ x0, const float* __restrict__ emb, int B,
+                       int n, int d) {
+    const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1, W4 = (W + 3) >> 2;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
+    const int P = (d + 15) >> 4, NST = (P + 1) >> 1; // 16-column steps, stages of two
+    const bool t01 = N > 8, t1 = N > 16, t13 = N > 24; // tiles (0,1), (1,0..2), (1,3) hold pairs
+    float* o = (float*)(nn_smem + (threadIdx.x >> 5) * W4);
+    const nn_f4* x4 = (const nn_f4*)x0;
+    const nn_f4* e4 = (const nn_f4*)emb;
+    const bool vec = (W & 3) == 0 && ((u64)out & 15) == 0;
+    const i64 nw = (i64)gridDim.x * wpb;
+    i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
+    int st = 0;
+    nn_f4 R[2][4];
+    float acc[6][4];
+#pragma unroll
+    for (int k = 0; k < 6; k++) acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
+    if (s < B) nn_fwd_tc_load(R, x4, e4, s, 0, g, t, N, n, d4);
+    while (s < B) {
+#pragma unroll
+        for (int kp = 0; kp < 2; kp++) {
+            const int p = 2 * st + kp;
+            if (p >= P) continue; // warp-uniform
+            if (g == 0 && 4 * p + t < d4) *(nn_f4*)(o + 16 * p + 4 * t) = R[kp][0]; // x0, exact
+            unsigned u[4][4];
+#pragma unroll
+            for (int r4 = 0; r4 < 4; r4++) {
+                u[r4][0] = nn_tf32(R[kp][r4].x);
+                u[r4][1] = nn_tf32(R[kp][r4].y);
+                u[r4][2] = nn_tf32(R[kp][r4].z);
+                u[r4][3] = nn_tf32(R[kp][r4].w);
+            }
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++) {
+                const int x = 2 * ks, y = 2 * ks + 1; // k = t, k = t+4
+                nn_mma_tf32(acc[0], u[0][x], u[1][x], u[0][y], u[1][y], u[0][x], u[0][y]);
+                if (t01) nn_mma_tf32(acc[1], u[0][x], u[1][x], u[0][y], u[1][y], u[1][x], u[1][y]);
+                if (t1) {
+                    nn_mma_tf32(acc[2], u[2][x], u[3][x], u[2][y], u[3][y], u[0][x], u[0][y]);
+                    nn_mma_tf32(acc[3], u[2][x], u[3][x], u[2][y], u[3][y], u[1][x], u[1][y]);
+                    nn_mma_tf32(acc[4], u[2][x], u[3][x], u[2][y], u[3][y], u[2][x], u[2][y]);
+                    if (t13) nn_mma_tf32(acc[5], u[2][x], u[3][x], u[2][y], u[3][y], u[3][x], u[3][y]);
+                }
+            }
+        }
+        // The next item (this sample's next stage, or the next sample's
+        // first): its loads fly while this sample's row is stored.
+        i64 ns = s;
+        int nst = st + 1;
+        if (nst == NST) ns += nw, nst = 0;
+        if (ns < B) nn_fwd_tc_load(R, x4, e4, ns, nst, g, t, N, n, d4);
+        if (nst == 0) {
+#pragma unroll
+            for (int k = 0; k < 6; k++) {
+                const int mi = k < 2 ? 0 : 1, ni = k < 2 ? k : k - 2;
+#pragma unroll
+                for (int h = 0; h < 4; h++) {
+                    const int r = 16 * mi + g + 8 * (h >> 1), c = 8 * ni + 2 * t + (h & 1);
+                    if (c < r && r < N) o[d + r * (r - 1) / 2 + c] = acc[k][h];
+                    acc[k][h] = 0.f;
+                }
+            }
+            if (lane == 0) o[W - 1] = 0.f;
+            __syncwarp();
+            if (vec) {
+                nn_f4* os = (nn_f4*)out + s * W4;
+                for (int k = lane; k < W4; k += 32) {
+                    const nn_f4 v = ((const nn_f4*)o)[k];
+                    os[k] = nn_f4{v.x, v.y, v.z, v.w}; // component-wise: one 16-byte store, not two 8-byte ones
+                }
+            } else {
+                float* os = out + s * W;
+                for (int k = lane; k < W; k += 32) os[k] = o[k];
+            }
+            __syncwarp(); // o is rewritten for the next sample
+        }
+        s = ns;
+        st = nst;
+    }
+}
+
+// Backward: dF = S·F with S the symmetric N×N matrix of the pair gradients
+// (zero diagonal), computed transposed, dFᵀ = Fᵀ·S (m = column c of F, n =
+// vector v, k = vector u), 32 columns of F a chunk; dx0 = dF_0 + dOut[:d].
+// Lane (g, t) reads the quads X[ks] = F[8ks+t][32q+4g..+3] and Y[ks] =
+// F[8ks+t+4][same] of chunk q: m-tile 0's A fragment is their x, y (rows g,
+// g+8 of the tile are columns 32q+4g, +1), m-tile 1's their z, w (columns
+// +2, +3). The accumulators of vector v = 8nt+2t+i then hold the four
+// columns 32q+4g..+3 of dF_v: one float4 store (4 rows × 128 B a warp-wide
+// store). S's B fragments (S[8ks+t][8nt+g], S[8ks+t+4][8nt+g], TF32) are
+// gathered once per sample from the pair gradients staged in shared memory;
+// the next sample's pair gradients are loaded (coalesced, into gp) with its
+// first chunk, after the last chunk's mma, and dOut[:d]'s quad for dx0 with
+// each chunk.
+// Shared per warp: the P = n(n+1)/2 pair gradients, rounded up to 4 floats.
+static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[4], const nn_f4* x4, const nn_f4* e4,
+                                                      i64 s, int q, int g, int t, int N, int n, int d4) {
+    const int c4 = 8 * q + g;
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++) {
+        const int u = 8 * ks + t;
+        nn_f4 a = {0.f, 0.f, 0.f, 0.f}, b = a;
+        if (c4 < d4) {
+            if (u < N) a = nn_frow(x4, e4, s, u, n, d4)[c4];
+            if (u + 4 < N) b = nn_frow(x4, e4, s, u + 4, n, d4)[c4];
+        }
+        X[ks] = a;
+        Y[ks] = b;
+    }
+}
+
+// nn_bwd_tc_x0: the dOut[:d] quad (scalar loads: W need not be a multiple
+// of 4) that lanes t = 0 add to dF_0 at chunk q, loaded with the chunk.
+static __device__ __forceinline__ void nn_bwd_tc_x0(float (&gx)[4], const float* dOut, i64 s, int q, int g, int t,
+                                                    int W, int d4) {
+    const int c4 = 8 * q + g;
+    gx[0] = gx[1] = gx[2] = gx[3] = 0.f;
+    if (t == 0 && c4 < d4) {
+        const float* go = dOut + s * W + 4 * c4;
+        gx[0] = go[0];
+        gx[1] = go[1];
+        gx[2] = go[2];
+        gx[3] = go[3];
+    }
+}
+
+// nn_sym: S[u][v] from the staged pair gradients.
+static __device__ __forceinline__ float nn_sym(const float* sm, int u, int v, int N) {
+    if (u == v || u >= N || v >= N) return 0.f;
+    const int a = max(u, v), b = min(u, v);
+    return sm[a * (a - 1) / 2 + b];
+}
+
+extern "C" __global__ void __launch_bounds__(256, 2)
+    interaction_bwd_tc(float* __restrict__ dx0, float* __restrict__ demb, const float* __restrict__ dOut,
+                       const float* __restrict__ x0, const float* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, d4 = d >> 2, P = n * (n + 1) / 2, W = d + P + 1;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
+    const int Q = (d + 31) >> 5, KS = (N + 7) >> 3; // chunks; k-steps and n-tiles holding vectors
+    float* sm = (float*)nn_smem + (threadIdx.x >> 5) * ((P + 3) & ~3);
+    const nn_f4* x4 = (const nn_f4*)x0;
+    const nn_f4* e4 = (const nn_f4*)emb;
+    nn_f4* dx4 = (nn_f4*)dx0;
+    nn_f4* de4 = (nn_f4*)demb;
+    const i64 nw = (i64)gridDim.x * wpb;
+    i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
+    int q = 0;
+    nn_f4 X[4], Y[4];
+    float gp[16]; // pair gradients d+lane+32i of the next sample's dOut row (P ≤ 496)
+    float gx[4];  // dOut[4c4..4c4+3] of the item, x0's passthrough (lanes t = 0 hold v = 0)
+    unsigned Sb[4][4][2];
+    if (s < B) {
+        nn_bwd_tc_load(X, Y, x4, e4, s, 0, g, t, N, n, d4);
+        nn_bwd_tc_x0(gx, dOut, s, 0, g, t, W, d4);
+#pragma unroll
+        for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[s * W + d + lane + 32 * i] : 0.f;
+    }
+    while (s < B) {
+        if (q == 0) { // S of sample s
+#pragma unroll
+            for (int i = 0; i < 16; i++)
+                if (lane + 32 * i < P) sm[lane + 32 * i] = gp[i];
+            __syncwarp();
+#pragma unroll
+            for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    Sb[ks][nt][0] = nn_tf32(nn_sym(sm, 8 * ks + t, 8 * nt + g, N));
+                    Sb[ks][nt][1] = nn_tf32(nn_sym(sm, 8 * ks + t + 4, 8 * nt + g, N));
+                }
+            __syncwarp(); // sm is rewritten for the next sample
+        }
+        float acc[2][4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int h = 0; h < 4; h++) acc[0][nt][h] = acc[1][nt][h] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            if (ks < KS) { // warp-uniform: rows 8ks.. past N are all padding
+                const unsigned p0 = nn_tf32(X[ks].x), p1 = nn_tf32(X[ks].y), p2 = nn_tf32(Y[ks].x), p3 = nn_tf32(Y[ks].y);
+                const unsigned r0 = nn_tf32(X[ks].z), r1 = nn_tf32(X[ks].w), r2 = nn_tf32(Y[ks].z), r3 = nn_tf32(Y[ks].w);
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    if (nt < KS) {
+                        nn_mma_tf32(acc[0][nt], p0, p1, p2, p3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                        nn_mma_tf32(acc[1][nt], r0, r1, r2, r3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                    }
+                }
+            }
+        }
+        i64 ns = s;
+        int nq = q + 1;
+        if (nq == Q) ns += nw, nq = 0;
+        const float gx0 = gx[0], gx1 = gx[1], gx2 = gx[2], gx3 = gx[3];
+        if (ns < B) {
+            nn_bwd_tc_load(X, Y, x4, e4, ns, nq, g, t, N, n, d4);
+            nn_bwd_tc_x0(gx, dOut, ns, nq, g, t, W, d4);
+            if (nq == 0) {
+#pragma unroll
+                for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[ns * W + d + lane + 32 * i] : 0.f;
+            }
+        }
+        const int c4 = 8 * q + g;
+        if (c4 < d4) {
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int v = 8 * nt + 2 * t + i;
+                    nn_f4 r = {acc[0][nt][i], acc[0][nt][2 + i], acc[1][nt][i], acc[1][nt][2 + i]};
+                    if (v == 0) {
+                        r.x += gx0;
+                        r.y += gx1;
+                        r.z += gx2;
+                        r.w += gx3;
+                        dx4[s * d4 + c4] = r;
+                    } else if (v < N) {
+                        de4[(s * n + v - 1) * d4 + c4] = r;
+                    }
+                }
+        }
+        s = ns;
+        q = nq;
     }
 }
 

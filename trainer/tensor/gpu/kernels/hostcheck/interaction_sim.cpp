@@ -1,11 +1,17 @@
 // interaction_sim.cpp runs the warp-per-sample interaction kernels
-// (nn.cu: interaction_fwd4, interaction_bwd4) on the host, one std::thread
-// per lane and a std::barrier per warp for __syncwarp, and checks them
-// against a float64 reference: indexing, padding, tiles beyond 32 lanes and
-// the grid-stride over samples, for several shapes, warps per block and
-// grid sizes. check_kernels.sh builds it with the kernels extracted from
-// nn.cu (k4.inc, tri.inc). No CUDA needed; it cannot see timing or bank
-// conflicts, only results. Unwritten shared memory reads as NaN.
+// (nn.cu: interaction_fwd4, interaction_bwd4, and the tensor-core
+// interaction_fwd_tc, interaction_bwd_tc) on the host, one std::thread per
+// lane and a std::barrier per warp for __syncwarp, and checks them against a
+// float64 reference: indexing, padding, tiles beyond 32 lanes, the
+// grid-stride over samples (and the tensor-core kernels' prefetch of the
+// next sample), for several shapes, warps per block and grid sizes.
+// mma.sync m16n8k8 TF32 is emulated warp-wide from the PTX ISA's fragment
+// layout (independently of how the kernels fill the fragments), cvt.rna
+// bit for bit; the tensor-core kernels are checked against a reference on
+// TF32-rounded operands (x0 and the dOut passthrough exact). check_kernels.sh
+// builds it with the kernels extracted from nn.cu (k4.inc, tc.inc,
+// tri.inc). No CUDA needed; it cannot see timing or bank conflicts, only
+// results. Unwritten shared memory reads as NaN.
 #include <cstdio>
 #include <cmath>
 #include <vector>
@@ -14,11 +20,15 @@
 #include <random>
 #include <memory>
 #include <algorithm>
+#include <cstring>
+#include <cstdint>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __restrict__
+#define __launch_bounds__(...)
 typedef long long i64;
+typedef unsigned long long u64;
 using std::min; using std::max;
 struct D3 { unsigned x, y, z; };
 thread_local D3 threadIdx;
@@ -27,20 +37,104 @@ thread_local std::barrier<>* wbar;
 void __syncwarp(unsigned = 0xffffffffu) { wbar->arrive_and_wait(); }
 struct alignas(16) nn_f4 { float x, y, z, w; };
 alignas(16) nn_f4 nn_smem[1 << 16];
+unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+float __uint_as_float(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
+// cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero (finite x).
+unsigned nn_tf32(float x) {
+  unsigned u = __float_as_uint(x);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return u;
+}
+float tf32f(float x) { return __uint_as_float(nn_tf32(x)); }
+// One warp's mma.sync operands, exchanged through memory between barriers.
+struct WarpMMA { unsigned a[32][4], b[32][2]; float c[32][4]; };
+thread_local WarpMMA* wmma;
+thread_local long mmas; // mma calls of this lane
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 from the PTX ISA's
+// fragments: A[r][k] is register (r>=8)+2(k>=4) of lane 4(r%8)+k%4; B[k][c]
+// register k>=4 of lane 4c+k%4; C[r][c] register 2(r>=8)+c%2 of lane
+// 4(r%8)+c/2. Inputs are used as TF32 (low 13 bits ignored).
+void nn_mma_tf32(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {
+  int l = threadIdx.x & 31;
+  unsigned* a = wmma->a[l]; a[0] = a0; a[1] = a1; a[2] = a2; a[3] = a3;
+  wmma->b[l][0] = b0; wmma->b[l][1] = b1;
+  for (int h = 0; h < 4; h++) wmma->c[l][h] = c[h];
+  wbar->arrive_and_wait();
+  float d[4];
+  for (int h = 0; h < 4; h++) {
+    int r = l / 4 + 8 * (h >> 1), col = 2 * (l % 4) + (h & 1);
+    double sum = wmma->c[4 * (r % 8) + col / 2][2 * (r >= 8) + col % 2]; // = c[h]
+    for (int k = 0; k < 8; k++) {
+      float av = __uint_as_float(wmma->a[4 * (r % 8) + k % 4][(r >= 8) + 2 * (k >= 4)] & 0xffffe000u);
+      float bv = __uint_as_float(wmma->b[4 * col + k % 4][k >= 4] & 0xffffe000u);
+      sum += (double)av * bv;
+    }
+    d[h] = (float)sum;
+  }
+  wbar->arrive_and_wait();
+  for (int h = 0; h < 4; h++) c[h] = d[h];
+  mmas++;
+}
 #include "tri.inc"
 #include "k4.inc"
+#include "tc.inc"
 template <class K> void launch(int grid, int block, K k) {
   gridDim = {(unsigned)grid, 1, 1}; blockDim = {(unsigned)block, 1, 1};
   for (int b = 0; b < grid; b++) {
     blockIdx = {(unsigned)b, 1, 1};
     std::fill((float*)nn_smem, (float*)nn_smem + 4 * (1 << 16), NAN); // catch reads of unwritten shared
     std::vector<std::unique_ptr<std::barrier<>>> bars;
+    std::vector<WarpMMA> mm(block / 32);
     for (int w = 0; w < block / 32; w++) bars.emplace_back(new std::barrier<>(32));
     std::vector<std::thread> ts;
-    for (int t = 0; t < block; t++) ts.emplace_back([&, t] { threadIdx = {(unsigned)t, 0, 0}; wbar = bars[t / 32].get(); k(); });
+    for (int t = 0; t < block; t++)
+      ts.emplace_back([&, t] { threadIdx = {(unsigned)t, 0, 0}; wbar = bars[t / 32].get(); wmma = &mm[t / 32]; k(); });
     for (auto& t : ts) t.join();
   }
 }
+// checkTC runs interaction_fwd_tc / interaction_bwd_tc on one shape for
+// several warps per block and grid sizes; it returns the failures.
+int checkTC(int B, int d, int n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> U(-1, 1);
+  int N = n + 1, W = d + n * (n + 1) / 2 + 1, bad = 0;
+  std::vector<float> x0(B * d), emb(B * n * d), dOut(B * W);
+  for (auto& v : x0) v = U(rng);
+  for (auto& v : emb) v = U(rng);
+  for (auto& v : dOut) v = U(rng);
+  auto F = [&](int s, int v, int c) -> double { return tf32f(v == 0 ? x0[s * d + c] : emb[(s * n + v - 1) * d + c]); };
+  std::vector<float> out(B * W), dx0(B * d), demb(B * n * d);
+  for (int wpb : {1, 2}) for (int grid : {1, 3}) {
+    std::fill(out.begin(), out.end(), NAN); std::fill(dx0.begin(), dx0.end(), NAN); std::fill(demb.begin(), demb.end(), NAN);
+    launch(grid, 32 * wpb, [&] { interaction_fwd_tc(out.data(), x0.data(), emb.data(), B, n, d); });
+    launch(grid, 32 * wpb, [&] { interaction_bwd_tc(dx0.data(), demb.data(), dOut.data(), x0.data(), emb.data(), B, n, d); });
+    double e1 = 0, e2 = 0;
+    for (int s = 0; s < B; s++) {
+      for (int k = 0; k < W; k++) {
+        double r, e;
+        if (k < d) {
+          e = out[s * W + k] == x0[s * d + k] ? 0 : 1e9; // x0 passes exact
+        } else {
+          if (k == W - 1) r = 0; else {
+            int q = k - d, j = 1; while ((j + 1) * j / 2 <= q) j++; int i = q - j * (j - 1) / 2;
+            r = 0; for (int c = 0; c < d; c++) r += F(s, i, c) * F(s, j, c);
+          }
+          e = std::fabs(out[s * W + k] - r); if (!(e <= 1e-4)) e = 1e9;
+        }
+        e1 = std::max(e1, e);
+      }
+      for (int v = 0; v < N; v++) for (int c = 0; c < d; c++) {
+        double r = v == 0 ? dOut[s * W + c] : 0;
+        for (int u = 0; u < N; u++) if (u != v) { int a = min(u, v), b = max(u, v); r += (double)tf32f(dOut[s * W + d + b * (b - 1) / 2 + a]) * F(s, u, c); }
+        double g = v == 0 ? dx0[s * d + c] : demb[(s * n + v - 1) * d + c];
+        double e = std::fabs(g - r); if (!(e <= 1e-4)) e = 1e9; e2 = std::max(e2, e);
+      }
+    }
+    printf("tc B%d d%d n%d wpb%d grid%d: fwd %.2g bwd %.2g\n", B, d, n, wpb, grid, e1, e2);
+    if (e1 > 1e-4 || e2 > 1e-4) bad++;
+  }
+  return bad;
+}
+
 int main() {
   int shapes[][3] = {{1, 4, 1}, {7, 4, 1}, {5, 16, 8}, {33, 128, 26}, {9, 64, 31}, {3, 8, 40}, {6, 4, 3}, {11, 12, 4}};
   std::mt19937 rng(1); std::uniform_real_distribution<float> U(-1, 1);
@@ -78,6 +172,12 @@ int main() {
       if (e1 > 1e-4 || e2 > 1e-4) bad++;
     }
   }
+  // The tensor-core kernels: N = n+1 ≤ 32, d a multiple of 4; tile
+  // boundaries at N = 8, 9, 16, 17, 24, 25, 32; d not a multiple of 16 or
+  // 32; W a multiple of 4 (float4 stores) or not; several samples a warp.
+  int tcShapes[][3] = {{1, 4, 1}, {7, 4, 1}, {5, 16, 8}, {33, 128, 26}, {9, 64, 31}, {6, 4, 3}, {11, 12, 4}, {4, 20, 7},
+                       {3, 36, 8}, {3, 44, 15}, {4, 8, 16}, {3, 52, 23}, {3, 24, 24}, {2, 132, 31}, {5, 16, 13}};
+  for (auto& sh : tcShapes) bad += checkTC(sh[0], sh[1], sh[2], rng);
   printf(bad ? "FAIL\n" : "OK\n");
   return bad;
 }
