@@ -51,6 +51,12 @@ func (l *Interaction) Outputs() []*Blob { return []*Blob{l.out} }
 // into dL/dx0 itself for the first layer. A v1 layer fuses its forward
 // elementwise ops (CrossForwardV1). Without CrossOps the layer runs the
 // plain operations, which compute the same values.
+//
+// With the fused InnerProduct kernels on (tensor.FusedDense), a v2
+// layer's weight gradients dV = hᵀ·dz and dU = xᵀ·dh go to the backend's
+// side stream (GemmBgrad), overlapping the input-gradient GEMMs and the
+// next layer's CrossBackward; each cross layer then keeps its own dz and
+// dh, which those GEMMs read until the model joins them.
 type MultiCross struct {
 	c       *Ctx
 	in, out *Blob
@@ -62,7 +68,11 @@ type MultiCross struct {
 	z       []tensor.Tensor // v2: t_l·V [B,d] (plain path: + b_l)
 	gs, gh  tensor.Tensor
 	gx      tensor.Tensor
-	cx      tensor.CrossOps // nil: plain operations
+	cx      tensor.CrossOps   // nil: plain operations
+	fd      tensor.FusedDense // nil: weight gradients on the compute stream
+	// gsL, ghL: dz and dh of each cross layer (side-stream weight
+	// gradients; else nil and every layer uses gs, gh).
+	gsL, ghL []tensor.Tensor
 }
 
 // NewMultiCross builds num layers of DCN v1 (projDim 0) or v2; inits are
@@ -114,9 +124,16 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int, inits ...Init) (*MultiCro
 	if num > 1 || projDim == 0 || l.cx == nil {
 		l.gx = c.alloc(bs, d) // dL/dx_l below the top layer
 	}
-	if projDim == 0 {
+	switch {
+	case projDim == 0:
 		l.gs = c.alloc(bs, 1)
-	} else {
+	case l.cx != nil && FusedDense(c.BE) != nil:
+		l.fd = FusedDense(c.BE)
+		for range num {
+			l.gsL = append(l.gsL, c.alloc(bs, d))
+			l.ghL = append(l.ghL, c.alloc(bs, projDim))
+		}
+	default:
 		l.gh = c.alloc(bs, projDim)
 		l.gs = c.alloc(bs, d)
 	}
@@ -224,15 +241,23 @@ func (l *MultiCross) backwardFused() {
 		if i == 0 {
 			res = 1
 		}
-		cx.CrossBackward(l.gs, l.B[i].Grad, dx0, beta, res, gcopy, g, x0, l.z[i], l.B[i].Value)
-		be.Gemm(true, false, 1, l.h[i], l.gs, 0, l.V[i].Grad)
-		be.Gemm(false, true, 1, l.gs, l.V[i].Value, 0, l.gh)
-		be.Gemm(true, false, 1, l.xs[i], l.gh, 0, l.U[i].Grad)
+		dz, dh := l.gs, l.gh
+		if l.gsL != nil {
+			dz, dh = l.gsL[i], l.ghL[i]
+		}
+		cx.CrossBackward(dz, l.B[i].Grad, dx0, beta, res, gcopy, g, x0, l.z[i], l.B[i].Value)
+		if l.fd == nil || !l.fd.GemmBgrad(l.h[i], dz, l.V[i].Grad, tensor.Tensor{}, true) {
+			be.Gemm(true, false, 1, l.h[i], dz, 0, l.V[i].Grad)
+		}
+		be.Gemm(false, true, 1, dz, l.V[i].Value, 0, dh)
+		if l.fd == nil || !l.fd.GemmBgrad(l.xs[i], dh, l.U[i].Grad, tensor.Tensor{}, true) {
+			be.Gemm(true, false, 1, l.xs[i], dh, 0, l.U[i].Grad)
+		}
 		switch {
 		case i > 0:
-			be.Gemm(false, true, 1, l.gh, l.U[i].Value, 1, l.gx)
+			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, l.gx)
 		case !dx0.IsZero():
-			be.Gemm(false, true, 1, l.gh, l.U[i].Value, 1, dx0)
+			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, dx0)
 		}
 	}
 }
