@@ -64,15 +64,15 @@ extern "C" __global__ void mc_fwd1(float* y, const float* __restrict__ x0, const
 // consecutive vectors of one row) and the row chunk [y·rowsPer, min(rows,
 // y·rowsPer + rowsPer)) of y = blockIdx.y, warp ty taking rows r0+ty,
 // r0+ty+8, …. Each thread sums its column(s) in double, the 8 warps' sums
-// are added in warp order through shared memory, and lane tx of warp 0
+// are added in warp order through shared memory (sh: 8·32·V doubles, the
+// kernel's), and lane tx of warp 0
 // writes db (one chunk) or part[y·cols + c] (several: dense_reduce_final
 // adds the chunks in order), so the result is deterministic.
 template <int V>
 static __device__ __forceinline__ void mc_bwd(float* dz, double* part, float* db, float* dx0, float beta, float res,
                                               float* gc, const float* __restrict__ g, const float* __restrict__ x0,
                                               const float* __restrict__ z, const float* __restrict__ bias, i64 rows,
-                                              i64 colsv, i64 rowsPer) {
-    __shared__ double sh[8][32 * V];
+                                              i64 colsv, i64 rowsPer, double* sh) {
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     const i64 cv = (i64)blockIdx.x * 32 + tx;
     const bool live = cv < colsv;
@@ -109,14 +109,14 @@ static __device__ __forceinline__ void mc_bwd(float* dz, double* part, float* db
         }
     }
 #pragma unroll
-    for (int j = 0; j < V; j++) sh[ty][tx * V + j] = acc[j];
+    for (int j = 0; j < V; j++) sh[(ty * 32 + tx) * V + j] = acc[j];
     __syncthreads();
     if (ty == 0 && live) {
         const i64 cols = colsv * V;
 #pragma unroll
         for (int j = 0; j < V; j++) {
             double s = 0;
-            for (int k = 0; k < 8; k++) s += sh[k][tx * V + j];
+            for (int k = 0; k < 8; k++) s += sh[(k * 32 + tx) * V + j];
             const i64 c = cv * V + j;
             if (gridDim.y == 1) db[c] = (float)s;
             else part[(i64)blockIdx.y * cols + c] = s;
@@ -128,12 +128,14 @@ extern "C" __global__ void __launch_bounds__(256)
     mc_bwd4(float* dz, double* part, float* db, float* dx0, float beta, float res, float* gc,
             const float* __restrict__ g, const float* __restrict__ x0, const float* __restrict__ z,
             const float* __restrict__ bias, i64 rows, i64 colsv, i64 rowsPer) {
-    mc_bwd<4>(dz, part, db, dx0, beta, res, gc, g, x0, z, bias, rows, colsv, rowsPer);
+    __shared__ double sh[8 * 32 * 4];
+    mc_bwd<4>(dz, part, db, dx0, beta, res, gc, g, x0, z, bias, rows, colsv, rowsPer, sh);
 }
 
 extern "C" __global__ void __launch_bounds__(256)
     mc_bwd1(float* dz, double* part, float* db, float* dx0, float beta, float res, float* gc,
             const float* __restrict__ g, const float* __restrict__ x0, const float* __restrict__ z,
             const float* __restrict__ bias, i64 rows, i64 colsv, i64 rowsPer) {
-    mc_bwd<1>(dz, part, db, dx0, beta, res, gc, g, x0, z, bias, rows, colsv, rowsPer);
+    __shared__ double sh[8 * 32];
+    mc_bwd<1>(dz, part, db, dx0, beta, res, gc, g, x0, z, bias, rows, colsv, rowsPer, sh);
 }
