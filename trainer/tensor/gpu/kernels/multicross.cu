@@ -64,10 +64,10 @@ extern "C" __global__ void mc_fwd1(float* y, const float* __restrict__ x0, const
 // consecutive vectors of one row) and the row chunk [y·rowsPer, min(rows,
 // y·rowsPer + rowsPer)) of y = blockIdx.y, warp ty taking rows r0+ty,
 // r0+ty+8, …. Each thread sums its column(s) in double, the 8 warps' sums
-// are added in warp order through shared memory (sh: 8·32·V doubles, the
-// kernel's), and lane tx of warp 0
-// writes db (one chunk) or part[y·cols + c] (several: dense_reduce_final
-// adds the chunks in order), so the result is deterministic.
+// are added in warp order through shared memory (sh: the kernel's 8·32·V
+// doubles), and lane tx of warp 0 writes db (one chunk) or part[y·cols + c]
+// (several: dense_reduce_final adds the chunks in order), so the result is
+// deterministic.
 template <int V>
 static __device__ __forceinline__ void mc_bwd(float* dz, double* part, float* db, float* dx0, float beta, float res,
                                               float* gc, const float* __restrict__ g, const float* __restrict__ x0,
