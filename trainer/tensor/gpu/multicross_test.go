@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/layers"
@@ -174,4 +175,74 @@ func testCrossLayer(t *testing.T, h *harness, c crossLayerCase, noGrad bool, tol
 	}
 	h.Check("output gradient untouched", pair{gl.Outputs()[0].Grad, dy.C}, 0)
 	h.Free(in, dy)
+}
+
+// plainBackend hides the backend's CrossOps (and FusedDense), so a layer
+// built on it runs the plain operations: the "before" of the benchmark.
+type plainBackend struct{ tensor.Backend }
+
+// BenchmarkMultiCross times DCNv2's cross network (batch 65536, width
+// 3456, rank 512, 3 layers; TF32 GEMMs) forward and backward on the fused
+// cross operations and on the plain ones, as fwd-ms, bwd-ms and the GEMM
+// rate over both (4·B·d·r FLOP a layer forward, twice that backward):
+//
+//	gpu.test -test.run '^$' -test.bench MultiCross -test.benchtime 10x
+func BenchmarkMultiCross(b *testing.B) {
+	gpuBackend(b)
+	const batch, d, r, num = 65536, 3456, 512, 3
+	for _, path := range []string{"fused", "plain"} {
+		// One layer per path (~10 GB), built on the first of b.Run's calls
+		// and kept for the next; its memory stays until the process ends.
+		var (
+			g *Backend
+			l *layers.MultiCross
+		)
+		b.Run(path, func(b *testing.B) {
+			if l == nil {
+				var err error
+				if g, err = NewOnDevice(sharedBE.Device(), Options{Math: cuda.TF32}); err != nil {
+					b.Fatal(err)
+				}
+				var be tensor.Backend = g
+				if path == "plain" {
+					be = plainBackend{g}
+				}
+				c := layers.NewCtx(be, tensor.Float32, 1)
+				in := c.Blob(batch, d)
+				c.Normal(in.Value, 1)
+				if l, err = layers.NewMultiCross(c, in, num, r); err != nil {
+					b.Fatal(err)
+				}
+				c.Normal(l.Outputs()[0].Grad, 1)
+			}
+			step := func() (fwd, bwd float64) {
+				t0 := time.Now()
+				l.Forward(layers.Pass{Training: true})
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				l.Backward(layers.Pass{Training: true})
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				return t1.Sub(t0).Seconds() * 1e3, time.Since(t1).Seconds() * 1e3
+			}
+			step() // warm-up: workspaces, kernels, cuBLAS
+			b.ResetTimer()
+			var fwd, bwd float64
+			for range b.N {
+				f, w := step()
+				fwd, bwd = fwd+f, bwd+w
+			}
+			fwd, bwd = fwd/float64(b.N), bwd/float64(b.N)
+			flop := 3 * 4.0 * batch * d * r * num
+			b.ReportMetric(fwd, "fwd-ms")
+			b.ReportMetric(bwd, "bwd-ms")
+			b.ReportMetric(flop/((fwd+bwd)*1e-3)/1e12, "TFLOP/s")
+		})
+		if g != nil {
+			g.Close()
+		}
+	}
 }
