@@ -60,13 +60,16 @@ func (be *Backend) crossForward(op string, v1 bool, y, x0, z, bias, x tensor.Ten
 	})
 }
 
-// crossPlan cuts the rows of CrossBackward into chunks so that the grid
-// (colTiles × chunks blocks of 256 threads) fills the GPU about 8 blocks
-// per SM, each chunk at least 64 rows.
+// crossPlan cuts the rows of CrossBackward into chunks, one block of 256
+// threads per (column tile, chunk), so that the grid fits in one wave at 4
+// blocks per SM (50% occupancy, which keeps enough 16-byte loads in flight
+// to saturate HBM) and each chunk has at least 64 rows. The floor matters:
+// a grid a few blocks over the resident count would run those few as a
+// second wave, nearly doubling the time.
 func (be *Backend) crossPlan(rows, colTiles int) (chunks, rowsPer int) {
 	const minRows = 64
-	target := be.sms * 8
-	chunks = max(1, min((target+colTiles-1)/colTiles, (rows+minRows-1)/minRows, 65535))
+	target := be.sms * 4
+	chunks = max(1, min(target/colTiles, (rows+minRows-1)/minRows, 65535))
 	rowsPer = (rows + chunks - 1) / chunks
 	return (rows + rowsPer - 1) / rowsPer, rowsPer
 }

@@ -67,7 +67,8 @@ extern "C" __global__ void mc_fwd1(float* y, const float* __restrict__ x0, const
 // are added in warp order through shared memory (sh: the kernel's 8·32·V
 // doubles), and lane tx of warp 0 writes db (one chunk) or part[y·cols + c]
 // (several: dense_reduce_final adds the chunks in order), so the result is
-// deterministic.
+// deterministic. __launch_bounds__(256, 4) keeps 4 blocks resident per SM,
+// the occupancy the host's grid (crossPlan: one wave) assumes.
 template <int V>
 static __device__ __forceinline__ void mc_bwd(float* dz, double* part, float* db, float* dx0, float beta, float res,
                                               float* gc, const float* __restrict__ g, const float* __restrict__ x0,
@@ -124,7 +125,7 @@ static __device__ __forceinline__ void mc_bwd(float* dz, double* part, float* db
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 4)
     mc_bwd4(float* dz, double* part, float* db, float* dx0, float beta, float res, float* gc,
             const float* __restrict__ g, const float* __restrict__ x0, const float* __restrict__ z,
             const float* __restrict__ bias, i64 rows, i64 colsv, i64 rowsPer) {
@@ -132,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(256)
     mc_bwd<4>(dz, part, db, dx0, beta, res, gc, g, x0, z, bias, rows, colsv, rowsPer, sh);
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(256, 4)
     mc_bwd1(float* dz, double* part, float* db, float* dx0, float beta, float res, float* gc,
             const float* __restrict__ g, const float* __restrict__ x0, const float* __restrict__ z,
             const float* __restrict__ bias, i64 rows, i64 colsv, i64 rowsPer) {
