@@ -101,7 +101,9 @@ func TestMultiCrossBadShapes(t *testing.T) {
 type crossLayerCase struct{ b, d, p, num int }
 
 // TestMultiCrossLayer: the layer's forward output, input gradient and every
-// parameter gradient on the GPU (FP32 and TF32 GEMMs) against the layer on
+// parameter gradient on the GPU (FP32 and TF32 GEMMs; TF32 with the fused
+// kernels on, so v2's weight gradients run on the side stream, each layer
+// with its own dz and dh) against the layer on
 // the CPU in float64 from the same weights and data. The TF32 bound is
 // looser than one TF32 GEMM's 1e-3: each gradient is a chain of up to
 // three layers of four TF32 GEMMs (the CPU layer with its GEMM operands
@@ -110,12 +112,13 @@ func TestMultiCrossLayer(t *testing.T) {
 	gpuBackend(t)
 	cases := []crossLayerCase{{300, 64, 16, 3}, {257, 36, 0, 2}, {129, 429, 0, 3}, {97, 30, 5, 1}, {600, 3456, 64, 3}}
 	for _, m := range []struct {
-		name string
-		math cuda.Math
-		tol  float64
-	}{{"fp32", cuda.FP32, tolFP32}, {"tf32", cuda.TF32, 3e-3}} {
+		name  string
+		math  cuda.Math
+		fused bool // weight gradients on the side stream
+		tol   float64
+	}{{"fp32", cuda.FP32, false, tolFP32}, {"tf32", cuda.TF32, false, 3e-3}, {"tf32_side_stream", cuda.TF32, true, 3e-3}} {
 		t.Run(m.name, func(t *testing.T) {
-			be, err := NewOnDevice(sharedBE.Device(), Options{Math: m.math})
+			be, err := NewOnDevice(sharedBE.Device(), Options{Math: m.math, Fused: m.fused})
 			if err != nil {
 				t.Fatal(err)
 			}
