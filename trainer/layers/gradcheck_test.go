@@ -1,7 +1,9 @@
 package layers
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -186,18 +188,135 @@ func TestInteractionLayout(t *testing.T) {
 	}
 }
 
+// plainBackend hides the CPU backend's optional fused operations
+// (tensor.CrossOps), so layers take their plain-operation paths.
+type plainBackend struct{ tensor.Backend }
+
+// sideBackend is the CPU backend with the reference fused InnerProduct
+// kernels (tensor.FusedReference: side-stream GEMMs deferred until
+// JoinGrads or a host read, so a layer that overwrote a side GEMM's operand
+// before the join computes wrong values).
+type sideBackend struct {
+	*cpu.Backend
+	*tensor.FusedReference
+}
+
+func (s sideBackend) Sync() error { return s.FusedReference.Sync() }
+func (s sideBackend) Download(dst any, src tensor.Tensor) error {
+	return s.FusedReference.Download(dst, src)
+}
+
+func sideCtx(t testing.TB, seed uint64) *Ctx {
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewCtx(sideBackend{be, tensor.NewFusedReference(be)}, tensor.Float64, seed)
+}
+
+func plainCtx(t testing.TB, seed uint64) *Ctx {
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewCtx(plainBackend{be}, tensor.Float64, seed)
+}
+
+// TestGradMultiCross: v1 and v2, one and three layers, on the fused
+// cross operations (tensor.CrossOps, the CPU backend's) and on the plain
+// ones.
 func TestGradMultiCross(t *testing.T) {
-	for _, p := range []int{0, 3} {
-		c := newCtx(t, 6)
-		in := input(c, 2+c.Rand.IntN(5), 2+c.Rand.IntN(6))
-		l, err := NewMultiCross(c, in, 3, p)
-		if err != nil {
-			t.Fatal(err)
+	for _, fused := range []bool{true, false} {
+		for _, num := range []int{1, 3} {
+			for _, p := range []int{0, 3} {
+				c := newCtx(t, 6)
+				if !fused {
+					c = plainCtx(t, 6)
+				}
+				in := input(c, 2+c.Rand.IntN(5), 2+c.Rand.IntN(6))
+				l, err := NewMultiCross(c, in, num, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (l.cx != nil) != fused {
+					t.Fatalf("fused %v: CrossOps %v", fused, l.cx != nil)
+				}
+				for _, pr := range l.Params() {
+					c.Normal(pr.Value, 0.5) // non-zero biases too
+				}
+				gradCheck(t, fmt.Sprintf("MultiCross fused %v, %d layers, projection %d", fused, num, p), c, l, []*Blob{in}, Pass{})
+			}
 		}
-		for _, pr := range l.Params() {
-			c.Normal(pr.Value, 0.5) // non-zero biases too
+	}
+}
+
+// TestMultiCrossFusedMatchesPlain: the fused and the plain paths compute
+// the same output and gradients (float64, to rounding), with and without
+// an input gradient, and the fused backward leaves the output gradient
+// alone.
+func TestMultiCrossFusedMatchesPlain(t *testing.T) {
+	for _, num := range []int{1, 2, 3} {
+		for _, p := range []int{0, 4} {
+			for _, noGrad := range []bool{false, true} {
+				run := func(c *Ctx) ([][]float64, *MultiCross) {
+					in := input(c, 7, 12)
+					if noGrad {
+						in.Grad = tensor.Tensor{}
+					}
+					l, err := NewMultiCross(c, in, num, p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, pr := range l.Params() {
+						c.Normal(pr.Value, 0.5)
+					}
+					l.Forward(Pass{})
+					c.Normal(l.out.Grad, 1)
+					og := append([]float64(nil), f64(l.out.Grad)...)
+					l.Backward(Pass{})
+					if f, ok := c.BE.(tensor.FusedDense); ok {
+						f.JoinGrads() // as the model does before reading gradients
+					}
+					if err := c.BE.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if !slices.Equal(og, f64(l.out.Grad)) {
+						t.Fatalf("%d layers, projection %d: the backward changed the output gradient", num, p)
+					}
+					vs := [][]float64{f64(l.out.Value)}
+					if !noGrad {
+						vs = append(vs, f64(in.Grad))
+					}
+					for _, pr := range l.Params() {
+						vs = append(vs, f64(pr.Grad))
+					}
+					return vs, l
+				}
+				fv, fl := run(newCtx(t, 11))
+				pv, pl := run(plainCtx(t, 11))
+				sc := sideCtx(t, 11)
+				sv, sl := run(sc)
+				if fl.cx == nil || pl.cx != nil || sl.cx == nil || (sl.fd != nil) != (p > 0) {
+					t.Fatal("paths not as intended")
+				}
+				if ref := sc.BE.(sideBackend).FusedReference; p > 0 && ref.Calls["GemmBgrad"] != 2*num {
+					t.Fatalf("side-stream weight gradients: %v", ref.Calls)
+				}
+				for _, o := range []struct {
+					name string
+					v    [][]float64
+				}{{"fused", fv}, {"side stream", sv}} {
+					for k := range o.v {
+						for i := range o.v[k] {
+							if d := math.Abs(o.v[k][i] - pv[k][i]); d > 1e-12*(1+math.Abs(pv[k][i])) {
+								t.Fatalf("%d layers, projection %d, no input grad %v: tensor %d [%d] %s %v plain %v",
+									num, p, noGrad, k, i, o.name, o.v[k][i], pv[k][i])
+							}
+						}
+					}
+				}
+			}
 		}
-		gradCheck(t, "MultiCross", c, l, []*Blob{in}, Pass{})
 	}
 }
 

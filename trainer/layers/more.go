@@ -41,6 +41,22 @@ func (l *Interaction) Outputs() []*Blob { return []*Blob{l.out} }
 // MultiCross is DCN's cross network (SPEC §8): v1 (ProjectionDim 0)
 // x_{l+1} = x0 ⊙ (x_l·w_l) + b_l + x_l with w_l [d,1]; v2 x_{l+1} = x0 ⊙
 // (x_l·U_l·V_l + b_l) + x_l with U [d,p], V [p,d] (p = ProjectionDim).
+//
+// On a backend with tensor.CrossOps (the CPU and the GPU) a v2 layer is two
+// GEMMs and one CrossForward forward, and one CrossBackward and four GEMMs
+// backward (three when x_l is x0 and x0 needs no gradient): the bias, the
+// x0 product, the residual, the x0-gradient term, the bias gradient and the
+// copy of the incoming gradient ride in the two fused passes, and the
+// input-gradient GEMM accumulates (beta 1) into the residual gradient —
+// into dL/dx0 itself for the first layer. A v1 layer fuses its forward
+// elementwise ops (CrossForwardV1). Without CrossOps the layer runs the
+// plain operations, which compute the same values.
+//
+// With the fused InnerProduct kernels on (tensor.FusedDense), a v2
+// layer's weight gradients dV = hᵀ·dz and dU = xᵀ·dh go to the backend's
+// side stream (GemmBgrad), overlapping the input-gradient GEMMs and the
+// next layer's CrossBackward; each cross layer then keeps its own dz and
+// dh, which those GEMMs read until the model joins them.
 type MultiCross struct {
 	c       *Ctx
 	in, out *Blob
@@ -49,9 +65,14 @@ type MultiCross struct {
 	B       []Param
 	xs      []tensor.Tensor // x_0 … x_L (x_L is out)
 	h       []tensor.Tensor // v1: s_l [B,1]; v2: t_l = x_l·U [B,p]
-	z       []tensor.Tensor // v2: z_l = t_l·V + b [B,d]
+	z       []tensor.Tensor // v2: t_l·V [B,d] (plain path: + b_l)
 	gs, gh  tensor.Tensor
 	gx      tensor.Tensor
+	cx      tensor.CrossOps   // nil: plain operations
+	fd      tensor.FusedDense // nil: weight gradients on the compute stream
+	// gsL, ghL: dz and dh of each cross layer (side-stream weight
+	// gradients; else nil and every layer uses gs, gh).
+	gsL, ghL []tensor.Tensor
 }
 
 // NewMultiCross builds num layers of DCN v1 (projDim 0) or v2; inits are
@@ -77,6 +98,7 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int, inits ...Init) (*MultiCro
 		}
 	}
 	l := &MultiCross{c: c, in: in, P: projDim}
+	l.cx, _ = c.BE.(tensor.CrossOps)
 	l.xs = append(l.xs, in.Value)
 	for i := 0; i < num; i++ {
 		if projDim == 0 {
@@ -99,10 +121,19 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int, inits ...Init) (*MultiCro
 	l.out = c.Blob(bs, d)
 	l.xs = append(l.xs, l.out.Value)
 	c.fillAll(l.Params(), fs)
-	l.gx = c.alloc(bs, d)
-	if projDim == 0 {
+	if num > 1 || projDim == 0 || l.cx == nil {
+		l.gx = c.alloc(bs, d) // dL/dx_l below the top layer
+	}
+	switch {
+	case projDim == 0:
 		l.gs = c.alloc(bs, 1)
-	} else {
+	case l.cx != nil && FusedDense(c.BE) != nil:
+		l.fd = FusedDense(c.BE)
+		for range num {
+			l.gsL = append(l.gsL, c.alloc(bs, d))
+			l.ghL = append(l.ghL, c.alloc(bs, projDim))
+		}
+	default:
 		l.gh = c.alloc(bs, projDim)
 		l.gs = c.alloc(bs, d)
 	}
@@ -114,58 +145,120 @@ func (l *MultiCross) Forward(Pass) {
 	be := l.c.BE
 	x0 := l.xs[0]
 	for i := range l.B {
-		xi, xn := l.xs[i], l.xs[i+1]
+		xi, xn, b := l.xs[i], l.xs[i+1], l.B[i].Value
 		if l.P == 0 {
 			be.Gemm(false, false, 1, xi, l.W[i].Value, 0, l.h[i])
+			if l.cx != nil {
+				l.cx.CrossForwardV1(xn, x0, l.h[i], b, xi)
+				continue
+			}
 			be.RowScale(xn, 0, x0, l.h[i])
-		} else {
-			be.Gemm(false, false, 1, xi, l.U[i].Value, 0, l.h[i])
-			be.Gemm(false, false, 1, l.h[i], l.V[i].Value, 0, l.z[i])
-			be.AddBias(l.z[i], l.B[i].Value)
-			be.Mul(xn, 0, x0, l.z[i])
+			be.AddBias(xn, b)
 			be.Axpby(xn, 1, xn, 1, xi)
 			continue
 		}
-		be.AddBias(xn, l.B[i].Value)
+		be.Gemm(false, false, 1, xi, l.U[i].Value, 0, l.h[i])
+		be.Gemm(false, false, 1, l.h[i], l.V[i].Value, 0, l.z[i])
+		if l.cx != nil {
+			l.cx.CrossForward(xn, x0, l.z[i], b, xi)
+			continue
+		}
+		be.AddBias(l.z[i], b)
+		be.Mul(xn, 0, x0, l.z[i])
 		be.Axpby(xn, 1, xn, 1, xi)
 	}
 }
 
 // Backward runs the cross layers in reverse.
 func (l *MultiCross) Backward(Pass) {
+	if l.P > 0 && l.cx != nil {
+		l.backwardFused()
+		return
+	}
 	be := l.c.BE
 	x0 := l.xs[0]
 	g := l.gx
 	be.Copy(g, l.out.Grad) // g = dL/dx_{i+1}
 	dx0 := l.in.Grad
-	if !dx0.IsZero() {
-		be.Fill(dx0, 0)
-	}
-	for i := len(l.B) - 1; i >= 0; i-- {
+	top := len(l.B) - 1
+	for i := top; i >= 0; i-- {
 		xi := l.xs[i]
-		be.ColSum(l.B[i].Grad, 0, g)
+		beta := 1.0 // dx0 accumulates; the top layer sets it
+		if i == top {
+			beta = 0
+		}
 		if l.P == 0 {
+			be.ColSum(l.B[i].Grad, 0, g)
 			be.RowDot(l.gs, g, x0) // ds = Σ_c g·x0
 			if !dx0.IsZero() {
-				be.RowScale(dx0, 1, g, l.h[i])
+				be.RowScale(dx0, beta, g, l.h[i])
 			}
 			be.Gemm(true, false, 1, xi, l.gs, 0, l.W[i].Grad)
-			// g_i = g + ds·wᵀ
-			be.Gemm(false, true, 1, l.gs, l.W[i].Value, 1, g)
+			if i > 0 || !dx0.IsZero() { // g_i = g + ds·wᵀ
+				be.Gemm(false, true, 1, l.gs, l.W[i].Value, 1, g)
+			}
 		} else {
 			be.Mul(l.gs, 0, g, x0) // dz = g ⊙ x0
 			if !dx0.IsZero() {
-				be.Mul(dx0, 1, g, l.z[i])
+				be.Mul(dx0, beta, g, l.z[i]) // z holds t·V + b here
 			}
 			be.ColSum(l.B[i].Grad, 0, l.gs)
 			be.Gemm(true, false, 1, l.h[i], l.gs, 0, l.V[i].Grad)
 			be.Gemm(false, true, 1, l.gs, l.V[i].Value, 0, l.gh)
 			be.Gemm(true, false, 1, xi, l.gh, 0, l.U[i].Grad)
-			be.Gemm(false, true, 1, l.gh, l.U[i].Value, 1, g)
+			if i > 0 || !dx0.IsZero() {
+				be.Gemm(false, true, 1, l.gh, l.U[i].Value, 1, g)
+			}
 		}
 	}
 	if !dx0.IsZero() {
 		be.Axpby(dx0, 1, dx0, 1, g)
+	}
+}
+
+// backwardFused is the v2 backward on CrossOps. g_{l+1} = dL/dx_{l+1}
+// enters layer l; CrossBackward writes dz, db and dx0 (set by the top
+// layer, accumulated below it, plus the residual g_1 at layer 0) and, at
+// the top layer, copies out.Grad into gx; the input-gradient GEMM then
+// accumulates dh·Uᵀ into gx (g_l = g_{l+1} + dh·Uᵀ) or, at layer 0, into
+// dx0.
+func (l *MultiCross) backwardFused() {
+	be, cx := l.c.BE, l.cx
+	x0, dx0 := l.xs[0], l.in.Grad
+	top := len(l.B) - 1
+	for i := top; i >= 0; i-- {
+		g, gcopy := l.gx, tensor.Tensor{}
+		if i == top {
+			g = l.out.Grad
+			if i > 0 {
+				gcopy = l.gx
+			}
+		}
+		beta, res := 1.0, 0.0
+		if i == top {
+			beta = 0
+		}
+		if i == 0 {
+			res = 1
+		}
+		dz, dh := l.gs, l.gh
+		if l.gsL != nil {
+			dz, dh = l.gsL[i], l.ghL[i]
+		}
+		cx.CrossBackward(dz, l.B[i].Grad, dx0, beta, res, gcopy, g, x0, l.z[i], l.B[i].Value)
+		if l.fd == nil || !l.fd.GemmBgrad(l.h[i], dz, l.V[i].Grad, tensor.Tensor{}, true) {
+			be.Gemm(true, false, 1, l.h[i], dz, 0, l.V[i].Grad)
+		}
+		be.Gemm(false, true, 1, dz, l.V[i].Value, 0, dh)
+		if l.fd == nil || !l.fd.GemmBgrad(l.xs[i], dh, l.U[i].Grad, tensor.Tensor{}, true) {
+			be.Gemm(true, false, 1, l.xs[i], dh, 0, l.U[i].Grad)
+		}
+		switch {
+		case i > 0:
+			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, l.gx)
+		case !dx0.IsZero():
+			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, dx0)
+		}
 	}
 }
 

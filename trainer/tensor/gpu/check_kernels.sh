@@ -27,5 +27,15 @@ if [ $# -eq 0 ]; then
 		status=1
 	fi
 	rm -rf "$tmp"
+	# The cross-layer kernels on the host (hostcheck/multicross_sim.cpp).
+	tmp=$(mktemp -d) || exit 2
+	sed 's/extern "C" //' multicross.cu >"$tmp/mc.inc"
+	if ! $CXX -std=c++20 -O1 -pthread -Wall -Wno-unknown-pragmas -I"$tmp" hostcheck/multicross_sim.cpp -o "$tmp/sim" ||
+		! "$tmp/sim" >"$tmp/log"; then
+		cat "$tmp/log" 2>/dev/null
+		echo "hostcheck/multicross_sim.cpp failed" >&2
+		status=1
+	fi
+	rm -rf "$tmp"
 fi
 exit $status
