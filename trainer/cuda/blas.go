@@ -113,6 +113,11 @@ func (c *Ctx) blasInit() error {
 		return err
 	}
 	c.lt = &ltState{h: lt, wsSize: 32 << 20, ws: map[Stream]Ptr{}, plans: map[ltKey]*ltPlan{}}
+	ws, err := c.Malloc(c.lt.wsSize)
+	if err != nil {
+		return err
+	}
+	c.lt.def = ws
 	return nil
 }
 
@@ -236,6 +241,7 @@ type ltState struct {
 	h      uintptr
 	wsSize int
 	ws     map[Stream]Ptr    // each stream's workspace (GEMMs on different streams run at once)
+	def    Ptr               // the workspace of a stream first seen inside a capture (no allocation there)
 	plans  map[ltKey]*ltPlan // nil value: no algorithm (cached refusal)
 	events []Event           // the search's timing events, made on first use
 }
@@ -432,7 +438,9 @@ type ltCall struct {
 }
 
 // workspace is the cuBLASLt workspace of cl's stream: LtArgs.Workspace, or
-// the context's own for that stream (made on first use).
+// the context's own for that stream, made on its first GEMM (one first
+// seen inside a capture, where nothing may be allocated, shares the
+// default one).
 func (c *Ctx) workspace(cl *ltCall) (Ptr, error) {
 	if cl.x.Workspace != 0 {
 		return cl.x.Workspace, nil
@@ -440,12 +448,27 @@ func (c *Ctx) workspace(cl *ltCall) (Ptr, error) {
 	if w, ok := c.lt.ws[cl.s]; ok {
 		return w, nil
 	}
+	if c.capturing(cl.s) {
+		return c.lt.def, nil
+	}
 	w, err := c.Malloc(c.lt.wsSize)
 	if err != nil {
 		return 0, err
 	}
 	c.lt.ws[cl.s] = w
 	return w, nil
+}
+
+// ltRelease frees s's workspace (s is being destroyed).
+func (c *Ctx) ltRelease(s Stream) {
+	if c.lt == nil {
+		return
+	}
+	if w, ok := c.lt.ws[s]; ok {
+		delete(c.lt.ws, s)
+		c.StreamSync(s) // its GEMMs may still be reading it
+		c.Free(w)
+	}
 }
 
 // ltRun launches cl with algorithm algo (a heuristic result), returning
@@ -525,7 +548,7 @@ func (c *Ctx) GemmSearch(s Stream, math Math, transA, transB bool, m, n, k int, 
 	legacy := func() error {
 		return c.Gemm(s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
 	}
-	if as == nil {
+	if as == nil || m == 0 || n == 0 || k == 0 {
 		return legacy()
 	}
 	x := LtArgs{Epilogue: EpilogueNone, Search: as}
