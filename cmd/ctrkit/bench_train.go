@@ -129,14 +129,18 @@ func algorithmSearchFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "algorithm-search", Value: true, Usage: "on the GPU, time cuBLASLt's candidate algorithms for each GEMM shape once (in the first step) and keep the fastest; =false takes the heuristic's first choice (the solver's algorithm_search, default true as in HugeCTR)"}
 }
 
-// printAlgoSearch prints what a GPU backend's algorithm search cost.
+// printAlgoSearch prints what a GPU backend's algorithm search cost (or
+// that it was off).
 func printAlgoSearch(w io.Writer, be any) {
 	s, ok := be.(interface {
 		AlgorithmSearch() bool
 		AlgoSearch() cuda.AlgoSearchStats
 	})
-	if !ok || !s.AlgorithmSearch() {
-		return
+	switch {
+	case !ok:
+	case !s.AlgorithmSearch():
+		fmt.Fprintf(w, "algorithm search: off (cuBLASLt's heuristic's first choice, cuBLAS's own GEMM)\n")
+	default:
+		fmt.Fprintf(w, "algorithm search (in the first steps): %v\n", s.AlgoSearch())
 	}
-	fmt.Fprintf(w, "algorithm search (in the first steps): %v\n", s.AlgoSearch())
 }

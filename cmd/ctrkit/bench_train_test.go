@@ -113,7 +113,7 @@ func (f fakeSearcher) AlgorithmSearch() bool            { return f.on }
 func (f fakeSearcher) AlgoSearch() cuda.AlgoSearchStats { return f.st }
 
 // TestPrintAlgoSearch: bench train prints the algorithm search's cost for
-// a backend that searched, and nothing for one that did not (or the CPU).
+// a backend that searched, that it was off, and nothing for the CPU.
 func TestPrintAlgoSearch(t *testing.T) {
 	var b strings.Builder
 	printAlgoSearch(&b, fakeSearcher{on: true, st: cuda.AlgoSearchStats{Descriptors: 24, Timed: 190, Millis: 312.5}})
@@ -122,8 +122,12 @@ func TestPrintAlgoSearch(t *testing.T) {
 	}
 	b.Reset()
 	printAlgoSearch(&b, fakeSearcher{})
+	if got := b.String(); got != "algorithm search: off (cuBLASLt's heuristic's first choice, cuBLAS's own GEMM)\n" {
+		t.Errorf("search off: printed %q", got)
+	}
+	b.Reset()
 	printAlgoSearch(&b, struct{}{})
 	if b.Len() != 0 {
-		t.Errorf("printed %q without a search", b.String())
+		t.Errorf("printed %q for a backend without a search (the CPU)", b.String())
 	}
 }
