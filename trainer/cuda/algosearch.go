@@ -55,7 +55,7 @@ import (
 // used on the device goroutine only.
 type AlgoSearch struct {
 	// Candidates is how many algorithms the heuristic is asked for
-	// (0: 8).
+	// (0: 16; cuBLASLt returns fewer when it has fewer).
 	Candidates int
 	// Reps is how many timed runs each candidate gets after one untimed
 	// run; the median decides (0: 5).
@@ -93,7 +93,7 @@ func (s AlgoSearchStats) String() string {
 
 func (a *AlgoSearch) candidates() int {
 	if a.Candidates <= 0 {
-		return 8
+		return 16
 	}
 	return a.Candidates
 }

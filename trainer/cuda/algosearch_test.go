@@ -173,7 +173,7 @@ func TestAlignOf(t *testing.T) {
 
 func TestAlgoSearchDefaults(t *testing.T) {
 	var a AlgoSearch
-	if a.candidates() != 8 || a.reps() != 5 {
+	if a.candidates() != 16 || a.reps() != 5 {
 		t.Errorf("defaults %d candidates, %d reps", a.candidates(), a.reps())
 	}
 	a = AlgoSearch{Candidates: 3, Reps: 9}
