@@ -102,7 +102,11 @@ func (m Math) computeType() uintptr {
 	return 68 // CUBLAS_COMPUTE_32F
 }
 
-const cudaR32F = 0
+// cudaDataType_t.
+const (
+	cudaR32F  = 0
+	cudaR16BF = 14
+)
 
 func (c *Ctx) blasInit() error {
 	if err := blasCheck("cublasCreate_v2", call(blas.cublasCreate, uintptr(unsafe.Pointer(&c.blasH)))); err != nil {
@@ -166,7 +170,7 @@ func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32
 	}
 	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
 	sc[0], sc[1] = alpha, beta
-	const cudaR16BF, compute32F, algoDefault = 14, 68, ^uintptr(0)
+	const compute32F, algoDefault = 68, ^uintptr(0)
 	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR16BF, uintptr(lda), uintptr(b), cudaR16BF, uintptr(ldb),
 		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), compute32F, algoDefault))
@@ -262,6 +266,8 @@ type ltKey struct {
 	// the heuristic only offers algorithms these allow).
 	alA, alB, alC  uint16
 	search, legacy bool
+	// bf16AB: A and B are bfloat16 (GemmBF16's operands), FP32 compute.
+	bf16AB bool
 }
 
 // ltPlan is a matmul descriptor, its layouts and its algorithm, built once
@@ -328,7 +334,11 @@ func alignOf(p Ptr) uint16 {
 // infers their alignment from them).
 func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize]byte, error) {
 	p := &ltPlan{}
-	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), k.math.computeType(), cudaR32F)); err != nil {
+	compute, abType := k.math.computeType(), uintptr(cudaR32F)
+	if k.bf16AB {
+		compute, abType = 68, cudaR16BF // CUBLAS_COMPUTE_32F
+	}
+	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), compute, cudaR32F)); err != nil {
 		return nil, nil, err
 	}
 	ok := false
@@ -364,8 +374,8 @@ func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize
 			return nil, nil, err
 		}
 	}
-	layout := func(dst *uintptr, rows, cols, ld int) error {
-		return blasCheck("cublasLtMatrixLayoutCreate", call(blasLt.layoutCreate, uintptr(unsafe.Pointer(dst)), cudaR32F, uintptr(rows), uintptr(cols), uintptr(ld)))
+	layout := func(dst *uintptr, typ uintptr, rows, cols, ld int) error {
+		return blasCheck("cublasLtMatrixLayoutCreate", call(blasLt.layoutCreate, uintptr(unsafe.Pointer(dst)), typ, uintptr(rows), uintptr(cols), uintptr(ld)))
 	}
 	ar, ac := k.m, k.k
 	if k.ta {
@@ -375,13 +385,13 @@ func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize
 	if k.tb {
 		br, bc = k.n, k.k
 	}
-	if err := layout(&p.la, ar, ac, k.lda); err != nil {
+	if err := layout(&p.la, abType, ar, ac, k.lda); err != nil {
 		return nil, nil, err
 	}
-	if err := layout(&p.lb, br, bc, k.ldb); err != nil {
+	if err := layout(&p.lb, abType, br, bc, k.ldb); err != nil {
 		return nil, nil, err
 	}
-	if err := layout(&p.lc, k.m, k.n, k.ldc); err != nil {
+	if err := layout(&p.lc, cudaR32F, k.m, k.n, k.ldc); err != nil {
 		return nil, nil, err
 	}
 	var pref uintptr
@@ -551,11 +561,30 @@ func (c *Ctx) GemmSearch(s Stream, math Math, transA, transB bool, m, n, k int, 
 	if as == nil || m == 0 || n == 0 || k == 0 {
 		return legacy()
 	}
+	return c.gemmSearch(s, math, false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
+}
+
+// GemmBF16Search is GemmBF16 with the algorithm search as (see
+// GemmSearch); a nil as is GemmBF16.
+func (c *Ctx) GemmBF16Search(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
+	legacy := func() error {
+		return c.GemmBF16(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+	}
+	if as == nil || m == 0 || n == 0 || k == 0 {
+		return legacy()
+	}
+	return c.gemmSearch(s, BF16, true, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
+}
+
+// gemmSearch runs a plain GEMM through its searched plan, cuBLAS's own
+// GEMM (legacy) being one of the candidates.
+func (c *Ctx) gemmSearch(s Stream, math Math, bf16AB, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch, legacy func() error) error {
 	x := LtArgs{Epilogue: EpilogueNone, Search: as}
 	key, err := ltKeyOf(math, transA, transB, m, n, k, a, lda, b, ldb, cc, ldc, x, true)
 	if err != nil {
 		return err
 	}
+	key.bf16AB = bf16AB
 	err = c.ltMatmul(key, &ltCall{s: s, alpha: alpha, beta: beta, a: a, b: b, cc: cc, m: m, n: n, ldc: ldc, x: x, legacy: legacy})
 	if errors.Is(err, ErrNoAlgorithm) {
 		return legacy()

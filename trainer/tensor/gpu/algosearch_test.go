@@ -81,44 +81,63 @@ func TestAlgoSearchParity(t *testing.T) {
 				h.Free(x, w, bias, y)
 			}
 
-			// Plain GEMMs: C = op(A)·op(B) + beta·C.
-			for _, ta := range []bool{false, true} {
-				for _, tb := range []bool{false, true} {
-					for _, beta := range []float64{0, 1} {
-						// beta is no part of the descriptor: each gets a
-						// shape of its own, so that beta 1 is searched too.
-						m, k, n := 301, 203, 157+4*int(beta)
-						sh := func(r, c int, t bool) []int {
-							if t {
-								return []int{c, r}
-							}
-							return []int{r, c}
-						}
-						a, b := h.Rand(-1, 1, sh(m, k, ta)...), h.Rand(-1, 1, sh(k, n+i, tb)...)
-						cc := h.Rand(-1, 1, m, n+i)
-						n0 := be.AlgoSearch()
-						be.Gemm(ta, tb, 1, a.G, b.G, beta, cc.G)
-						h.c.Gemm(ta, tb, 1, a.C, b.C, beta, cc.C)
-						name := fmt.Sprintf("Gemm(transA %v, transB %v, beta %v)", ta, tb, beta)
-						h.Check(name, cc, tc.tol)
-						if st := be.AlgoSearch(); st.Descriptors != n0.Descriptors+1 || st.Timed <= n0.Timed {
-							t.Errorf("%s: search %v → %v, want one more descriptor with candidates timed", name, n0, st)
-						}
-						// Again on the same buffers: the cached algorithm, no search.
-						n1 := be.AlgoSearch()
-						be.Gemm(ta, tb, 1, a.G, b.G, beta, cc.G)
-						h.c.Gemm(ta, tb, 1, a.C, b.C, beta, cc.C)
-						h.Check(name+" again", cc, tc.tol)
-						if st := be.AlgoSearch(); st != n1 {
-							t.Errorf("%s again: searched again (%v → %v)", name, n1, st)
-						}
-						h.Free(a, b, cc)
-					}
-				}
-			}
+			testSearchedGemms(t, h, be, tc.tol, i)
 			t.Logf("%s: %v", tc.name, be.AlgoSearch())
 		})
 	}
+}
+
+// testSearchedGemms checks plain GEMMs C = op(A)·op(B) + beta·C through
+// the search (shapes of their own, varied by salt): each is its
+// descriptor's first call and searches, a second call on the same buffers
+// does not, and both equal the reference.
+func testSearchedGemms(t *testing.T, h *harness, be *Backend, tol float64, i int) {
+	t.Helper()
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			for _, beta := range []float64{0, 1} {
+				// beta is no part of the descriptor: each gets a
+				// shape of its own, so that beta 1 is searched too.
+				m, k, n := 301, 203, 157+4*int(beta)
+				sh := func(r, c int, t bool) []int {
+					if t {
+						return []int{c, r}
+					}
+					return []int{r, c}
+				}
+				a, b := h.Rand(-1, 1, sh(m, k, ta)...), h.Rand(-1, 1, sh(k, n+i, tb)...)
+				cc := h.Rand(-1, 1, m, n+i)
+				n0 := be.AlgoSearch()
+				be.Gemm(ta, tb, 1, a.G, b.G, beta, cc.G)
+				h.c.Gemm(ta, tb, 1, a.C, b.C, beta, cc.C)
+				name := fmt.Sprintf("Gemm(transA %v, transB %v, beta %v)", ta, tb, beta)
+				h.Check(name, cc, tol)
+				if st := be.AlgoSearch(); st.Descriptors != n0.Descriptors+1 || st.Timed <= n0.Timed {
+					t.Errorf("%s: search %v → %v, want one more descriptor with candidates timed", name, n0, st)
+				}
+				// Again on the same buffers: the cached algorithm, no search.
+				n1 := be.AlgoSearch()
+				be.Gemm(ta, tb, 1, a.G, b.G, beta, cc.G)
+				h.c.Gemm(ta, tb, 1, a.C, b.C, beta, cc.C)
+				h.Check(name+" again", cc, tol)
+				if st := be.AlgoSearch(); st != n1 {
+					t.Errorf("%s again: searched again (%v → %v)", name, n1, st)
+				}
+				h.Free(a, b, cc)
+			}
+		}
+	}
+}
+
+// TestAlgoSearchBF16: the BF16 GEMMs (bfloat16 copies of the operands,
+// FP32 accumulation) through the search equal the reference within the
+// BF16 bound.
+func TestAlgoSearchBF16(t *testing.T) {
+	be := searchBackend(t, cuda.BF16, true)
+	h := newHarness(t)
+	h.g = be
+	testSearchedGemms(t, h, be, tolBF16, 7)
+	t.Logf("bf16: %v", be.AlgoSearch())
 }
 
 // TestAlgoSearchOff: without the search (algorithm_search false) nothing

@@ -10,8 +10,8 @@ import (
 // the call computes Cᵀ = op(B)ᵀ·op(A)ᵀ: operands swapped, same transposes.
 // With the algorithm search (Options.NoAlgorithmSearch false) the first
 // call of each shape times cuBLASLt's candidates against cuBLAS's own
-// GEMM and keeps the fastest (cuda.GemmSearch); BF16 GEMMs of rounded
-// copies always run cuBLAS's.
+// GEMM and keeps the fastest (cuda.GemmSearch; for BF16, over the
+// operands' bfloat16 copies, cuda.GemmBF16Search).
 func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor) {
 	m, k, n, ok := be.gemmShape("gemm", transA, transB, a, b, c)
 	if !ok || m == 0 || n == 0 {
@@ -44,7 +44,7 @@ func (be *Backend) gemmBF16(transA, transB bool, alpha float64, a, b tensor.Tens
 		if err := be.launch1(x, "f32_to_bf16", nb, ws.Add(offB), p(b), int64(nb)); err != nil {
 			return err
 		}
-		return x.GemmBF16(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n)
+		return x.GemmBF16Search(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n, be.srch)
 	})
 }
 
