@@ -161,20 +161,23 @@ func TestAlgoSearchOff(t *testing.T) {
 }
 
 // modelLayer is one InnerProduct of a reference model: in → out, ReLU
-// after it unless last.
+// after it, and next the output width of the InnerProduct chained to it
+// (its dx GEMM applies this layer's ReLU gradient: DRELU_BGRAD), 0 for
+// none.
 type modelLayer struct {
 	in, out int
 	relu    bool
+	next    int
 }
 
 // referenceLayers are the InnerProduct (and MultiCross GEMM) shapes of
 // the reference DLRM and DCNv2 (bench train --model dlrm, dcnv2).
 var referenceLayers = map[string][]modelLayer{
-	"dlrm": {{13, 512, true}, {512, 256, true}, {256, 128, true}, // bottom
-		{479, 1024, true}, {1024, 1024, true}, {1024, 512, true}, {512, 256, true}, {256, 1, false}}, // top over the 479-wide interaction
-	"dcnv2": {{13, 512, true}, {512, 256, true}, {256, 128, true},
-		{3456, 512, false}, {512, 3456, false}, // MultiCross's rank-512 factors
-		{3456, 1024, true}, {1024, 1024, true}, {1024, 512, true}, {512, 256, true}, {256, 1, false}},
+	"dlrm": {{13, 512, true, 256}, {512, 256, true, 128}, {256, 128, true, 0}, // bottom, into the interaction
+		{479, 1024, true, 1024}, {1024, 1024, true, 512}, {1024, 512, true, 256}, {512, 256, true, 1}, {256, 1, false, 0}}, // top over the 479-wide interaction
+	"dcnv2": {{13, 512, true, 256}, {512, 256, true, 128}, {256, 128, true, 0},
+		{3456, 512, false, 0}, {512, 3456, false, 0}, // MultiCross's rank-512 factors
+		{3456, 1024, true, 1024}, {1024, 1024, true, 512}, {1024, 512, true, 256}, {512, 256, true, 1}, {256, 1, false, 0}},
 }
 
 // TestAlgoSearchModelShapes: every GEMM of the reference models' training
@@ -268,9 +271,9 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 	be.Gemm(false, true, 1, dy, w, 0, dx)
 	ref.Gemm(false, true, 1, rdy, rw, 0, rdx)
 	check("dx", dx, rdx)
-	// Fused: forward with the mask, bias gradient with dW (side stream),
-	// and the input gradient through this layer's ReLU (DRELU_BGRAD, the
-	// layer after it having width out2 = in here).
+	// Fused: bias gradient with dW (side stream), forward with the mask,
+	// and the chained next layer's input gradient through this layer's
+	// ReLU (DRELU_BGRAD).
 	db, rdb := out(l.out)
 	if !be.GemmBgrad(x, dy, dw, db, true) {
 		// Legal (the layer then runs Gemm and ColSum), but only expected
@@ -294,11 +297,19 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 			t.Errorf("%s: GemmBiasReLUMask fell back", name)
 		}
 		check("fused forward", y, ry)
-		// dz = (g·W2ᵀ)⊙[y > 0] for a next layer W2 [out, in] and its
-		// gradient g [batch, in]. The reference's mask is the GPU's own y
-		// (an element within rounding of 0 may fall either side of it).
-		w2, rw2 := rand(-0.1, 0.1, l.out, l.in)
-		g2, rg2 := rand(-1, 1, batch, l.in)
+		be.Free(mask)
+	}
+	if l.next > 0 {
+		// The chained next layer's dx GEMM: dz = (g·W2ᵀ)⊙[y > 0] for its
+		// W2 [out, next] and its output gradient g [batch, next]. The
+		// reference's mask is the GPU's own y (an element within rounding
+		// of 0 may fall either side of it).
+		mask := be.ReLUMask(tensor.Float32, batch, l.out)
+		if !be.GemmBiasReLUMask(x, w, bias, y, mask) {
+			t.Fatalf("%s: GemmBiasReLUMask fell back", name)
+		}
+		w2, rw2 := rand(-0.1, 0.1, l.out, l.next)
+		g2, rg2 := rand(-1, 1, batch, l.next)
 		dz, rdz := out(batch, l.out)
 		db2, rdb2 := out(l.out)
 		if !be.GemmDReLUBgrad(g2, w2, mask, dz, db2) {
