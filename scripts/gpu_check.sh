@@ -137,6 +137,9 @@ algsearch)
 	# TF32, unfused and fused, profiled (resident batch); then DCNv2 unfused.
 	( cd "$(pkgdir trainer/tensor/gpu)" && "$G/gpu.test" -test.v -test.count=1 -test.run 'TestAlgoSearch|TestFused|TestGemmBiasAct' ) >"$OUT/algsearch_test.log" 2>&1
 	row "gpu TestAlgoSearch|TestFused" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/algsearch_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/algsearch_test.log")"
+	( cd "$(pkgdir trainer/model)" && "$G/model.test" -test.v -test.count=1 -test.run 'TestGPUAlgoSearchFirstStep|TestGPUFusedMatchesUnfused' ) >"$OUT/algsearch_model_test.log" 2>&1
+	row "model TestGPUAlgoSearchFirstStep" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/algsearch_model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/algsearch_model_test.log")"
+	grep -h "first step:\|worst relative" "$OUT/algsearch_model_test.log" | tee -a "$summary"
 	S=$(python3 -c "print(','.join(['1000000']*26))")
 	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
 		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
