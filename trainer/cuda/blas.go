@@ -57,7 +57,13 @@ func (b *cublasLtAPI) bind(l *library) error {
 	}); err != nil {
 		return err
 	}
-	b.streamIsCapturing, _ = purego.Dlsym(purego.RTLD_DEFAULT, "cuStreamIsCapturing")
+	// libcuda is loaded (RTLD_GLOBAL) before cuBLASLt; reopening it only
+	// takes another reference.
+	if p, err := purego.Dlsym(purego.RTLD_DEFAULT, "cuStreamIsCapturing"); err == nil && p != 0 {
+		b.streamIsCapturing = p
+	} else if l, err := load("CTRKIT_LIBCUDA", "libcuda.so.1", "libcuda.so"); err == nil {
+		b.streamIsCapturing, _ = l.sym("cuStreamIsCapturing")
+	}
 	return nil
 }
 
