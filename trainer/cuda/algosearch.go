@@ -18,9 +18,11 @@ import (
 // arithmetic, the operands' alignment) asks the heuristic for up to
 // AlgoSearch.Candidates algorithms, drops those that report a failure or
 // need more than the workspace, runs each on the call's own operands once
-// untimed and then AlgoSearch.Reps times between CUDA events on the call's
-// stream, and keeps the one with the smallest median for every later call
-// of that descriptor (the plans are per device context). A plain GEMM
+// untimed, then AlgoSearch.Reps rounds in which every candidate still in
+// runs once between two CUDA events on the call's stream (interleaved, so
+// other streams' work falls on all of them alike), and keeps the one with
+// the smallest median for every later call of that descriptor (the plans
+// are per device context). A plain GEMM
 // (GemmSearch) also times cuBLAS's own choice (Gemm), so a search never
 // picks something slower than what runs without one. Candidates that fail
 // to launch are skipped; if all fail, a plain GEMM runs through cuBLAS and
@@ -122,37 +124,53 @@ func (c *Ctx) capturing(s Stream) bool {
 type candTimer interface {
 	// warm runs candidate i once, untimed; an error skips it.
 	warm(i int) error
-	// time runs candidate i reps times and returns each run's
-	// milliseconds; an error skips it.
-	time(i, reps int) ([]float32, error)
+	// round runs each candidate of live once, in order, and returns each
+	// run's milliseconds: NaN for one that failed to run (it is skipped
+	// from then on). An error ends the search.
+	round(live []int) ([]float64, error)
 }
 
-// pickFastest times candidates 0..n-1 (a warm-up run, then reps timed
-// runs) and returns the index of the smallest median (the earlier one on a
-// tie, so the heuristic's order decides between equals), or -1 when none
-// ran; medians holds each candidate's median, NaN for those skipped.
-func pickFastest(n, reps int, t candTimer) (best int, medians []float64) {
+// pickFastest times candidates 0..n-1 — a warm-up run each, then reps
+// rounds that run every candidate still in once, so that whatever else the
+// device does meanwhile falls on all of them alike — and returns the index
+// of the smallest median (the earlier one on a tie, so the heuristic's
+// order decides between equals), or -1 when none ran; medians holds each
+// candidate's median, NaN for those skipped. err is the timer's.
+func pickFastest(n, reps int, t candTimer) (best int, medians []float64, err error) {
 	best = -1
 	medians = make([]float64, n)
+	var live []int
 	for i := range medians {
 		medians[i] = math.NaN()
-		if t.warm(i) != nil {
-			continue
+		if t.warm(i) == nil {
+			live = append(live, i)
 		}
-		ts, err := t.time(i, reps)
-		if err != nil || len(ts) == 0 {
-			continue
+	}
+	runs := make([][]float32, n)
+	for r := 0; r < reps && len(live) > 0; r++ {
+		ms, err := t.round(live)
+		if err != nil {
+			return -1, medians, err
 		}
-		m := median(ts)
-		if math.IsNaN(m) || m < 0 {
-			continue
+		next := live[:0]
+		for j, i := range live {
+			if j < len(ms) && !math.IsNaN(ms[j]) && ms[j] >= 0 {
+				runs[i] = append(runs[i], float32(ms[j]))
+				next = append(next, i)
+			} else {
+				runs[i] = nil
+			}
 		}
+		live = next
+	}
+	for _, i := range live {
+		m := median(runs[i])
 		medians[i] = m
 		if best < 0 || m < medians[best] {
 			best = i
 		}
 	}
-	return best, medians
+	return best, medians, nil
 }
 
 // median is the middle value of ts (the mean of the two middle ones for an
@@ -178,8 +196,7 @@ type ltTimer struct {
 	cl    *ltCall
 	ws    Ptr
 	cands [][ltResultSize]byte
-	ev    []Event
-	fatal error // a CUDA failure outside the candidates (events): ends the search
+	ev    []Event // two per candidate
 }
 
 func (t *ltTimer) run(i int) error {
@@ -189,37 +206,35 @@ func (t *ltTimer) run(i int) error {
 	return blasCheck("cublasLtMatmul", t.c.ltRun(t.p, &t.cands[i], t.cl, t.ws))
 }
 
-func (t *ltTimer) warm(i int) error {
-	if t.fatal != nil {
-		return t.fatal
-	}
-	return t.run(i)
-}
+func (t *ltTimer) warm(i int) error { return t.run(i) }
 
-func (t *ltTimer) time(i, reps int) ([]float32, error) {
+func (t *ltTimer) round(live []int) ([]float64, error) {
 	c, s := t.c, t.cl.s
-	if t.fatal = c.Record(t.ev[0], s); t.fatal != nil {
-		return nil, t.fatal
-	}
-	for r := 0; r < reps; r++ {
-		if err := t.run(i); err != nil {
-			// The runs queued before it still complete on the stream.
+	ms := make([]float64, len(live))
+	ran := make([]bool, len(live))
+	for j, i := range live {
+		if err := c.Record(t.ev[2*j], s); err != nil {
 			return nil, err
 		}
-		if t.fatal = c.Record(t.ev[r+1], s); t.fatal != nil {
-			return nil, t.fatal
+		ran[j] = t.run(i) == nil
+		if err := c.Record(t.ev[2*j+1], s); err != nil {
+			return nil, err
 		}
 	}
-	if t.fatal = c.EventSync(t.ev[reps]); t.fatal != nil {
-		return nil, t.fatal
+	if err := c.EventSync(t.ev[2*len(live)-1]); err != nil {
+		return nil, err
 	}
-	ts := make([]float32, reps)
-	for r := range ts {
-		if ts[r], t.fatal = c.Elapsed(t.ev[r], t.ev[r+1]); t.fatal != nil {
-			return nil, t.fatal
+	for j := range live {
+		ms[j] = math.NaN()
+		if ran[j] {
+			e, err := c.Elapsed(t.ev[2*j], t.ev[2*j+1])
+			if err != nil {
+				return nil, err
+			}
+			ms[j] = float64(e)
 		}
 	}
-	return ts, nil
+	return ms, nil
 }
 
 // searchEvents returns n timing events of the context, made on first use.
@@ -251,7 +266,7 @@ func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
 	start := time.Now()
 	defer func() { as.Stats.Millis += float64(time.Since(start).Microseconds()) / 1000 }()
 	reps := as.reps()
-	ev, err := c.searchEvents(reps + 1)
+	ev, err := c.searchEvents(2 * n)
 	if err != nil {
 		return err
 	}
@@ -272,9 +287,12 @@ func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
 		}
 	}
 	t := &ltTimer{c: c, p: p, cl: cl, ws: ws, cands: cands, ev: ev}
-	best, med := pickFastest(n, reps, t)
-	if t.fatal != nil {
-		return t.fatal
+	best, med, err := pickFastest(n, reps, t)
+	if err != nil {
+		if saved != 0 {
+			c.Free(saved)
+		}
+		return err
 	}
 	if saved != 0 {
 		err := c.DtoD(cl.cc, saved, size, cl.s)

@@ -7,12 +7,17 @@ import (
 	"testing"
 )
 
-// fakeTimer plays back preset run times: ms[i] are candidate i's timed
-// runs; failWarm and failTime make a candidate fail there.
+// fakeTimer plays back preset run times: ms[i][r] is candidate i's run in
+// round r; failWarm makes a candidate fail its warm-up, failRound[i] = r
+// its run in round r (counted from 1), fatal the timer itself in that
+// round.
 type fakeTimer struct {
-	ms                 [][]float32
-	failWarm, failTime map[int]bool
-	warmed, timed      []int
+	ms        [][]float32
+	failWarm  map[int]bool
+	failRound map[int]int
+	fatal     int
+	warmed    []int
+	rounds    [][]int // the candidates each round ran
 }
 
 func (f *fakeTimer) warm(i int) error {
@@ -23,24 +28,34 @@ func (f *fakeTimer) warm(i int) error {
 	return nil
 }
 
-func (f *fakeTimer) time(i, reps int) ([]float32, error) {
-	f.timed = append(f.timed, i)
-	if f.failTime[i] {
-		return nil, errors.New("CUBLAS_STATUS_EXECUTION_FAILED")
+func (f *fakeTimer) round(live []int) ([]float64, error) {
+	r := len(f.rounds)
+	f.rounds = append(f.rounds, append([]int(nil), live...))
+	if f.fatal == r+1 {
+		return nil, errors.New("CUDA_ERROR_ILLEGAL_ADDRESS")
 	}
-	return f.ms[i][:min(reps, len(f.ms[i]))], nil
+	ms := make([]float64, len(live))
+	for j, i := range live {
+		ms[j] = float64(f.ms[i][r%len(f.ms[i])])
+		if f.failRound[i] == r+1 {
+			ms[j] = math.NaN()
+		}
+	}
+	return ms, nil
 }
 
 // TestPickFastest: the candidate with the smallest median wins (an outlier
 // run does not decide), failed candidates are skipped and NaN, ties keep
-// the heuristic's order, and nothing running gives -1.
+// the heuristic's order, nothing running gives -1, and every round runs
+// all the candidates still in.
 func TestPickFastest(t *testing.T) {
 	for _, tc := range []struct {
-		name               string
-		ms                 [][]float32
-		failWarm, failTime map[int]bool
-		best               int
-		nan                []int
+		name      string
+		ms        [][]float32
+		failWarm  map[int]bool
+		failRound map[int]int
+		best      int
+		nan       []int
 	}{
 		{name: "first is fastest", ms: [][]float32{{1, 1, 1, 1, 1}, {2, 2, 2, 2, 2}}, best: 0},
 		{name: "later is fastest", ms: [][]float32{{0.73, 0.74, 0.72, 0.73, 0.75}, {0.5, 0.2, 0.21, 0.22, 0.2}, {0.3, 0.3, 0.3, 0.3, 0.3}}, best: 1},
@@ -48,13 +63,16 @@ func TestPickFastest(t *testing.T) {
 		{name: "median not min", ms: [][]float32{{0.1, 5, 5, 5, 5}, {1, 1, 1, 1, 9}}, best: 1},
 		{name: "tie keeps order", ms: [][]float32{{2, 2, 2}, {1, 1, 1}, {1, 1, 1}}, best: 1},
 		{name: "failed warm-up skipped", ms: [][]float32{{3, 3, 3}, {0.1, 0.1, 0.1}, {2, 2, 2}}, failWarm: map[int]bool{1: true}, best: 2, nan: []int{1}},
-		{name: "failed timing skipped", ms: [][]float32{{0.1, 0.1, 0.1}, {2, 2, 2}}, failTime: map[int]bool{0: true}, best: 1, nan: []int{0}},
-		{name: "none runs", ms: [][]float32{{1}, {1}}, failWarm: map[int]bool{0: true}, failTime: map[int]bool{1: true}, best: -1, nan: []int{0, 1}},
+		{name: "failed run skipped", ms: [][]float32{{0.1, 0.1, 0.1}, {2, 2, 2}}, failRound: map[int]int{0: 3}, best: 1, nan: []int{0}},
+		{name: "none runs", ms: [][]float32{{1}, {1}}, failWarm: map[int]bool{0: true}, failRound: map[int]int{1: 1}, best: -1, nan: []int{0, 1}},
 		{name: "negative time skipped", ms: [][]float32{{-1, -1, -1}, {4, 4, 4}}, best: 1, nan: []int{0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeTimer{ms: tc.ms, failWarm: tc.failWarm, failTime: tc.failTime}
-			best, med := pickFastest(len(tc.ms), 5, f)
+			f := &fakeTimer{ms: tc.ms, failWarm: tc.failWarm, failRound: tc.failRound}
+			best, med, err := pickFastest(len(tc.ms), 5, f)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if best != tc.best {
 				t.Errorf("best %d, want %d (medians %v)", best, tc.best, med)
 			}
@@ -67,16 +85,27 @@ func TestPickFastest(t *testing.T) {
 					t.Errorf("candidate %d: median %v (skipped: %v)", i, m, !want)
 				}
 			}
-			// Every candidate gets a warm-up; only those that warmed are timed.
+			// Every candidate gets a warm-up; the rounds run those that
+			// warmed and have not failed, each once, in order.
 			if len(f.warmed) != len(tc.ms) {
 				t.Errorf("warmed %v", f.warmed)
 			}
-			for _, i := range f.timed {
-				if tc.failWarm[i] {
-					t.Errorf("candidate %d timed after a failed warm-up", i)
+			for r, live := range f.rounds {
+				for j, i := range live {
+					if tc.failWarm[i] || (tc.failRound[i] != 0 && tc.failRound[i] <= r) || (j > 0 && live[j-1] >= i) {
+						t.Errorf("round %d ran %v", r+1, live)
+					}
 				}
 			}
+			if tc.best >= 0 && len(f.rounds) != 5 {
+				t.Errorf("%d rounds, want 5", len(f.rounds))
+			}
 		})
+	}
+	// A timer failure (a CUDA error, not a candidate's) ends the search.
+	f := &fakeTimer{ms: [][]float32{{1}, {2}}, fatal: 2}
+	if _, _, err := pickFastest(2, 5, f); err == nil || len(f.rounds) != 2 {
+		t.Errorf("fatal timer error: %v after %d rounds", err, len(f.rounds))
 	}
 }
 
