@@ -391,14 +391,15 @@ func readSolver(n node) *Solver {
 		n.r.fail(n.at("enable_tf32_compute"), ErrValue, "mixed_precision and enable_tf32_compute cannot be used together")
 	}
 	// Multi-node device order and CUDA execution switches: they change
-	// how HugeCTR schedules work, not what it computes (algorithm_search:
-	// the GPU backend's cuBLASLt search, see Solver).
+	// how HugeCTR schedules work, not what it computes.
 	if n.has("device_layout") {
 		n.oneOf("device_layout", n.str("device_layout"), "LocalFirst", "NodeFirst")
 	}
-	for _, k := range []string{"cuda_graph", "enable_overlap", "holistic_cuda_graph"} {
+	for _, k := range []string{"algorithm_search", "cuda_graph", "enable_overlap", "holistic_cuda_graph"} {
 		n.optBool(k, false)
 	}
+	// algorithm_search (HugeCTR's default true): the GPU backend's cuBLASLt
+	// algorithm search (checked as a bool above).
 	s.NoAlgorithmSearch = !n.optBool("algorithm_search", true)
 	s.Display = n.optCount("display", s.Display)
 	s.EvalInterval = n.optCount("eval_interval", s.EvalInterval)
