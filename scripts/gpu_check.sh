@@ -3,7 +3,7 @@
 # `make gpu` fills (.gpu/): parity tests, GPU training tests, the quickstart,
 # the DLRM throughput bench against PyTorch, the planted-AUC run. Logs go to
 # $OUT (or /tmp/ctrkit-gpu); a short table is printed last.
-#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [profile] [python] [conformance] [planted] [readers] [convert]
+#   sh .gpu/gpu_check.sh [tests|parity|model] [collectives] [quickstart] [dlrm] [pipeline] [profile] [algsearch] [python] [conformance] [planted] [readers] [convert]
 # (default: tests quickstart dlrm planted)
 G=$(cd "$(dirname "$0")" && pwd)
 # The repository copy the folder sits in: test binaries run from their
@@ -131,6 +131,39 @@ profile)
 		--warmup 5 --steps 30 --profile --profile-steps 20 >"$OUT/profile_dlrm_fused.log" 2>&1
 	row "bench train dlrm --fused --profile" "rc=$? $(grep -h 'pipeline:' "$OUT/profile_dlrm_fused.log" | tr '\n' ' ')"
 	cat "$OUT/profile_dlrm_fused.log" | tee -a "$summary"
+	;;
+algsearch)
+	# issue #18: the cuBLASLt algorithm search (algorithm_search) A/B on DLRM
+	# TF32, unfused and fused, profiled (resident batch); then DCNv2 unfused.
+	( cd "$(pkgdir trainer/tensor/gpu)" && "$G/gpu.test" -test.v -test.count=1 -test.run 'TestAlgoSearch|TestFused|TestGemmBiasAct' ) >"$OUT/algsearch_test.log" 2>&1
+	row "gpu TestAlgoSearch|TestFused" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/algsearch_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/algsearch_test.log")"
+	( cd "$(pkgdir trainer/model)" && "$G/model.test" -test.v -test.count=1 -test.run 'TestGPUAlgoSearchFirstStep|TestGPUFusedMatchesUnfused' ) >"$OUT/algsearch_model_test.log" 2>&1
+	row "model TestGPUAlgoSearchFirstStep" "rc=$? pass=$(grep -c -- '--- PASS' "$OUT/algsearch_model_test.log") fail=$(grep -c -- '--- FAIL' "$OUT/algsearch_model_test.log")"
+	grep -h "first step:\|worst relative" "$OUT/algsearch_model_test.log" | tee -a "$summary"
+	S=$(python3 -c "print(','.join(['1000000']*26))")
+	[ -f "$W/dlrm.bin" ] || "$G/ctrkit" gen --format raw --out-source "$W/dlrm.bin" --out-eval-source "$W/dlrm_eval.bin" \
+		--num-samples 4194304 --eval-num-samples 65536 --slot-size-array "$S" --alpha 1.2 --seed 1 >"$OUT/dlrm_gen.log" 2>&1
+	for m in search nosearch fused-search fused-nosearch; do
+		flag=""; case $m in *nosearch) flag="--algorithm-search=false";; esac
+		case $m in fused*) flag="$flag --fused";; esac
+		"$G/ctrkit" bench train "$W/dlrm.bin" --model dlrm --slot-size-array 1000000 --device gpu --tf32 --resident $flag \
+			--warmup 5 --steps 30 --profile --profile-steps 20 >"$OUT/algsearch_dlrm_$m.log" 2>&1
+		row "dlrm tf32 $m" "rc=$? $(grep -h 'pipeline:\|resident:\|algorithm search' "$OUT/algsearch_dlrm_$m.log" | tr '\n' ' ')"
+	done
+	grep -h "InnerProduct\|ReLU\|measured step" "$OUT"/algsearch_dlrm_*.log | head -120 >>"$summary"
+	NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
+	D=$(python3 -c "import json;print(','.join(str(min(s,2000000)) for s in json.load(open('$G/dcnv2_mlperf_1gpu.json'))['layers'][1]['sparse_embedding_hparam']['slot_size_array']))" 2>/dev/null)
+	if [ -n "$D" ]; then
+		mkdir -p "$W/dcnv2"
+		[ -f "$W/dcnv2/dcnv2.bin" ] || "$G/ctrkit" gen --format raw --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" \
+			--out-source "$W/dcnv2/dcnv2.bin" --out-eval-source "$W/dcnv2/dcnv2_eval.bin" --num-samples 1048576 --eval-num-samples 65536 --seed 1 >"$OUT/dcnv2_gen.log" 2>&1
+		for m in search nosearch; do
+			flag=""; [ $m = nosearch ] && flag="--algorithm-search=false"
+			"$G/ctrkit" bench train "$W/dcnv2/dcnv2.bin" --model dcnv2 --raw-layout multihot --nnz-array $NNZ --slot-size-array "$D" --device gpu --tf32 \
+				--resident --warmup 5 --steps 20 $flag >"$OUT/algsearch_dcnv2_$m.log" 2>&1
+			row "dcnv2 tf32 $m" "rc=$? $(grep -h 'pipeline:\|resident:\|algorithm search' "$OUT/algsearch_dcnv2_$m.log" | tr '\n' ' ')"
+		done
+	fi
 	;;
 python)
 	if [ -d "$G/python" ]; then

@@ -3,12 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/bench"
 	"github.com/ctrkit/ctrkit/trainer/collective"
+	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
 )
@@ -58,6 +60,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
+				algorithmSearchFlag(),
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
@@ -87,7 +90,7 @@ func runBenchTrain(c *cli.Context) error {
 	default:
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}
-	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision")}
+	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision"), NoAlgorithmSearch: !c.Bool("algorithm-search")}
 	if l, _ := collective.FromEnv(nil); c.IsSet("gpus") || l.Size > 1 {
 		return benchTrainRanks(c, d, s)
 	}
@@ -111,6 +114,7 @@ func runBenchTrain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	printAlgoSearch(log, be)
 	if c.Bool("json") {
 		e := json.NewEncoder(c.App.Writer)
 		e.SetIndent("", "  ")
@@ -118,4 +122,25 @@ func runBenchTrain(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "%s %s batch %d: %s through the pipeline\n", res.Model, res.Backend, res.Batch, bench.Rate(res.Pipeline.SamplesPerSec))
 	return nil
+}
+
+// algorithmSearchFlag is --algorithm-search (the solver's algorithm_search).
+func algorithmSearchFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "algorithm-search", Value: true, Usage: "on the GPU, time cuBLASLt's candidate algorithms for each GEMM shape once (in the first step) and keep the fastest; =false takes the heuristic's first choice (the solver's algorithm_search, default true as in HugeCTR)"}
+}
+
+// printAlgoSearch prints what a GPU backend's algorithm search cost (or
+// that it was off).
+func printAlgoSearch(w io.Writer, be any) {
+	s, ok := be.(interface {
+		AlgorithmSearch() bool
+		AlgoSearch() cuda.AlgoSearchStats
+	})
+	switch {
+	case !ok:
+	case !s.AlgorithmSearch():
+		fmt.Fprintf(w, "algorithm search: off (cuBLASLt's heuristic's first choice, cuBLAS's own GEMM)\n")
+	default:
+		fmt.Fprintf(w, "algorithm search (in the first steps): %v\n", s.AlgoSearch())
+	}
 }

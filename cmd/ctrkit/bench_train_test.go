@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ctrkit/ctrkit/trainer/cuda"
 )
 
 // TestBenchTrainSources: `ctrkit bench train` feeds its pipeline from a Raw
@@ -27,7 +29,7 @@ func TestBenchTrainSources(t *testing.T) {
 	}
 	for _, c := range [][]string{
 		{rawPath, "--reader", "sync"},
-		{rawPath, "--reader", "async"},
+		{rawPath, "--reader", "async", "--algorithm-search=false"},
 		{filepath.Join(pq, "_file_list.txt")},
 	} {
 		args := append([]string{"bench", "train", "--device", "cpu", "--batchsize", "64", "--warmup", "1", "--steps", "2",
@@ -99,5 +101,33 @@ func TestBenchTrainProfile(t *testing.T) {
 	}
 	if out, err := runCtrkit(t, append(base, "--profile-steps", "3")...); err == nil || !strings.Contains(err.Error(), "give --profile too") {
 		t.Errorf("--profile-steps without --profile: %v\n%s", err, out)
+	}
+}
+
+type fakeSearcher struct {
+	on bool
+	st cuda.AlgoSearchStats
+}
+
+func (f fakeSearcher) AlgorithmSearch() bool            { return f.on }
+func (f fakeSearcher) AlgoSearch() cuda.AlgoSearchStats { return f.st }
+
+// TestPrintAlgoSearch: bench train prints the algorithm search's cost for
+// a backend that searched, that it was off, and nothing for the CPU.
+func TestPrintAlgoSearch(t *testing.T) {
+	var b strings.Builder
+	printAlgoSearch(&b, fakeSearcher{on: true, st: cuda.AlgoSearchStats{Descriptors: 24, Timed: 190, Millis: 312.5}})
+	if got := b.String(); !strings.Contains(got, "algorithm search") || !strings.Contains(got, "24 descriptors, 190 candidates timed") || !strings.Contains(got, "312.5 ms") {
+		t.Errorf("printed %q", got)
+	}
+	b.Reset()
+	printAlgoSearch(&b, fakeSearcher{})
+	if got := b.String(); got != "algorithm search: off (cuBLASLt's heuristic's first choice, cuBLAS's own GEMM)\n" {
+		t.Errorf("search off: printed %q", got)
+	}
+	b.Reset()
+	printAlgoSearch(&b, struct{}{})
+	if b.Len() != 0 {
+		t.Errorf("printed %q for a backend without a search (the CPU)", b.String())
 	}
 }

@@ -91,6 +91,7 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
 		&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs on the GPU (the solver's enable_tf32_compute)"},
 		&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs on the GPU (the solver's use_mixed_precision)"},
+		algorithmSearchFlag(),
 	}
 	if !train {
 		return fs
@@ -189,7 +190,7 @@ func jobOverrides(c *cli.Context, train bool) (model.Overrides, error) {
 			*dst = &v
 		}
 	}
-	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision} {
+	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision, "algorithm-search": &o.AlgorithmSearch} {
 		if c.IsSet(name) {
 			v := c.Bool(name)
 			*dst = &v

@@ -115,7 +115,7 @@ func openRanksFor(c *cli.Context, j *model.Job, groupOnly bool) error {
 	case j.Solver.EnableTF32:
 		math = cuda.TF32
 	}
-	w, err := collective.Open(c.Context, collective.Setup{CPU: plan.CPU, Devices: plan.Devices, GPU: gpu.Options{Math: math},
+	w, err := collective.Open(c.Context, collective.Setup{CPU: plan.CPU, Devices: plan.Devices, GPU: gpu.Options{Math: math, NoAlgorithmSearch: j.Solver.NoAlgorithmSearch},
 		Launch: plan.Launch, Options: collective.Options{Timeout: c.Duration("timeout")}})
 	if err != nil {
 		return err

@@ -156,6 +156,20 @@ class GpusFlagTest(unittest.TestCase):
                     os.environ["CTRKIT_BIN"] = old
 
 
+class AlgorithmSearchTest(unittest.TestCase):
+    def test_use_algorithm_search_goes_to_the_config(self):
+        # CreateSolver(use_algorithm_search=...) is the config's
+        # solver.algorithm_search (HugeCTR's default true), which ctrkit's
+        # GPU backend honours.
+        for kw, want in (({}, True), ({"use_algorithm_search": False}, False), ({"use_algorithm_search": True}, True)):
+            m = hugectr.Model(hugectr.CreateSolver(**kw), hugectr.DataReaderParams(
+                hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+                hugectr.CreateOptimizer())
+            m.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=1, dense_name="dense",
+                                data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("d", 1, True, 1)]))
+            self.assertIs(m._config()["solver"]["algorithm_search"], want, kw)
+
+
 class HugeCTRScriptsTest(unittest.TestCase):
     """tests/hugectr_scripts.py, the runner of HugeCTR's own scripts."""
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/ebitengine/purego"
 )
 
 // cublasAPI holds cuBLAS's entry points.
@@ -32,10 +34,14 @@ type cublasLtAPI struct {
 	create, destroy, descCreate, descDestroy, descSet    uintptr
 	layoutCreate, layoutDestroy, prefCreate, prefDestroy uintptr
 	prefSet, heuristic, matmul                           uintptr
+	// streamIsCapturing is the driver's cuStreamIsCapturing (found among
+	// the loaded libraries; 0 when absent): the search never runs inside a
+	// capture.
+	streamIsCapturing uintptr
 }
 
 func (b *cublasLtAPI) bind(l *library) error {
-	return l.bind(map[*uintptr][]string{
+	if err := l.bind(map[*uintptr][]string{
 		&b.create:        {"cublasLtCreate"},
 		&b.destroy:       {"cublasLtDestroy"},
 		&b.descCreate:    {"cublasLtMatmulDescCreate"},
@@ -48,7 +54,17 @@ func (b *cublasLtAPI) bind(l *library) error {
 		&b.prefSet:       {"cublasLtMatmulPreferenceSetAttribute"},
 		&b.heuristic:     {"cublasLtMatmulAlgoGetHeuristic"},
 		&b.matmul:        {"cublasLtMatmul"},
-	})
+	}); err != nil {
+		return err
+	}
+	// libcuda is loaded (RTLD_GLOBAL) before cuBLASLt; reopening it only
+	// takes another reference.
+	if p, err := purego.Dlsym(purego.RTLD_DEFAULT, "cuStreamIsCapturing"); err == nil && p != 0 {
+		b.streamIsCapturing = p
+	} else if l, err := load("CTRKIT_LIBCUDA", "libcuda.so.1", "libcuda.so"); err == nil {
+		b.streamIsCapturing, _ = l.sym("cuStreamIsCapturing")
+	}
+	return nil
 }
 
 var blasStatus = map[int]string{
@@ -92,7 +108,11 @@ func (m Math) computeType() uintptr {
 	return 68 // CUBLAS_COMPUTE_32F
 }
 
-const cudaR32F = 0
+// cudaDataType_t.
+const (
+	cudaR32F  = 0
+	cudaR16BF = 14
+)
 
 func (c *Ctx) blasInit() error {
 	if err := blasCheck("cublasCreate_v2", call(blas.cublasCreate, uintptr(unsafe.Pointer(&c.blasH)))); err != nil {
@@ -102,12 +122,12 @@ func (c *Ctx) blasInit() error {
 	if err := blasCheck("cublasLtCreate", call(blasLt.create, uintptr(unsafe.Pointer(&lt)))); err != nil {
 		return err
 	}
-	c.lt = &ltState{h: lt, plans: map[ltKey]*ltPlan{}}
-	ws, err := c.Malloc(32 << 20)
+	c.lt = &ltState{h: lt, wsSize: 32 << 20, ws: map[Stream]Ptr{}, plans: map[ltKey]*ltPlan{}}
+	ws, err := c.Malloc(c.lt.wsSize)
 	if err != nil {
 		return err
 	}
-	c.lt.ws, c.lt.wsSize = ws, 32<<20
+	c.lt.def = ws
 	return nil
 }
 
@@ -117,6 +137,9 @@ func (c *Ctx) blasClose() {
 			if p != nil {
 				p.destroy()
 			}
+		}
+		for _, e := range c.lt.events {
+			c.DestroyEvent(e)
 		}
 		call(blasLt.destroy, c.lt.h)
 	}
@@ -153,7 +176,7 @@ func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32
 	}
 	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
 	sc[0], sc[1] = alpha, beta
-	const cudaR16BF, compute32F, algoDefault = 14, 68, ^uintptr(0)
+	const compute32F, algoDefault = 68, ^uintptr(0)
 	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
 		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR16BF, uintptr(lda), uintptr(b), cudaR16BF, uintptr(ldb),
 		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), compute32F, algoDefault))
@@ -226,11 +249,18 @@ var ErrNoAlgorithm = errors.New("cublasLt: no algorithm for this shape and epilo
 
 type ltState struct {
 	h      uintptr
-	ws     Ptr
 	wsSize int
+	ws     map[Stream]Ptr    // each stream's workspace (GEMMs on different streams run at once)
+	def    Ptr               // the workspace of a stream first seen inside a capture (no allocation there)
 	plans  map[ltKey]*ltPlan // nil value: no algorithm (cached refusal)
+	events []Event           // the search's timing events, made on first use
 }
 
+// ltKey is a matmul descriptor: everything the heuristic's choice and an
+// algorithm's validity depend on. Plans of the search (search) and of the
+// heuristic's first choice are kept apart, and a plain GEMM's plan
+// (legacy: cuBLAS's own Gemm is one of its candidates) apart from an
+// epilogue call's.
 type ltKey struct {
 	math          Math
 	ta, tb        bool
@@ -238,13 +268,36 @@ type ltKey struct {
 	lda, ldb, ldc int
 	epi           Epilogue
 	auxLD         int
+	// alA, alB, alC are the operands' alignments in bytes (256 at most;
+	// the heuristic only offers algorithms these allow).
+	alA, alB, alC  uint16
+	search, legacy bool
+	// bf16AB: A and B are bfloat16 (GemmBF16's operands), FP32 compute.
+	bf16AB bool
 }
 
-// ltPlan is a matmul descriptor, its layouts and the heuristic's algorithm
-// for one shape, built once and reused.
+// ltPlan is a matmul descriptor, its layouts and its algorithm, built once
+// and reused.
 type ltPlan struct {
 	desc, la, lb, lc uintptr
-	algo             [96]byte // cublasLtMatmulHeuristicResult_t; algo is its first 64 bytes
+	algo             [ltResultSize]byte // cublasLtMatmulHeuristicResult_t; algo is its first 64 bytes
+	// legacy: cuBLAS's Gemm won the search (or cuBLASLt had no candidate).
+	legacy bool
+	// cands are the heuristic's candidates while the search is still to
+	// run (searched false: the plan was made during a stream capture).
+	cands    [][ltResultSize]byte
+	searched bool
+	deferred bool // counted in AlgoSearchStats.Deferred
+}
+
+// ltResultSize is sizeof(cublasLtMatmulHeuristicResult_t): the 64-byte
+// algorithm, size_t workspaceSize, cublasStatus_t state, float wavesCount,
+// int reserved[4].
+const ltResultSize = 96
+
+// ltResult reads a heuristic result's workspace size and state.
+func ltResult(r *[ltResultSize]byte) (ws uint64, state int32) {
+	return *(*uint64)(unsafe.Pointer(&r[64])), *(*int32)(unsafe.Pointer(&r[72]))
 }
 
 func (p *ltPlan) destroy() {
@@ -264,6 +317,7 @@ const (
 	ltDescAux      = 11 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
 	ltDescAuxLD    = 12 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (int64, bits)
 	ltPrefMaxWS    = 1
+	ltPrefAlignA   = 5 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (uint32); B, C, D follow
 )
 
 func (p *ltPlan) setPtr(attr uintptr, v Ptr) error {
@@ -271,20 +325,27 @@ func (p *ltPlan) setPtr(attr uintptr, v Ptr) error {
 	return blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, attr, uintptr(unsafe.Pointer(&x[0])), 8))
 }
 
-// ltPlan returns the plan of k, building it on first use. The epilogue's
-// pointers are set before the heuristic runs (it infers their alignment
-// from them). A shape without an algorithm is remembered and refused with
-// ErrNoAlgorithm.
-func (c *Ctx) ltPlan(k ltKey, bias, aux Ptr) (*ltPlan, error) {
-	if p, ok := c.lt.plans[k]; ok {
-		if p == nil {
-			return nil, ErrNoAlgorithm
-		}
-		return p, nil
+// alignOf is the largest power of two up to 256 dividing p's address.
+func alignOf(p Ptr) uint16 {
+	a := uint16(256)
+	for a > 1 && uintptr(p)%uintptr(a) != 0 {
+		a /= 2
 	}
+	return a
+}
+
+// newLtPlan builds k's descriptor and layouts and asks the heuristic for up
+// to n algorithms, keeping those that report success and fit the
+// workspace. The epilogue's pointers are set before the heuristic runs (it
+// infers their alignment from them).
+func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize]byte, error) {
 	p := &ltPlan{}
-	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), k.math.computeType(), cudaR32F)); err != nil {
-		return nil, err
+	compute, abType := k.math.computeType(), uintptr(cudaR32F)
+	if k.bf16AB {
+		compute, abType = 68, cudaR16BF // CUBLAS_COMPUTE_32F
+	}
+	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), compute, cudaR32F)); err != nil {
+		return nil, nil, err
 	}
 	ok := false
 	defer func() {
@@ -297,30 +358,30 @@ func (c *Ctx) ltPlan(k ltKey, bias, aux Ptr) (*ltPlan, error) {
 		return blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, attr, uintptr(unsafe.Pointer(&x[0])), 4))
 	}
 	if err := set(ltDescTransA, uint32(op(k.ta))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := set(ltDescTransB, uint32(op(k.tb))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := set(ltDescEpilogue, uint32(k.epi)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if k.epi.usesBias() {
 		if err := p.setPtr(ltDescBias, bias); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if k.epi.aux() {
 		ld := []int64{int64(k.auxLD)}
 		if err := blasCheck("cublasLtMatmulDescSetAttribute", call(blasLt.descSet, p.desc, ltDescAuxLD, uintptr(unsafe.Pointer(&ld[0])), 8)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := p.setPtr(ltDescAux, aux); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	layout := func(dst *uintptr, rows, cols, ld int) error {
-		return blasCheck("cublasLtMatrixLayoutCreate", call(blasLt.layoutCreate, uintptr(unsafe.Pointer(dst)), cudaR32F, uintptr(rows), uintptr(cols), uintptr(ld)))
+	layout := func(dst *uintptr, typ uintptr, rows, cols, ld int) error {
+		return blasCheck("cublasLtMatrixLayoutCreate", call(blasLt.layoutCreate, uintptr(unsafe.Pointer(dst)), typ, uintptr(rows), uintptr(cols), uintptr(ld)))
 	}
 	ar, ac := k.m, k.k
 	if k.ta {
@@ -330,39 +391,110 @@ func (c *Ctx) ltPlan(k ltKey, bias, aux Ptr) (*ltPlan, error) {
 	if k.tb {
 		br, bc = k.n, k.k
 	}
-	if err := layout(&p.la, ar, ac, k.lda); err != nil {
-		return nil, err
+	if err := layout(&p.la, abType, ar, ac, k.lda); err != nil {
+		return nil, nil, err
 	}
-	if err := layout(&p.lb, br, bc, k.ldb); err != nil {
-		return nil, err
+	if err := layout(&p.lb, abType, br, bc, k.ldb); err != nil {
+		return nil, nil, err
 	}
-	if err := layout(&p.lc, k.m, k.n, k.ldc); err != nil {
-		return nil, err
+	if err := layout(&p.lc, cudaR32F, k.m, k.n, k.ldc); err != nil {
+		return nil, nil, err
 	}
 	var pref uintptr
 	if err := blasCheck("cublasLtMatmulPreferenceCreate", call(blasLt.prefCreate, uintptr(unsafe.Pointer(&pref)))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer call(blasLt.prefDestroy, pref)
 	ws := []uint64{uint64(c.lt.wsSize)}
 	if err := blasCheck("cublasLtMatmulPreferenceSetAttribute", call(blasLt.prefSet, pref, ltPrefMaxWS, uintptr(unsafe.Pointer(&ws[0])), 8)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	for i, al := range []uint16{k.alA, k.alB, k.alC, k.alC} { // D is C
+		if al == 0 || al == 256 {
+			continue // cuBLASLt's default
+		}
+		x := []uint32{uint32(al)}
+		if err := blasCheck("cublasLtMatmulPreferenceSetAttribute", call(blasLt.prefSet, pref, uintptr(ltPrefAlignA+i), uintptr(unsafe.Pointer(&x[0])), 4)); err != nil {
+			return nil, nil, err
+		}
+	}
+	res := make([][ltResultSize]byte, max(n, 1))
 	var got int32
-	r := call(blasLt.heuristic, c.lt.h, p.desc, p.la, p.lb, p.lc, p.lc, pref, 1,
-		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(unsafe.Pointer(&got)))
+	r := call(blasLt.heuristic, c.lt.h, p.desc, p.la, p.lb, p.lc, p.lc, pref, uintptr(len(res)),
+		uintptr(unsafe.Pointer(&res[0])), uintptr(unsafe.Pointer(&got)))
 	// CUBLAS_STATUS_NOT_SUPPORTED, INVALID_VALUE (a combination of
 	// epilogue, layout and arithmetic this cuBLASLt rejects), or no result.
-	if r == 15 || r == 7 || (r == 0 && got == 0) {
-		c.lt.plans[k] = nil
-		return nil, ErrNoAlgorithm
+	if r != 15 && r != 7 {
+		if err := blasCheck("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		got = 0
 	}
-	if err := blasCheck("cublasLtMatmulAlgoGetHeuristic", r); err != nil {
-		return nil, err
+	var cands [][ltResultSize]byte
+	for i := range res[:min(int(got), len(res))] {
+		if w, st := ltResult(&res[i]); st == 0 && w <= uint64(c.lt.wsSize) {
+			cands = append(cands, res[i])
+		}
 	}
 	ok = true
-	c.lt.plans[k] = p
-	return p, nil
+	return p, cands, nil
+}
+
+// ltCall is one matmul's operands.
+type ltCall struct {
+	s           Stream
+	alpha, beta float32
+	a, b, cc    Ptr
+	m, n, ldc   int // C's extent (saved around the search's runs when beta ≠ 0)
+	x           LtArgs
+	// legacy is the plain GEMM through cuBLAS (Gemm), a candidate of its
+	// own; nil for epilogue matmuls.
+	legacy func() error
+}
+
+// workspace is the cuBLASLt workspace of cl's stream: LtArgs.Workspace, or
+// the context's own for that stream, made on its first GEMM (one first
+// seen inside a capture, where nothing may be allocated, shares the
+// default one).
+func (c *Ctx) workspace(cl *ltCall) (Ptr, error) {
+	if cl.x.Workspace != 0 {
+		return cl.x.Workspace, nil
+	}
+	if w, ok := c.lt.ws[cl.s]; ok {
+		return w, nil
+	}
+	if c.capturing(cl.s) {
+		return c.lt.def, nil
+	}
+	w, err := c.Malloc(c.lt.wsSize)
+	if err != nil {
+		return 0, err
+	}
+	c.lt.ws[cl.s] = w
+	return w, nil
+}
+
+// ltRelease frees s's workspace (s is being destroyed).
+func (c *Ctx) ltRelease(s Stream) {
+	if c.lt == nil {
+		return
+	}
+	if w, ok := c.lt.ws[s]; ok {
+		delete(c.lt.ws, s)
+		c.StreamSync(s) // its GEMMs may still be reading it
+		c.Free(w)
+	}
+}
+
+// ltRun launches cl with algorithm algo (a heuristic result), returning
+// cuBLASLt's status.
+func (c *Ctx) ltRun(p *ltPlan, algo *[ltResultSize]byte, cl *ltCall, ws Ptr) int {
+	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
+	sc[0], sc[1] = cl.alpha, cl.beta
+	return call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
+		uintptr(cl.a), p.la, uintptr(cl.b), p.lb, uintptr(unsafe.Pointer(&sc[1])), uintptr(cl.cc), p.lc, uintptr(cl.cc), p.lc,
+		uintptr(unsafe.Pointer(&algo[0])), uintptr(ws), uintptr(c.lt.wsSize), uintptr(cl.s))
 }
 
 // LtWorkspaceSize is the size a workspace passed to LtMatmulEx must have.
@@ -378,10 +510,13 @@ type LtArgs struct {
 	// DReLUBGrad) and AuxLD its leading dimension in bits (AuxLD(m)).
 	Aux   Ptr
 	AuxLD int
-	// Workspace, when not 0, replaces the context's cuBLASLt workspace
-	// (LtWorkspaceSize bytes): GEMMs running at once on different streams
-	// each need their own.
+	// Workspace, when not 0, replaces the context's cuBLASLt workspace of
+	// the stream (LtWorkspaceSize bytes).
 	Workspace Ptr
+	// Search, when not nil, picks the algorithm of a descriptor seen for
+	// the first time by timing the heuristic's candidates (AlgoSearch);
+	// nil takes the heuristic's first choice.
+	Search *AlgoSearch
 }
 
 // LtMatmul is column-major C[m,n] = epilogue(alpha·op(A)·op(B) + beta·C +
@@ -396,43 +531,146 @@ func (c *Ctx) LtMatmul(s Stream, math Math, transA, transB bool, m, n, k int, al
 // x (see Epilogue). It returns ErrNoAlgorithm, having launched nothing, when
 // cuBLASLt cannot run the combination.
 func (c *Ctx) LtMatmulEx(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, x LtArgs) error {
-	epi := x.Epilogue
-	if epi == 0 {
-		epi = EpilogueNone
+	if x.Epilogue == 0 {
+		x.Epilogue = EpilogueNone
 	}
-	key := ltKey{math, transA, transB, m, n, k, lda, ldb, ldc, epi, 0}
-	if epi.aux() {
-		if x.AuxLD < m || x.AuxLD%128 != 0 || x.Aux == 0 {
-			return fmt.Errorf("cublasLt: ReLU mask leading dimension %d for %d rows (want a multiple of 128, at least the rows)", x.AuxLD, m)
-		}
-		key.auxLD = x.AuxLD
-	}
-	p, err := c.ltPlan(key, x.Bias, x.Aux)
+	key, err := ltKeyOf(math, transA, transB, m, n, k, a, lda, b, ldb, cc, ldc, x, false)
 	if err != nil {
 		return err
 	}
-	if epi.usesBias() {
-		if err := p.setPtr(ltDescBias, x.Bias); err != nil {
+	return c.ltMatmul(key, &ltCall{s: s, alpha: alpha, beta: beta, a: a, b: b, cc: cc, m: m, n: n, ldc: ldc, x: x})
+}
+
+// ltKeyOf is the descriptor of a matmul: its plan's key. The operands'
+// addresses enter only through their alignment, the epilogue's pointers
+// not at all (they are set on the plan per call).
+func ltKeyOf(math Math, transA, transB bool, m, n, k int, a Ptr, lda int, b Ptr, ldb int, cc Ptr, ldc int, x LtArgs, legacy bool) (ltKey, error) {
+	key := ltKey{math: math, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue,
+		alA: alignOf(a), alB: alignOf(b), alC: alignOf(cc), search: x.Search != nil, legacy: legacy}
+	if x.Epilogue.aux() {
+		if x.AuxLD < m || x.AuxLD%128 != 0 || x.Aux == 0 {
+			return ltKey{}, fmt.Errorf("cublasLt: ReLU mask leading dimension %d for %d rows (want a multiple of 128, at least the rows)", x.AuxLD, m)
+		}
+		key.auxLD = x.AuxLD
+	}
+	return key, nil
+}
+
+// GemmSearch is Gemm with the algorithm search as: the first call of each
+// descriptor times cuBLASLt's candidates and cuBLAS's own choice (Gemm) on
+// the call's operands and keeps the fastest for the calls after it. A nil
+// as is Gemm.
+func (c *Ctx) GemmSearch(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
+	legacy := func() error {
+		return c.Gemm(s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+	}
+	if as == nil || m == 0 || n == 0 || k == 0 {
+		return legacy()
+	}
+	return c.gemmSearch(s, math, false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
+}
+
+// GemmBF16Search is GemmBF16 with the algorithm search as (see
+// GemmSearch); a nil as is GemmBF16.
+func (c *Ctx) GemmBF16Search(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
+	legacy := func() error {
+		return c.GemmBF16(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+	}
+	if as == nil || m == 0 || n == 0 || k == 0 {
+		return legacy()
+	}
+	return c.gemmSearch(s, BF16, true, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
+}
+
+// gemmSearch runs a plain GEMM through its searched plan, cuBLAS's own
+// GEMM (legacy) being one of the candidates.
+func (c *Ctx) gemmSearch(s Stream, math Math, bf16AB, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch, legacy func() error) error {
+	x := LtArgs{Epilogue: EpilogueNone, Search: as}
+	key, err := ltKeyOf(math, transA, transB, m, n, k, a, lda, b, ldb, cc, ldc, x, true)
+	if err != nil {
+		return err
+	}
+	key.bf16AB = bf16AB
+	err = c.ltMatmul(key, &ltCall{s: s, alpha: alpha, beta: beta, a: a, b: b, cc: cc, m: m, n: n, ldc: ldc, x: x, legacy: legacy})
+	if errors.Is(err, ErrNoAlgorithm) {
+		return legacy()
+	}
+	return err
+}
+
+// ltMatmul runs cl with the plan of key, making it (and searching it, when
+// cl asks and s is not being captured) on first use.
+func (c *Ctx) ltMatmul(key ltKey, cl *ltCall) error {
+	p, ok := c.lt.plans[key]
+	if ok && p == nil {
+		return ErrNoAlgorithm
+	}
+	as := cl.x.Search
+	if !ok {
+		n := 1
+		if as != nil {
+			n = as.candidates()
+		}
+		var cands [][ltResultSize]byte
+		var err error
+		if p, cands, err = c.newLtPlan(key, cl.x.Bias, cl.x.Aux, n); err != nil {
+			return err
+		}
+		if len(cands) > 0 {
+			p.algo = cands[0]
+		}
+		switch {
+		case cl.legacy != nil:
+			p.legacy = true // cuBLAS's own GEMM until a search says otherwise
+		case len(cands) == 0:
+			p.destroy()
+			c.lt.plans[key] = nil
+			return ErrNoAlgorithm
+		}
+		p.searched = as == nil
+		if !p.searched {
+			p.cands = cands
+		}
+		c.lt.plans[key] = p
+	}
+	if key.epi.usesBias() {
+		if err := p.setPtr(ltDescBias, cl.x.Bias); err != nil {
 			return err
 		}
 	}
-	if epi.aux() {
-		if err := p.setPtr(ltDescAux, x.Aux); err != nil {
+	if key.epi.aux() {
+		if err := p.setPtr(ltDescAux, cl.x.Aux); err != nil {
 			return err
 		}
 	}
-	ws := c.lt.ws
-	if x.Workspace != 0 {
-		ws = x.Workspace
+	ws, err := c.workspace(cl)
+	if err != nil {
+		return err
 	}
-	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
-	sc[0], sc[1] = alpha, beta
-	r := call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
-		uintptr(a), p.la, uintptr(b), p.lb, uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), p.lc, uintptr(cc), p.lc,
-		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(c.lt.wsSize), uintptr(s))
+	if !p.searched && as != nil {
+		if c.capturing(cl.s) {
+			// No timing or synchronisation inside a capture: this call
+			// takes the heuristic's choice; the next eager call searches.
+			if !p.deferred {
+				p.deferred = true
+				as.Stats.Deferred++
+			}
+		} else if err := c.searchPlan(key, p, cl, ws); err != nil {
+			return err
+		}
+	}
+	if p.legacy {
+		return cl.legacy()
+	}
+	r := c.ltRun(p, &p.algo, cl, ws)
 	// NOT_SUPPORTED or INVALID_VALUE (the algorithm rejects these
-	// operands): nothing ran; refuse the shape from now on.
+	// operands): nothing ran. A plain GEMM falls back to cuBLAS from now
+	// on; an epilogue call refuses the shape.
 	if r == 15 || r == 7 {
+		if cl.legacy != nil {
+			p.legacy = true
+			return cl.legacy()
+		}
 		p.destroy()
 		c.lt.plans[key] = nil
 		return ErrNoAlgorithm

@@ -197,6 +197,7 @@ func (c *Ctx) NewStream() (Stream, error) {
 
 // DestroyStream destroys s.
 func (c *Ctx) DestroyStream(s Stream) error {
+	c.ltRelease(s)
 	return check("cuStreamDestroy", call(drv.cuStreamDestroy, uintptr(s)))
 }
 

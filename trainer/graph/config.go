@@ -44,6 +44,10 @@ type Solver struct {
 	UseMixedPrecision bool
 	Scaler            float64
 	EnableTF32        bool
+	// NoAlgorithmSearch is algorithm_search false (HugeCTR's default is
+	// true): the GPU's GEMMs then run cuBLASLt's heuristic's first choice
+	// instead of timing its candidates once per shape.
+	NoAlgorithmSearch bool
 	RepeatDataset     bool
 	// Files to start from.
 	DenseModelFile          string

@@ -93,6 +93,27 @@ func TestConfigKeysHugeCTRRefuses(t *testing.T) {
 	}
 }
 
+// TestAlgorithmSearchKey: solver.algorithm_search is honoured (HugeCTR's
+// default true: search; false: the heuristic's first choice), and a value
+// that is not a bool is refused by name.
+func TestAlgorithmSearchKey(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool // NoAlgorithmSearch
+	}{{"", false}, {`, "algorithm_search": true`, false}, {`, "algorithm_search": false`, true}, {`, "algorithm_search": 0`, true}} {
+		cfg, err := Read(strings.NewReader(splice("SOLVER", c.key)), "m.json")
+		if err != nil {
+			t.Fatalf("%q: %v", c.key, err)
+		}
+		if cfg.Solver.NoAlgorithmSearch != c.want {
+			t.Errorf("%q: NoAlgorithmSearch %v, want %v", c.key, cfg.Solver.NoAlgorithmSearch, c.want)
+		}
+	}
+	if _, err := Read(strings.NewReader(splice("SOLVER", `, "algorithm_search": "yes"`)), "m.json"); err == nil || !strings.Contains(err.Error(), "algorithm_search") {
+		t.Errorf("algorithm_search \"yes\": %v", err)
+	}
+}
+
 // TestConfigSyntaxLineColumn: a JSON syntax error names line and column.
 func TestConfigSyntaxLineColumn(t *testing.T) {
 	src := "{\n  \"layers\": [\n    {\"type\": \"Data\",, }\n  ]\n}\n"

@@ -48,7 +48,7 @@ func OpenBackend(device string, s graph.Solver, log io.Writer) (tensor.Backend, 
 	case s.EnableTF32:
 		math = cuda.TF32
 	}
-	be, err := gpu.New(gpu.Options{Device: ord, Math: math})
+	be, err := gpu.New(gpu.Options{Device: ord, Math: math, NoAlgorithmSearch: s.NoAlgorithmSearch})
 	if err != nil {
 		if device == DeviceAuto && errors.Is(err, cuda.ErrNoDriver) {
 			fmt.Fprintf(log, "device: no CUDA driver found: training on the CPU (--device gpu says why)\n")

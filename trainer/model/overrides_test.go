@@ -44,6 +44,8 @@ func TestOverridesSolver(t *testing.T) {
 		{"unless told", Overrides{MaxEvalBatches: ptr(4)}, func(s graph.Solver) bool { return s.MaxEvalBatches == 4 }},
 		{"export only when training", Overrides{ExportPredictionsPrefix: ptr("p")}, func(s graph.Solver) bool { return s.ExportPredictionsPrefix == "" }},
 		{"export", Overrides{Train: true, ExportPredictionsPrefix: ptr("p")}, func(s graph.Solver) bool { return s.ExportPredictionsPrefix == "p" }},
+		{"algorithm search by default", Overrides{Train: true}, func(s graph.Solver) bool { return !s.NoAlgorithmSearch }},
+		{"--algorithm-search=false", Overrides{Train: true, AlgorithmSearch: ptr(false)}, func(s graph.Solver) bool { return s.NoAlgorithmSearch }},
 	} {
 		cfg := overridesConfig(t)
 		before := *cfg.Solver

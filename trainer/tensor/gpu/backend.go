@@ -49,6 +49,12 @@ type Options struct {
 	// default: on the H200 (2026-12-01) the reference DLRM trained at
 	// 5.83 M samples/s fused against 6.93 M unfused (docs/PERFORMANCE.md).
 	Fused bool
+	// NoAlgorithmSearch turns the cuBLASLt algorithm search off (HugeCTR's
+	// algorithm_search false): each GEMM descriptor then runs the
+	// heuristic's first choice, and plain GEMMs cuBLAS's own. With the
+	// search (the default) the first call of each descriptor times the
+	// candidates and keeps the fastest (cuda.AlgoSearch; gemm.go).
+	NoAlgorithmSearch bool
 }
 
 // Validate reports an invalid option.
@@ -77,7 +83,8 @@ type Backend struct {
 	wsLen int
 	host  []byte // pinned staging for Upload/Download
 	sms   int
-	side  *sideStream // weight-gradient stream (fused.go); nil until used
+	side  *sideStream      // weight-gradient stream (fused.go); nil until used
+	srch  *cuda.AlgoSearch // nil: no algorithm search (gemm.go)
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -120,6 +127,9 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 		return nil, err
 	}
 	be := &Backend{dev: dev, opts: o, fns: map[string]cuda.Func{}, sms: dev.SMs}
+	if !o.NoAlgorithmSearch {
+		be.srch = &cuda.AlgoSearch{}
+	}
 	err = dev.Do(func(c *cuda.Ctx) error {
 		var err error
 		if be.s, err = c.NewStream(); err != nil {

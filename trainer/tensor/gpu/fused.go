@@ -87,6 +87,7 @@ func aligned(ps ...cuda.Ptr) bool {
 func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int, a cuda.Ptr, lda int, b cuda.Ptr, ldb int, c cuda.Ptr, ldc int, x cuda.LtArgs) bool {
 	ran := true
 	be.do(op, func(cx *cuda.Ctx) error {
+		x.Search = be.srch
 		err := cx.LtMatmulEx(s, be.opts.Math, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, x)
 		if errors.Is(err, cuda.ErrNoAlgorithm) {
 			ran = false

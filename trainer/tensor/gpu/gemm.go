@@ -8,6 +8,10 @@ import (
 // Gemm: C = alpha·op(A)·op(B) + beta·C in row-major. cuBLAS is
 // column-major, and a row-major matrix is its transpose in column-major, so
 // the call computes Cᵀ = op(B)ᵀ·op(A)ᵀ: operands swapped, same transposes.
+// With the algorithm search (Options.NoAlgorithmSearch false) the first
+// call of each shape times cuBLASLt's candidates against cuBLAS's own
+// GEMM and keeps the fastest (cuda.GemmSearch; for BF16, over the
+// operands' bfloat16 copies, cuda.GemmBF16Search).
 func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor) {
 	m, k, n, ok := be.gemmShape("gemm", transA, transB, a, b, c)
 	if !ok || m == 0 || n == 0 {
@@ -18,8 +22,8 @@ func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, 
 		return
 	}
 	be.do("gemm", func(x *cuda.Ctx) error {
-		return x.Gemm(be.s, be.opts.Math, transB, transA, n, m, k, float32(alpha),
-			Ptr(b), b.Cols(), Ptr(a), a.Cols(), float32(beta), Ptr(c), n)
+		return x.GemmSearch(be.s, be.opts.Math, transB, transA, n, m, k, float32(alpha),
+			Ptr(b), b.Cols(), Ptr(a), a.Cols(), float32(beta), Ptr(c), n, be.srch)
 	})
 }
 
@@ -40,7 +44,7 @@ func (be *Backend) gemmBF16(transA, transB bool, alpha float64, a, b tensor.Tens
 		if err := be.launch1(x, "f32_to_bf16", nb, ws.Add(offB), p(b), int64(nb)); err != nil {
 			return err
 		}
-		return x.GemmBF16(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n)
+		return x.GemmBF16Search(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n, be.srch)
 	})
 }
 
@@ -86,3 +90,22 @@ func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tens
 	}
 	return m, k, n, true
 }
+
+// AlgoSearch is what the backend's cuBLASLt algorithm search has done (the
+// zero value without one). Every GEMM descriptor is searched on its first
+// call outside a stream capture, so after one eager training step (and a
+// Sync) the step's descriptors are all searched: a CUDA graph captured
+// after it replays the chosen algorithms and times nothing. A descriptor
+// first met inside a capture runs the heuristic's choice there (counted in
+// Deferred) and is searched at its next eager call.
+func (be *Backend) AlgoSearch() cuda.AlgoSearchStats {
+	if be.srch == nil {
+		return cuda.AlgoSearchStats{}
+	}
+	var st cuda.AlgoSearchStats
+	be.dev.Do(func(*cuda.Ctx) error { st = be.srch.Stats; return nil })
+	return st
+}
+
+// AlgorithmSearch reports whether the backend searches (Options).
+func (be *Backend) AlgorithmSearch() bool { return be.srch != nil }
