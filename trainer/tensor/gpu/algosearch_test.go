@@ -220,7 +220,14 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 		ref.Fill(r, 0)
 		return g, r
 	}
-	check := func(what string, g, r tensor.Tensor) {
+	// TF32 rounds each operand to 10 mantissa bits; on these (structured,
+	// not random) operands cuBLAS's own TF32 GEMM, searched or not, is
+	// 1.2e-3 off FP32 at an inner dimension of 1024 and 2.75e-3 at 3456
+	// (H200, 2026-12-01): the error grows with the inner dimension k, so
+	// the bound is tolTF32·√(k/256) (at least tolTF32). A wrong algorithm
+	// is off by O(1).
+	bound := func(k int) float64 { return tolTF32 * math.Max(1, math.Sqrt(float64(k)/256)) }
+	check := func(what string, g, r tensor.Tensor, k int) {
 		t.Helper()
 		if err := be.Sync(); err != nil {
 			t.Fatalf("%s %s: %v", name, what, err)
@@ -235,8 +242,8 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 		if err := ref.Download(b, r); err != nil {
 			t.Fatal(err)
 		}
-		if e := RelErr(a, b); !(e <= tolTF32) {
-			t.Errorf("%s %s: relative error %.3g against cuBLAS FP32", name, what, e)
+		if e := RelErr(a, b); !(e <= bound(k)) {
+			t.Errorf("%s %s: relative error %.3g against cuBLAS FP32 (bound %.3g at inner dimension %d)", name, what, e, bound(k), k)
 		}
 	}
 	x, rx := rand(-1, 1, batch, l.in)
@@ -261,16 +268,16 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 	}
 	ref.Gemm(false, false, 1, rx, rw, 0, ry)
 	ref.BiasAct(act, 0, ry, ry, rbias)
-	check("forward", y, ry)
+	check("forward", y, ry, l.in)
 	// Backward, plain: dW = xᵀ·dy, dx = dy·Wᵀ.
 	dw, rdw := out(l.in, l.out)
 	be.Gemm(true, false, 1, x, dy, 0, dw)
 	ref.Gemm(true, false, 1, rx, rdy, 0, rdw)
-	check("dW", dw, rdw)
+	check("dW", dw, rdw, batch)
 	dx, rdx := out(batch, l.in)
 	be.Gemm(false, true, 1, dy, w, 0, dx)
 	ref.Gemm(false, true, 1, rdy, rw, 0, rdx)
-	check("dx", dx, rdx)
+	check("dx", dx, rdx, l.out)
 	// Fused: bias gradient with dW (side stream), forward with the mask,
 	// and the chained next layer's input gradient through this layer's
 	// ReLU (DRELU_BGRAD).
@@ -289,14 +296,14 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 	be.JoinGrads()
 	ref.Gemm(true, false, 1, rx, rdy, 0, rdw)
 	ref.ColSum(rdb, 0, rdy)
-	check("fused dW", dw, rdw)
-	check("fused db", db, rdb)
+	check("fused dW", dw, rdw, batch)
+	check("fused db", db, rdb, batch)
 	if l.relu {
 		mask := be.ReLUMask(tensor.Float32, batch, l.out)
 		if !be.GemmBiasReLUMask(x, w, bias, y, mask) {
 			t.Errorf("%s: GemmBiasReLUMask fell back", name)
 		}
-		check("fused forward", y, ry)
+		check("fused forward", y, ry, l.in)
 		be.Free(mask)
 	}
 	if l.next > 0 {
@@ -323,8 +330,8 @@ func testModelLayer(t *testing.T, be, ref *Backend, batch int, l modelLayer) {
 		ref.Gemm(false, true, 1, rg2, rw2, 0, rdz)
 		ref.ActGrad(tensor.ReLU, 0, rdz, rdz, ry, ry)
 		ref.ColSum(rdb2, 0, rdz)
-		check("fused dReLU dz", dz, rdz)
-		check("fused dReLU db", db2, rdb2)
+		check("fused dReLU dz", dz, rdz, l.next)
+		check("fused dReLU db", db2, rdb2, batch)
 		be.Free(mask)
 		for _, p := range [][2]tensor.Tensor{{w2, rw2}, {g2, rg2}, {dz, rdz}, {db2, rdb2}} {
 			be.Free(p[0])
