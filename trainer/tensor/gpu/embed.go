@@ -14,10 +14,14 @@ import (
 // keys so bad offsets cannot fault.
 
 // EmbeddingBagGrad splits segments longer than embLong occurrences into
-// chunks of embChunk (hot rows, see embed.cu).
+// chunks of embChunk (hot rows, see embed.cu); a segment of more than
+// embFinTeam chunks is finished by a block of embFinbThreads
+// (EMB_FINB_THREADS) instead of one team.
 const (
-	embLong  = 64
-	embChunk = 64
+	embLong        = 64
+	embChunk       = 64
+	embFinTeam     = 32
+	embFinbThreads = 1024
 )
 
 // HashLookup maps keys to rows, inserting missing keys when asked. Insert
@@ -210,7 +214,14 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 // radix-sorted stably (bits bounded on the device by the keys' spread), run
 // heads are scanned into segments, and each distinct row's occurrences are
 // summed in order (hot rows in chunks, see embed.cu). numUniq stays on the
-// device.
+// device and every grid is sized by nnz, so nothing here waits for the host
+// (the step can be captured in a CUDA graph).
+//
+// Kernels for nnz occurrences: prep, the sort (a diff kernel and per 8-bit
+// pass a histogram, a 3-kernel scan and a scatter; passes whose digit is the
+// same in every key only copy), heads, scan, rle, the short-segment sums,
+// chunk counts (with the lists of long segments), scan, chunk sums, and the
+// two finishing kernels (one team, or one block for the hottest rows).
 func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag_grad"
 	if !be.floats(op, uniqGrad, dOut) || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
@@ -228,16 +239,20 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		return
 	}
 	n := nnz
-	maxChunks := n/embChunk + n/embLong + 1
+	maxLong := n/embLong + 1              // long segments: more than embLong occurrences each
+	maxChunks := n/embChunk + maxLong     // ⌈len/embChunk⌉ summed over them
+	maxHot := n/(embFinTeam*embChunk) + 1 // segments of more than embFinTeam chunks
 	be.do(op, func(x *cuda.Ctx) error {
 		var srt primSort
-		var hpos, seg, cstart, chunkSeg, partial, part cuda.Ptr
+		var hpos, seg, cstart, list0, list1, nl, partial, part cuda.Ptr
 		err := be.primWorkspace(x, func(a *primArena) {
 			srt = newPrimSort(a, n, false, true)
 			hpos = a.take(4 * (n + 1))
 			seg = a.take(4 * (n + 1))
 			cstart = a.take(4 * (n + 1))
-			chunkSeg = a.take(4 * maxChunks)
+			list0 = a.take(4 * maxLong)
+			list1 = a.take(4 * maxHot)
+			nl = a.take(4 * 2)
 			partial = a.take(4 * maxChunks * v)
 			part = a.take(4 * primScanPart(n))
 		})
@@ -270,22 +285,31 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 			v, mean, ts, embLong); err != nil {
 			return err
 		}
-		// Hot rows: chunk counts → chunk starts → chunk→row map → chunk sums →
-		// per-row sums of the partials.
-		if err := be.launch1(x, "emb_grad_nchunks", n, seg, p(numUniq), cstart, int64(n), embLong, embChunk); err != nil {
+		// Hot rows: chunk counts and the two lists of long segments → chunk
+		// starts → chunk sums → per-row sums of the partials.
+		if err := x.Memset32(nl, 0, 2, be.s); err != nil {
+			return err
+		}
+		if err := be.launch1(x, "emb_grad_nchunks", n, seg, p(numUniq), cstart, list0, list1, nl, int64(n),
+			embLong, embChunk, embFinTeam); err != nil {
 			return err
 		}
 		if err := be.scan(x, primU32, cstart, cstart, n, part); err != nil {
 			return err
 		}
-		if err := be.launch1(x, "emb_grad_chunkmap", n, cstart, p(numUniq), chunkSeg); err != nil {
-			return err
-		}
 		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, maxChunks, partial, p(dOut), bag, p(offsets), seg, cstart,
-			chunkSeg, int64(n), v, mean, ts, embChunk); err != nil {
+			p(numUniq), int64(n), v, mean, ts, embChunk); err != nil {
 			return err
 		}
-		return be.launchTeams(x, "emb_grad_fin", w, ts, maxChunks, p(uniqGrad), partial, cstart, chunkSeg, int64(n), v, ts)
+		if err := be.launchTeams(x, "emb_grad_fin", w, ts, maxLong, p(uniqGrad), partial, cstart, list0, nl, v, ts); err != nil {
+			return err
+		}
+		name := "emb_grad_finb_v1"
+		if w == 4 {
+			name = "emb_grad_finb_v4"
+		}
+		return be.launch(x, name, cuda.D1(min(maxHot, be.sms)), cuda.D1(embFinbThreads), 0,
+			p(uniqGrad), partial, cstart, list1, nl, v, ts)
 	})
 }
 

@@ -273,10 +273,16 @@ extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const in
 // occurrences are contiguous and in occurrence order, with the dropped
 // (negative) rows in front. Runs ("segments") are ranked by a scan of their
 // heads; seg[u] is the first sorted position of distinct row u and seg[U] =
-// nnz. A segment of ≤ EMB_LONG occurrences is summed by one team in order;
-// a longer one (a hot row) is cut into chunks of EMB_CHUNK occurrences, each
-// summed in order by a team into partial[q], and the partials are then
-// added in chunk order: deterministic, and hot rows use many SMs.
+// nnz. A segment of ≤ longLen (embLong) occurrences is summed by one team
+// in order; a longer one (a hot row) is cut into chunks of `chunk`
+// (embChunk) occurrences, each summed in order by a team into partial[q].
+// A segment of at most finTeam (embFinTeam) chunks then adds its partials
+// in chunk order (one team); a longer one (the hottest rows, > finTeam ·
+// chunk occurrences) is reduced by a whole block: partials strided over the
+// block's teams, then the team sums in team order (emb_grad_finb). So every
+// sum has a fixed order (results are deterministic), hot rows use many SMs
+// and no row's sum is a long serial chain: the longest in-order chain is
+// max(longLen, chunk, finTeam, ⌈chunks/teams⌉) loads.
 
 // emb_grad_prep: one thread per bag writes its occurrences' pairs.
 extern "C" __global__ void emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
@@ -373,42 +379,65 @@ extern "C" __global__ void emb_grad_sum_v4(float* ug, const float* dOut, const u
 
 // emb_grad_nchunks: cnt[u] = ⌈len/chunk⌉ for the long segments, 0 for the
 // short ones and for u ≥ numUniq (the exclusive scan gives chunk starts).
-extern "C" __global__ void emb_grad_nchunks(const u32* seg, const int* numUniq, u32* cnt, i64 n, int longLen,
-                                            int chunk) {
+// Each long segment is also appended to a list for emb_grad_fin: lists[0]
+// (count nl[0]) when it has at most finTeam chunks, else lists[1] (count
+// nl[1]); nl is zeroed before. The appends are warp-aggregated atomics on
+// two counters (one per warp and list, at most n/longLen entries in all),
+// so the lists' order varies from run to run; it only decides which team
+// or block sums a segment, never the order of the sum. Warps walk the
+// entries together (blockDim a multiple of 32) for the ballots.
+extern "C" __global__ void emb_grad_nchunks(const u32* seg, const int* numUniq, u32* cnt, u32* list0, u32* list1,
+                                            u32* nl, i64 n, int longLen, int chunk, int finTeam) {
     const i64 nu = (i64)*numUniq;
-    FOR(u, n) {
+    const int lane = threadIdx.x & 31;
+    const unsigned below = (1u << lane) - 1u;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 u0 = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); u0 < n; u0 += stride) {
+        const i64 u = u0 + lane;
         u32 c = 0;
         if (u < nu) {
             const u32 len = seg[u + 1] - seg[u];
             if (len > (u32)longLen) c = (len + (u32)chunk - 1u) / (u32)chunk;
         }
-        cnt[u] = c;
-    }
-}
-
-// emb_grad_chunkmap: chunkSeg[q] = u for the chunks q of segment u.
-extern "C" __global__ void emb_grad_chunkmap(const u32* cstart, const int* numUniq, u32* chunkSeg) {
-    const i64 nu = (i64)*numUniq;
-    FOR(u, nu) {
-        for (u32 q = cstart[u]; q < cstart[u + 1]; q++) chunkSeg[q] = (u32)u;
+        if (u < n) cnt[u] = c;
+#pragma unroll
+        for (int l = 0; l < 2; l++) {
+            const bool mine = c != 0 && ((c > (u32)finTeam) == (l == 1));
+            const unsigned m = __ballot_sync(0xffffffffu, mine);
+            if (m == 0u) continue;
+            const int leader = __ffs((int)m) - 1;
+            u32 base = 0;
+            if (lane == leader) base = atomicAdd(&nl[l], (u32)__popc(m));
+            base = __shfl_sync(0xffffffffu, base, leader);
+            if (mine) (l == 0 ? list0 : list1)[base + (u32)__popc(m & below)] = (u32)u;
+        }
     }
 }
 
 // emb_grad_chunk: one team per chunk q < cstart[n]: partial[q] = the
-// in-order sum of its EMB_CHUNK occurrences.
+// in-order sum of its EMB_CHUNK occurrences. The chunk's segment u is the
+// largest u < numUniq with cstart[u] ≤ q (a binary search: segments
+// without chunks repeat their successor's start).
 template <int W>
 static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const float* dOut, const u32* bag,
                                                         const int* off, const u32* seg, const u32* cstart,
-                                                        const u32* chunkSeg, i64 n, int V, int mean, int ts,
+                                                        const int* numUniq, i64 n, int V, int mean, int ts,
                                                         int chunk) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    const i64 nc = (i64)cstart[n];
+    const i64 nc = (i64)cstart[n], nu = (i64)*numUniq;
     for (i64 q = tid / ts; q < nc; q += teams) {
-        const u32 u = chunkSeg[q];
-        const i64 s = (i64)seg[u] + (q - (i64)cstart[u]) * chunk;
-        const i64 e1 = s + (i64)chunk, e2 = (i64)seg[u + 1];
+        i64 lo = 0, hi = nu;  // cstart[lo] ≤ q < cstart[hi]
+        while (hi - lo > 1) {
+            const i64 mid = (lo + hi) >> 1;
+            if ((i64)cstart[mid] <= q)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        const i64 s = (i64)seg[lo] + (q - (i64)cstart[lo]) * chunk;
+        const i64 e1 = s + (i64)chunk, e2 = (i64)seg[lo + 1];
         const i64 e = e1 < e2 ? e1 : e2;
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
@@ -420,45 +449,110 @@ static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const fl
 }
 
 extern "C" __global__ void emb_grad_chunk_v1(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
+                                             const u32* seg, const u32* cstart, const int* numUniq, i64 n, int V,
                                              int mean, int ts, int chunk) {
-    emb_grad_chunk_t<1>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+    emb_grad_chunk_t<1>(partial, dOut, bag, off, seg, cstart, numUniq, n, V, mean, ts, chunk);
 }
 extern "C" __global__ void emb_grad_chunk_v4(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
+                                             const u32* seg, const u32* cstart, const int* numUniq, i64 n, int V,
                                              int mean, int ts, int chunk) {
-    emb_grad_chunk_t<4>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+    emb_grad_chunk_t<4>(partial, dOut, bag, off, seg, cstart, numUniq, n, V, mean, ts, chunk);
 }
 
-// emb_grad_fin: one team per chunk q; the first chunk of each long segment
-// adds the segment's partials in chunk order into uniqGrad[u].
+// emb_grad_fin: one team per entry u of lists[0] (at most finTeam chunks):
+// uniqGrad[u] = its partials added in chunk order.
 template <int W>
 static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* cstart,
-                                                      const u32* chunkSeg, i64 n, int V, int ts) {
+                                                      const u32* list, const u32* nl, int V, int ts) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    const i64 nc = (i64)cstart[n];
-    for (i64 q = tid / ts; q < nc; q += teams) {
-        const u32 u = chunkSeg[q];
-        if ((i64)cstart[u] != q) continue;
-        const i64 q1 = cstart[u + 1];
+    const i64 m = (i64)nl[0];
+    for (i64 i = tid / ts; i < m; i += teams) {
+        const u32 u = list[i];
+        const i64 q0 = cstart[u], q1 = cstart[u + 1];
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            for (i64 p = q; p < q1; p++) emb_add(a, emb_load<W>(partial + p * V + c));
+            i64 p = q0;
+            for (; p + 4 <= q1; p += 4) {
+                emb_vec<W> x[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) x[k] = emb_load<W>(partial + (p + k) * V + c);
+#pragma unroll
+                for (int k = 0; k < 4; k++) emb_add(a, x[k]);
+            }
+            for (; p < q1; p++) emb_add(a, emb_load<W>(partial + p * V + c));
             *(emb_vec<W>*)(ug + (i64)u * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
-                                           i64 n, int V, int ts) {
-    emb_grad_fin_t<1>(ug, partial, cstart, chunkSeg, n, V, ts);
+extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* cstart, const u32* list,
+                                           const u32* nl, int V, int ts) {
+    emb_grad_fin_t<1>(ug, partial, cstart, list, nl, V, ts);
 }
-extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
-                                           i64 n, int V, int ts) {
-    emb_grad_fin_t<4>(ug, partial, cstart, chunkSeg, n, V, ts);
+extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* cstart, const u32* list,
+                                           const u32* nl, int V, int ts) {
+    emb_grad_fin_t<4>(ug, partial, cstart, list, nl, V, ts);
+}
+
+// emb_grad_finb: one block of EMB_FINB_THREADS per entry u of lists[1]
+// (more than finTeam chunks, the hottest rows), block-strided: team t of
+// the T = EMB_FINB_THREADS/ts teams adds partials t, t+T, t+2T, … in that
+// order (4 loads ahead), then team 0 adds the T team sums in team order
+// into uniqGrad[u]. Column passes run the same count on every thread (the
+// barriers).
+#define EMB_FINB_THREADS 1024
+template <int W>
+static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* partial, const u32* cstart,
+                                                       const u32* list, const u32* nl, int V, int ts,
+                                                       emb_vec<W>* sh) {
+    const int t = threadIdx.x, tl = t & (ts - 1), team = t / ts, T = blockDim.x / ts;
+    const int passes = (V + ts * W - 1) / (ts * W);
+    const i64 m = (i64)nl[1];
+    for (i64 i = blockIdx.x; i < m; i += gridDim.x) {
+        const u32 u = list[i];
+        const i64 q0 = cstart[u], q1 = cstart[u + 1];
+        for (int k = 0; k < passes; k++) {
+            const int c = (k * ts + tl) * W;
+            emb_vec<W> a;
+            emb_zero(a);
+            if (c < V) {
+                i64 p = q0 + team;
+                for (; p + 3 * (i64)T < q1; p += 4 * (i64)T) {
+                    emb_vec<W> x[4];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + (p + r * (i64)T) * V + c);
+#pragma unroll
+                    for (int r = 0; r < 4; r++) emb_add(a, x[r]);
+                }
+                for (; p < q1; p += T) emb_add(a, emb_load<W>(partial + p * V + c));
+            }
+            sh[t] = a;
+            __syncthreads();
+            if (team == 0 && c < V) {
+                emb_vec<W> s;
+                emb_zero(s);
+                for (int j = 0; j < T; j++) emb_add(s, sh[j * ts + tl]);
+                *(emb_vec<W>*)(ug + (i64)u * V + c) = s;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
+    emb_grad_finb_v1(float* ug, const float* partial, const u32* cstart, const u32* list, const u32* nl, int V,
+                     int ts) {
+    __shared__ emb_vec<1> sh[EMB_FINB_THREADS];
+    emb_grad_finb_t<1>(ug, partial, cstart, list, nl, V, ts, sh);
+}
+extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
+    emb_grad_finb_v4(float* ug, const float* partial, const u32* cstart, const u32* list, const u32* nl, int V,
+                     int ts) {
+    __shared__ emb_vec<4> sh[EMB_FINB_THREADS];
+    emb_grad_finb_t<4>(ug, partial, cstart, list, nl, V, ts, sh);
 }
 
 // ---- AUC ----
