@@ -1,0 +1,273 @@
+// embed_sim.cpp runs EmbeddingBagGrad's segment stage (embed.cu:
+// emb_grad_heads, emb_grad_rle, emb_grad_sum, emb_grad_nchunks,
+// emb_grad_chunk, emb_grad_fin, emb_grad_finb) and the float4 sparse
+// update (optim.cu: opt_sparse_local_v4) on the host, one std::thread per
+// thread of a block with barriers for __syncthreads and the warp
+// collectives, and checks them against a float64 reference: the team
+// layouts, the binary search from chunk to row, the warp-aggregated list
+// appends, the block reduction of the hottest rows and the grid-strides,
+// for several shapes and grids. The sort and scans come from the host here
+// (sort.cu has its own GPU tests). check_kernels.sh builds it with embed.cu
+// and optim.cu included whole. No CUDA needed; results only, no timing.
+#include <algorithm>
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __restrict__
+#define __launch_bounds__(...)
+#define __shared__ static
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+using std::max;
+using std::min;
+struct D3 { unsigned x, y, z; };
+thread_local D3 threadIdx;
+D3 blockIdx, blockDim, gridDim;
+
+// Block-level state: barriers and the warp exchange slots.
+struct BlockSim {
+    std::unique_ptr<std::barrier<>> bar;
+    std::vector<std::unique_ptr<std::barrier<>>> wbar;
+    std::vector<u64> slot;  // one per thread
+};
+BlockSim* blk;
+std::mutex amu;
+
+void __syncthreads() { blk->bar->arrive_and_wait(); }
+static void wsync() { blk->wbar[threadIdx.x / 32]->arrive_and_wait(); }
+template <class T> static T xchg(T v, int src) {
+    u64 b = 0;
+    std::memcpy(&b, &v, sizeof(T));
+    blk->slot[threadIdx.x] = b;
+    wsync();
+    u64 r = blk->slot[(threadIdx.x & ~31u) + (unsigned)src];
+    wsync();
+    T o;
+    std::memcpy(&o, &r, sizeof(T));
+    return o;
+}
+template <class T> T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    const int lane = threadIdx.x & 31;
+    return xchg(v, (lane & ~(width - 1)) + (src & (width - 1)));
+}
+template <class T> T __shfl_down_sync(unsigned, T v, int o, int width = 32) {
+    const int lane = threadIdx.x & 31, seg = lane & ~(width - 1);
+    const int s = lane + o < seg + width ? lane + o : lane;
+    return xchg(v, s);
+}
+template <class T> T __shfl_up_sync(unsigned, T v, int o, int width = 32) {
+    const int lane = threadIdx.x & 31, seg = lane & ~(width - 1);
+    const int s = lane - o >= seg ? lane - o : lane;
+    return xchg(v, s);
+}
+template <class T> T __shfl_xor_sync(unsigned, T v, int o, int = 32) { return xchg(v, (threadIdx.x & 31) ^ o); }
+unsigned __ballot_sync(unsigned, int p) {
+    blk->slot[threadIdx.x] = p ? 1 : 0;
+    wsync();
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++)
+        if (blk->slot[(threadIdx.x & ~31u) + l]) m |= 1u << l;
+    wsync();
+    return m;
+}
+template <class T> unsigned __match_any_sync(unsigned, T) { std::abort(); }
+int __popc(unsigned x) { return __builtin_popcount(x); }
+int __ffs(int x) { return __builtin_ffs(x); }
+unsigned atomicAdd(unsigned* p, unsigned v) { std::lock_guard<std::mutex> g(amu); unsigned o = *p; *p += v; return o; }
+int atomicMin(int* p, int v) { std::lock_guard<std::mutex> g(amu); int o = *p; *p = std::min(o, v); return o; }
+unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) {
+    std::lock_guard<std::mutex> g(amu);
+    unsigned long long o = *p;
+    if (o == c) *p = v;
+    return o;
+}
+unsigned long long atomicOr(unsigned long long* p, unsigned long long v) {
+    std::lock_guard<std::mutex> g(amu); unsigned long long o = *p; *p |= v; return o;
+}
+unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+#include "../common.cuh"
+#include "../embed.cu"
+#include "../optim.cu"
+
+template <class K> void launch(int grid, int block, K k) {
+    gridDim = {(unsigned)grid, 1, 1};
+    blockDim = {(unsigned)block, 1, 1};
+    for (int b = 0; b < grid; b++) {
+        blockIdx = {(unsigned)b, 0, 0};
+        BlockSim s;
+        s.bar.reset(new std::barrier<>(block));
+        for (int w = 0; w < block / 32; w++) s.wbar.emplace_back(new std::barrier<>(32));
+        s.slot.assign(block, 0);
+        blk = &s;
+        std::vector<std::thread> ts;
+        for (int t = 0; t < block; t++) ts.emplace_back([&, t] { threadIdx = {(unsigned)t, 0, 0}; k(); });
+        for (auto& t : ts) t.join();
+    }
+}
+
+static void exscan(std::vector<u32>& a, size_t n) {  // a[0..n) → exclusive, a[n] = total
+    u32 s = 0;
+    for (size_t i = 0; i < n; i++) { u32 x = a[i]; a[i] = s; s += x; }
+    a[n] = s;
+}
+
+static int team(int v, int w) {
+    int need = (v + w - 1) / w, ts = 1;
+    while (ts < need && ts < 32) ts <<= 1;
+    return ts;
+}
+
+// One case: bags of rows drawn with a hot row taking fraction hot of the
+// occurrences; grid blocks of the team kernels.
+static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mean, int grid, std::mt19937& rng) {
+    std::vector<int> off(bags + 1), rows;
+    std::uniform_real_distribution<double> U(0, 1);
+    for (int b = 0; b < bags; b++) {
+        int k = rng() % (maxPer + 1);
+        for (int j = 0; j < k; j++) {
+            double u = U(rng);
+            if (u < hot) rows.push_back(nrows / 3);
+            else if (u < hot + 0.05) rows.push_back(-1);
+            else { double x = U(rng); rows.push_back((int)(x * x * x * nrows)); }
+        }
+        off[b + 1] = (int)rows.size();
+    }
+    const i64 n = (i64)rows.size();
+    if (n == 0) return 0;
+    std::vector<float> dOut((size_t)bags * V);
+    for (auto& x : dOut) x = (float)(U(rng) * 2 - 1);
+    // The sorted pairs (key = row+1, bag), stable.
+    std::vector<std::pair<u32, u32>> pr;
+    for (int b = 0; b < bags; b++)
+        for (int j = off[b]; j < off[b + 1]; j++) pr.push_back({rows[j] >= 0 ? (u32)rows[j] + 1 : 0u, (u32)b});
+    std::stable_sort(pr.begin(), pr.end(), [](auto& a, auto& b) { return a.first < b.first; });
+    std::vector<u32> keys(n), bag(n), hpos(n + 1), seg(n + 1), cstart(n + 1), list0(n / 64 + 1), list1(n / 2048 + 1), nl(2);
+    for (i64 i = 0; i < n; i++) { keys[i] = pr[i].first; bag[i] = pr[i].second; }
+    std::vector<int> ur(n, -7), nu(1, -3);
+    launch(grid, 256, [&] { emb_grad_heads(keys.data(), hpos.data(), n); });
+    exscan(hpos, n);
+    launch(grid, 256, [&] { emb_grad_rle(keys.data(), hpos.data(), ur.data(), seg.data(), nu.data(), n); });
+    const int w = V % 4 == 0 ? 4 : 1, ts = team(V, w);
+    std::vector<float> ug((size_t)n * V, NAN);
+    std::vector<float> partial((size_t)(n / 64 + n / 64 + 1) * V, NAN);
+    auto teams = [&](auto k1, auto k4) { if (w == 4) launch(grid, 256, k4); else launch(grid, 256, k1); };
+    teams([&] { emb_grad_sum_v1(ug.data(), dOut.data(), bag.data(), off.data(), seg.data(), nu.data(), V, mean, ts, 64); },
+          [&] { emb_grad_sum_v4(ug.data(), dOut.data(), bag.data(), off.data(), seg.data(), nu.data(), V, mean, ts, 64); });
+    launch(grid, 256, [&] { emb_grad_nchunks(seg.data(), nu.data(), cstart.data(), list0.data(), list1.data(), nl.data(), n, 64, 64, 32); });
+    exscan(cstart, n);
+    teams([&] { emb_grad_chunk_v1(partial.data(), dOut.data(), bag.data(), off.data(), seg.data(), cstart.data(), nu.data(), n, V, mean, ts, 64); },
+          [&] { emb_grad_chunk_v4(partial.data(), dOut.data(), bag.data(), off.data(), seg.data(), cstart.data(), nu.data(), n, V, mean, ts, 64); });
+    teams([&] { emb_grad_fin_v1(ug.data(), partial.data(), cstart.data(), list0.data(), nl.data(), V, ts); },
+          [&] { emb_grad_fin_v4(ug.data(), partial.data(), cstart.data(), list0.data(), nl.data(), V, ts); });
+    if (w == 4) launch(std::max(1, grid / 2), 1024, [&] { emb_grad_finb_v4(ug.data(), partial.data(), cstart.data(), list1.data(), nl.data(), V, ts); });
+    else launch(std::max(1, grid / 2), 1024, [&] { emb_grad_finb_v1(ug.data(), partial.data(), cstart.data(), list1.data(), nl.data(), V, ts); });
+    // Reference.
+    std::vector<int> rr;
+    std::vector<std::vector<double>> rg;
+    int nhot = 0;
+    for (i64 i = 0; i < n;) {
+        i64 j = i;
+        while (j < n && pr[j].first == pr[i].first) j++;
+        if (pr[i].first != 0) {
+            rr.push_back((int)pr[i].first - 1);
+            std::vector<double> g(V, 0);
+            for (i64 k = i; k < j; k++) {
+                const int b = pr[k].second, nb = off[b + 1] - off[b];
+                const double sc = (mean && nb > 1) ? 1.0 / nb : 1.0;
+                for (int c = 0; c < V; c++) g[c] += dOut[(size_t)b * V + c] * sc;
+            }
+            rg.push_back(g);
+            if (j - i > 2048) nhot++;
+        }
+        i = j;
+    }
+    int bad = 0;
+    if (nu[0] != (int)rr.size()) { printf("numUniq %d want %zu\n", nu[0], rr.size()); return 1; }
+    if ((int)nl[1] != nhot) { printf("hot list %u want %d\n", nl[1], nhot); bad++; }
+    double num = 0, den = 0;
+    for (size_t u = 0; u < rr.size(); u++) {
+        if (ur[u] != rr[u]) { printf("uniqRows[%zu] %d want %d\n", u, ur[u], rr[u]); return 1; }
+        for (int c = 0; c < V; c++) {
+            double d = ug[u * V + c] - rg[u][c];
+            if (!(d == d)) d = 1e30;
+            num += d * d;
+            den += rg[u][c] * rg[u][c];
+        }
+    }
+    double e = std::sqrt(num / std::max(den, 1e-300));
+    printf("grad bags %d nnz %lld V %d hot %.2f mean %d grid %d: uniq %zu, lists %u+%u, rel err %.2g\n", bags, n, V, hot,
+           mean, grid, rr.size(), nl[0], nl[1], e);
+    if (!(e < 1e-5)) bad++;
+    return bad;
+}
+
+// The float4 sparse updates must equal the scalar ones bit for bit (the
+// same float operations per element), for every kind, Local and Global.
+static int sparse_cases(std::mt19937& rng) {
+    std::uniform_real_distribution<float> U(-1, 1);
+    int bad = 0;
+    for (int kind = 0; kind <= 4; kind++)
+        for (int V : {4, 8, 128, 132, 256})
+            for (int global = 0; global < 2; global++) {
+                const int rows = 37, cap = 20, G1 = std::min(32, 1 << (int)std::ceil(std::log2((double)V))),
+                          G4 = std::min(32, std::max(1, 1 << (int)std::ceil(std::log2((double)V / 4))));
+                std::vector<float> w(rows * V), s1(rows * V), s2(rows * V), ug(cap * V);
+                for (auto& x : w) x = U(rng);
+                for (auto& x : s1) x = std::fabs(U(rng));
+                for (auto& x : s2) x = std::fabs(U(rng));
+                for (auto& x : ug) x = U(rng);
+                std::vector<int> ur(cap), pos(rows, -1), nu{cap - 3};
+                for (int u = 0; u < cap; u++) ur[u] = (u * 7 + 3) % rows;  // distinct rows
+                for (int u = 0; u < nu[0]; u++) pos[ur[u]] = u;
+                auto w4 = w, a4 = s1, b4 = s2;
+                u64 flag[4] = {0, 0, 0, 0};
+                const float lr = 0.01f, mu = 0.9f, opmu = 1.9f, b1 = 0.9f, omb1 = 0.1f, b2 = 0.999f, omb2 = 0.001f,
+                            eps = 1e-7f, is = 0.5f, lrT = 0.003f;
+                float* S1 = kind == OPT_SGD ? nullptr : s1.data();
+                float* S2 = kind == OPT_ADAM ? s2.data() : nullptr;
+                float* A4 = kind == OPT_SGD ? nullptr : a4.data();
+                float* B4 = kind == OPT_ADAM ? b4.data() : nullptr;
+                if (global) {
+                    launch(2, 64, [&] { opt_sparse_global(w.data(), S1, S2, pos.data(), ug.data(), rows, V, G1, kind, lr, mu, opmu, b1, omb1, b2, omb2, eps, is, lrT); });
+                    launch(2, 64, [&] { opt_sparse_global_v4(w4.data(), A4, B4, pos.data(), ug.data(), rows, V, G4, kind, lr, mu, opmu, b1, omb1, b2, omb2, eps, is, lrT); });
+                } else {
+                    launch(2, 64, [&] { opt_sparse_local(w.data(), S1, S2, ur.data(), ug.data(), nu.data(), cap, rows, V, G1, flag, 9, kind, lr, mu, opmu, b1, omb1, b2, omb2, eps, is, lrT); });
+                    launch(2, 64, [&] { opt_sparse_local_v4(w4.data(), A4, B4, ur.data(), ug.data(), nu.data(), cap, rows, V, G4, flag, 9, kind, lr, mu, opmu, b1, omb1, b2, omb2, eps, is, lrT); });
+                }
+                const bool same = std::memcmp(w.data(), w4.data(), 4 * w.size()) == 0 &&
+                                  std::memcmp(s1.data(), a4.data(), 4 * s1.size()) == 0 &&
+                                  std::memcmp(s2.data(), b4.data(), 4 * s2.size()) == 0 && flag[0] == 0;
+                if (!same) {
+                    printf("sparse update kind %d V %d global %d: v4 differs from scalar\n", kind, V, global);
+                    bad++;
+                }
+            }
+    printf("sparse update v4 = scalar: %d of 50 cases differ\n", bad);
+    return bad;
+}
+
+int main() {
+    std::mt19937 rng(1);
+    int bad = 0;
+    struct { int bags, maxPer, nrows, V; double hot; int grid; } cs[] = {
+        {40, 3, 10, 8, 0, 1},        {300, 5, 100, 128, 0.3, 2}, {2000, 8, 50, 128, 0.5, 3},
+        {3000, 4, 20, 13, 0.6, 2},   {1500, 6, 400, 256, 0.7, 2}, {900, 9, 30, 1, 0.9, 2},
+        {5000, 3, 5, 4, 0.2, 1},
+    };
+    for (auto& c : cs)
+        for (int mean = 0; mean < 2; mean++) bad += grad_case(c.bags, c.maxPer, c.nrows, c.V, c.hot, mean, c.grid, rng);
+    bad += sparse_cases(rng);
+    if (bad) printf("%d failures\n", bad);
+    return bad ? 1 : 0;
+}
