@@ -147,21 +147,70 @@ extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 ma
     }
 }
 
+// ---- Bag groups ----
+// Kernels over the positions of CSR bags give each warp a group of 32
+// consecutive bags: its lanes stride over the group's positions
+// [off[b0], off[b0+nb]) (coalesced, no lane waits for a long bag of
+// another) and find a position's bag by a binary search of the group's
+// offsets in shared memory. Offsets are clamped to [0, nnz]; a group's
+// walk stays inside [0, nnz) and gives every position a bag of the group
+// even for offsets that decrease (the CPU rejects those).
+
+// emb_group_load: the warp loads the clamped offsets of bags b0 … b0+nb
+// into sh[0..nb] (nb = min(32, bags − b0)) and returns nb.
+static __device__ __forceinline__ int emb_group_load(const int* off, i64 bags, i64 nnz, i64 b0, int* sh) {
+    const int lane = threadIdx.x & 31;
+    const int nb = (int)(bags - b0 < 32 ? bags - b0 : 32);
+    for (int k = lane; k <= nb; k += 32) {
+        i64 o = off[b0 + k];
+        o = o < 0 ? 0 : (o > nnz ? nnz : o);
+        sh[k] = (int)o;
+    }
+    __syncwarp();
+    return nb;
+}
+
+// emb_group_bag: the largest k < nb with sh[k] ≤ j (0 when none): the bag
+// of position j (empty bags share their start with the next bag).
+static __device__ __forceinline__ int emb_group_bag(const int* sh, int nb, i64 j) {
+    int lo = 0, hi = nb;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if ((i64)sh[mid] <= j)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// EMB_GROUP_LOOP(b0) runs the body once per 32-bag group b0 of the warp
+// (grid-stride, the same trip count on all 32 lanes; 256-thread blocks);
+// sh is the warp's 33 offsets.
+#define EMB_GROUP_WARPS 8
+#define EMB_GROUP_LOOP(b0, bags)                                                                        \
+    for (i64 b0 = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5; b0 < (bags);               \
+         b0 += ((i64)gridDim.x * blockDim.x >> 5) << 5)
+
 // ---- SlotRows ----
 
-// emb_slot_rows: one thread per bag b (slot b mod ns) over its keys:
-// rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key < ss[s] and the row
-// fits an int32; a negative so[s] (another rank's slot) gives row −1 after
-// the same range check.
-extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so, const i64* ss,
-                                         i64 bags, int ns, i64 nnz, u64* flag, int op) {
-    FOR(b, bags) {
-        const int s = (int)(b % ns);
-        const i64 o = so[s], sz = ss[s];
-        i64 lo = off[b], hi = off[b + 1];
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > nnz ? nnz : hi;
-        for (i64 j = lo; j < hi; j++) {
+// emb_slot_rows: a warp per 32 bags (bag groups above); position j of bag b
+// (slot b mod ns): rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key <
+// ss[s] and the row fits an int32; a negative so[s] (another rank's slot)
+// gives row −1 after the same range check.
+extern "C" __global__ void __launch_bounds__(256) emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so,
+                                                                const i64* ss, i64 bags, int ns, i64 nnz, u64* flag,
+                                                                int op) {
+    __shared__ int shg[EMB_GROUP_WARPS][33];
+    int* sh = shg[threadIdx.x >> 5];
+    const int lane = threadIdx.x & 31;
+    EMB_GROUP_LOOP(b0, bags) {
+        const int nb = emb_group_load(off, bags, nnz, b0, sh);
+        const i64 hi = sh[nb];
+        for (i64 j = (i64)sh[0] + lane; j < hi; j += 32) {
+            const i64 b = b0 + emb_group_bag(sh, nb, j);
+            const int s = (int)(b % ns);
+            const i64 o = so[s], sz = ss[s];
             const i64 k = keys[j], v = k + o;
             if (k < 0 || k >= sz || v > 2147483647ll) {
                 report(flag, ERR_RANGE, op, j, k);
@@ -169,6 +218,7 @@ extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* 
             }
             rows[j] = o < 0 ? -1 : (int)v;
         }
+        __syncwarp();  // sh is reused by the next group
     }
 }
 
@@ -284,17 +334,22 @@ extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const in
 // and no row's sum is a long serial chain: the longest in-order chain is
 // max(longLen, chunk, finTeam, ⌈chunks/teams⌉) loads.
 
-// emb_grad_prep: one thread per bag writes its occurrences' pairs.
-extern "C" __global__ void emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
-    FOR(b, bags) {
-        i64 lo = off[b], hi = off[b + 1];
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > nnz ? nnz : hi;
-        for (i64 j = lo; j < hi; j++) {
+// emb_grad_prep: a warp per 32 bags (bag groups) writes the pairs of
+// their positions.
+extern "C" __global__ void __launch_bounds__(256)
+    emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
+    __shared__ int shg[EMB_GROUP_WARPS][33];
+    int* sh = shg[threadIdx.x >> 5];
+    const int lane = threadIdx.x & 31;
+    EMB_GROUP_LOOP(b0, bags) {
+        const int nb = emb_group_load(off, bags, nnz, b0, sh);
+        const i64 hi = sh[nb];
+        for (i64 j = (i64)sh[0] + lane; j < hi; j += 32) {
             const int r = rows[j];
             keys[j] = r >= 0 ? (u32)r + 1u : 0u;
-            vals[j] = (u32)b;
+            vals[j] = (u32)(b0 + emb_group_bag(sh, nb, j));
         }
+        __syncwarp();
     }
 }
 

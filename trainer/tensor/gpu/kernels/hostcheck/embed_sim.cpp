@@ -1,6 +1,7 @@
 // embed_sim.cpp runs EmbeddingBagGrad's segment stage (embed.cu:
 // emb_grad_heads, emb_grad_rle, emb_grad_sum, emb_grad_nchunks,
-// emb_grad_chunk, emb_grad_fin, emb_grad_finb) and the float4 sparse
+// emb_grad_chunk, emb_grad_fin, emb_grad_finb), the bag-group kernels
+// (emb_grad_prep, emb_slot_rows) and the float4 sparse
 // update (optim.cu: opt_sparse_local_v4) on the host, one std::thread per
 // thread of a block with barriers for __syncthreads and the warp
 // collectives, and checks them against a float64 reference: the team
@@ -46,6 +47,7 @@ std::mutex amu;
 
 void __syncthreads() { blk->bar->arrive_and_wait(); }
 static void wsync() { blk->wbar[threadIdx.x / 32]->arrive_and_wait(); }
+void __syncwarp(unsigned = 0xffffffffu) { wsync(); }
 template <class T> static T xchg(T v, int src) {
     u64 b = 0;
     std::memcpy(&b, &v, sizeof(T));
@@ -151,6 +153,15 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
     std::vector<std::pair<u32, u32>> pr;
     for (int b = 0; b < bags; b++)
         for (int j = off[b]; j < off[b + 1]; j++) pr.push_back({rows[j] >= 0 ? (u32)rows[j] + 1 : 0u, (u32)b});
+    {  // emb_grad_prep writes the pairs in position order
+        std::vector<u32> pk(n, 0xdeadbeef), pv(n, 0xdeadbeef);
+        launch(grid, 256, [&] { emb_grad_prep(rows.data(), off.data(), bags, n, pk.data(), pv.data()); });
+        for (i64 j = 0; j < n; j++)
+            if (pk[j] != pr[j].first || pv[j] != pr[j].second) {
+                printf("grad prep [%lld]: (%u, %u) want (%u, %u)\n", j, pk[j], pv[j], pr[j].first, pr[j].second);
+                return 1;
+            }
+    }
     std::stable_sort(pr.begin(), pr.end(), [](auto& a, auto& b) { return a.first < b.first; });
     std::vector<u32> keys(n), bag(n), hpos(n + 1), seg(n + 1), cstart(n + 1), list0(n / 64 + 1), list1(n / 2048 + 1), nl(2);
     for (i64 i = 0; i < n; i++) { keys[i] = pr[i].first; bag[i] = pr[i].second; }
@@ -212,6 +223,45 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
     return bad;
 }
 
+// emb_slot_rows over bag groups: every position's row, empty and long bags,
+// a partial last group, and a key outside its slot reported.
+static int slot_cases(std::mt19937& rng) {
+    int bad = 0;
+    const std::vector<i64> so{0, 10, 11, 1011}, ss{10, 1, 1000, 5};
+    const int ns = 4;
+    for (int samples : {1, 7, 100, 333})
+        for (int grid : {1, 3}) {
+            const i64 bags = (i64)samples * ns;
+            std::vector<int> off(bags + 1);
+            std::vector<i64> keys;
+            for (i64 b = 0; b < bags; b++) {
+                int k = rng() % 4 == 0 ? 0 : rng() % 40;
+                for (int j = 0; j < k; j++) keys.push_back((i64)(rng() % ss[b % ns]));
+                off[b + 1] = (int)keys.size();
+            }
+            const i64 nnz = (i64)keys.size();
+            std::vector<int> rows(nnz, -99);
+            u64 flag[4] = {0, 0, 0, 0};
+            launch(grid, 256, [&] { emb_slot_rows(rows.data(), keys.data(), off.data(), so.data(), ss.data(), bags, ns, nnz, flag, 5); });
+            for (i64 b = 0; b < bags; b++)
+                for (int j = off[b]; j < off[b + 1]; j++)
+                    if (rows[j] != (int)(keys[j] + so[b % ns])) {
+                        printf("slot rows samples %d [%d]: %d want %lld\n", samples, j, rows[j], keys[j] + so[b % ns]);
+                        bad++;
+                        b = bags;
+                        break;
+                    }
+            if (flag[0] != 0) { printf("slot rows: spurious error\n"); bad++; }
+            if (nnz > 0) {
+                keys[nnz / 2] = 1000000;  // outside every slot
+                launch(grid, 256, [&] { emb_slot_rows(rows.data(), keys.data(), off.data(), so.data(), ss.data(), bags, ns, nnz, flag, 5); });
+                if (flag[0] != ERR_RANGE || (i64)flag[2] != nnz / 2) { printf("slot rows: bad key not reported\n"); bad++; }
+            }
+        }
+    printf("slot rows: %d failures\n", bad);
+    return bad;
+}
+
 // The float4 sparse updates must equal the scalar ones bit for bit (the
 // same float operations per element), for every kind, Local and Global.
 static int sparse_cases(std::mt19937& rng) {
@@ -267,6 +317,7 @@ int main() {
     };
     for (auto& c : cs)
         for (int mean = 0; mean < 2; mean++) bad += grad_case(c.bags, c.maxPer, c.nrows, c.V, c.hot, mean, c.grid, rng);
+    bad += slot_cases(rng);
     bad += sparse_cases(rng);
     if (bad) printf("%d failures\n", bad);
     return bad ? 1 : 0;
