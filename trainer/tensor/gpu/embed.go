@@ -13,13 +13,12 @@ import (
 // the device (the CPU checks them); the kernels clamp bag ranges to the
 // keys so bad offsets cannot fault.
 
-// EmbeddingBagGrad splits segments longer than embLong occurrences into
-// chunks of embChunk (hot rows, see embed.cu); a segment of more than
-// embFinTeam chunks is finished by a block of embFinbThreads
-// (EMB_FINB_THREADS) instead of one team.
+// EmbeddingBagGrad cuts segments longer than embLong occurrences at the
+// 64-position windows of the sorted order (hot rows, see embed.cu; embLong
+// is that window); a segment of more than embFinTeam pieces is finished by
+// a block of embFinbThreads (EMB_FINB_THREADS) instead of one team.
 const (
 	embLong        = 64
-	embChunk       = 64
 	embFinTeam     = 32
 	embFinbThreads = 1024
 )
@@ -220,8 +219,8 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 // Kernels for nnz occurrences: prep, the sort (a diff kernel and per 8-bit
 // pass a histogram, a 3-kernel scan and a scatter; passes whose digit is the
 // same in every key only copy), heads, scan, rle, the short-segment sums,
-// chunk counts (with the lists of long segments), scan, chunk sums, and the
-// two finishing kernels (one team, or one block for the hottest rows).
+// the hot-row piece sums (which also list the long segments) and the two
+// finishing kernels (one team, or one block for the hottest rows).
 func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag_grad"
 	if !be.floats(op, uniqGrad, dOut) || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
@@ -239,21 +238,22 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		return
 	}
 	n := nnz
-	maxLong := n/embLong + 1              // long segments: more than embLong occurrences each
-	maxChunks := n/embChunk + maxLong     // ⌈len/embChunk⌉ summed over them
-	maxHot := n/(embFinTeam*embChunk) + 1 // segments of more than embFinTeam chunks
+	pieces := 2 * ((n + embLong - 1) / embLong) // two per window
+	maxLong := n/(embLong+1) + 1                // segments of more than embLong occurrences
+	// A segment of L occurrences meets at most ⌊(L−2)/64⌋ + 2 windows, so
+	// one of more than embFinTeam pieces has L > (embFinTeam−2)·64.
+	maxHot := n/((embFinTeam-2)*embLong) + 1
 	be.do(op, func(x *cuda.Ctx) error {
 		var srt primSort
-		var hpos, seg, cstart, list0, list1, nl, partial, part cuda.Ptr
+		var hpos, seg, list0, list1, nl, partial, part cuda.Ptr
 		err := be.primWorkspace(x, func(a *primArena) {
 			srt = newPrimSort(a, n, false, true)
 			hpos = a.take(4 * (n + 1))
 			seg = a.take(4 * (n + 1))
-			cstart = a.take(4 * (n + 1))
 			list0 = a.take(4 * maxLong)
 			list1 = a.take(4 * maxHot)
 			nl = a.take(4 * 2)
-			partial = a.take(4 * maxChunks * v)
+			partial = a.take(4 * pieces * v)
 			part = a.take(4 * primScanPart(n))
 		})
 		if err != nil {
@@ -274,7 +274,7 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		if err := be.scan(x, primU32, hpos, hpos, n, part); err != nil {
 			return err
 		}
-		if err := be.launch1(x, "emb_grad_rle", n+1, keys, hpos, p(uniqRows), seg, p(numUniq), int64(n)); err != nil {
+		if err := be.launch1(x, "emb_grad_rle", n+1, keys, hpos, p(uniqRows), seg, p(numUniq), nl, int64(n)); err != nil {
 			return err
 		}
 		if v == 0 {
@@ -285,23 +285,13 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 			v, mean, ts, embLong); err != nil {
 			return err
 		}
-		// Hot rows: chunk counts and the two lists of long segments → chunk
-		// starts → chunk sums → per-row sums of the partials.
-		if err := x.Memset32(nl, 0, 2, be.s); err != nil {
+		// Hot rows: piece sums (and the lists of long segments) → per-row
+		// sums of the partials.
+		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, pieces, partial, p(dOut), bag, p(offsets), keys, hpos, seg,
+			list0, list1, nl, int64(n), v, mean, ts, embFinTeam); err != nil {
 			return err
 		}
-		if err := be.launch1(x, "emb_grad_nchunks", n, seg, p(numUniq), cstart, list0, list1, nl, int64(n),
-			embLong, embChunk, embFinTeam); err != nil {
-			return err
-		}
-		if err := be.scan(x, primU32, cstart, cstart, n, part); err != nil {
-			return err
-		}
-		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, maxChunks, partial, p(dOut), bag, p(offsets), seg, cstart,
-			p(numUniq), int64(n), v, mean, ts, embChunk); err != nil {
-			return err
-		}
-		if err := be.launchTeams(x, "emb_grad_fin", w, ts, maxLong, p(uniqGrad), partial, cstart, list0, nl, v, ts); err != nil {
+		if err := be.launchTeams(x, "emb_grad_fin", w, ts, maxLong, p(uniqGrad), partial, seg, list0, nl, v, ts); err != nil {
 			return err
 		}
 		name := "emb_grad_finb_v1"
@@ -309,7 +299,7 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 			name = "emb_grad_finb_v4"
 		}
 		return be.launch(x, name, cuda.D1(min(maxHot, be.sms)), cuda.D1(embFinbThreads), 0,
-			p(uniqGrad), partial, cstart, list1, nl, v, ts)
+			p(uniqGrad), partial, seg, list1, nl, v, ts)
 	})
 }
 

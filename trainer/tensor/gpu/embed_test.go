@@ -478,6 +478,20 @@ func TestEmbeddingBagGradHot(t *testing.T) {
 			h.Check(name+" numUniq", nu, 0)
 			h.Check(name+" uniqRows", ur, 0)
 			h.Check(name+" uniqGrad", ug, tolFP32)
+			// Deterministic: a second run (other list orders) gives the
+			// same bits.
+			first := make([]float32, ug.G.Len())
+			again := make([]float32, ug.G.Len())
+			if err := h.g.Download(first, ug.G); err != nil {
+				t.Fatal(err)
+			}
+			h.g.EmbeddingBagGrad(ur.G, ug.G, nu.G, dOut.G, rows.G, off.G, c)
+			if err := h.g.Download(again, ug.G); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(first, again) {
+				t.Errorf("%s: a second run differs", name)
+			}
 			h.Free(ur, ug, nu)
 		}
 		h.Free(rows, off, dOut)

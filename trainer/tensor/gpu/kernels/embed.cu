@@ -323,16 +323,16 @@ extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const in
 // occurrences are contiguous and in occurrence order, with the dropped
 // (negative) rows in front. Runs ("segments") are ranked by a scan of their
 // heads; seg[u] is the first sorted position of distinct row u and seg[U] =
-// nnz. A segment of ≤ longLen (embLong) occurrences is summed by one team
-// in order; a longer one (a hot row) is cut into chunks of `chunk`
-// (embChunk) occurrences, each summed in order by a team into partial[q].
-// A segment of at most finTeam (embFinTeam) chunks then adds its partials
-// in chunk order (one team); a longer one (the hottest rows, > finTeam ·
-// chunk occurrences) is reduced by a whole block: partials strided over the
-// block's teams, then the team sums in team order (emb_grad_finb). So every
-// sum has a fixed order (results are deterministic), hot rows use many SMs
-// and no row's sum is a long serial chain: the longest in-order chain is
-// max(longLen, chunk, finTeam, ⌈chunks/teams⌉) loads.
+// nnz. A segment of ≤ 64 occurrences is summed by one team in order; a
+// longer one (a hot row) is cut into pieces at the 64-position windows of
+// the sorted order (below), each summed in order by a team into a partial.
+// A segment of at most finTeam (embFinTeam) pieces then adds its partials
+// in window order (one team); a longer one (the hottest rows) is reduced
+// by a whole block: partials strided over the block's teams, then the team
+// sums in team order (emb_grad_finb). So every sum has a fixed order
+// (results are deterministic and do not depend on the grid), hot rows use
+// many SMs and no row's sum is a long serial chain: the longest in-order
+// chain is max(64, finTeam, ⌈pieces/teams⌉) loads.
 
 // emb_grad_prep: a warp per 32 bags (bag groups) writes the pairs of
 // their positions.
@@ -360,12 +360,16 @@ extern "C" __global__ void emb_grad_heads(const u32* k, u32* head, i64 n) {
 }
 
 // emb_grad_rle: from the scanned heads hpos: uniqRows[u] and seg[u] for
-// each run, seg[U] = n and numUniq[0] = U.
-extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniqRows, u32* seg, int* numUniq, i64 n) {
+// each run, seg[U] = n and numUniq[0] = U; the hot-row list counts nl[0],
+// nl[1] start at 0.
+extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniqRows, u32* seg, int* numUniq, u32* nl,
+                                        i64 n) {
     FOR(i, n + 1) {
         if (i == n) {
             seg[hpos[n]] = (u32)n;
             numUniq[0] = (int)hpos[n];
+            nl[0] = 0u;
+            nl[1] = 0u;
         } else if (k[i] != 0u && (i == 0 || k[i] != k[i - 1])) {
             const u32 u = hpos[i];
             seg[u] = (u32)i;
@@ -432,135 +436,123 @@ extern "C" __global__ void emb_grad_sum_v4(float* ug, const float* dOut, const u
     emb_grad_sum_t<4>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
 }
 
-// emb_grad_nchunks: cnt[u] = ⌈len/chunk⌉ for the long segments, 0 for the
-// short ones and for u ≥ numUniq (the exclusive scan gives chunk starts).
-// Each long segment is also appended to a list for emb_grad_fin: lists[0]
-// (count nl[0]) when it has at most finTeam chunks, else lists[1] (count
-// nl[1]); nl is zeroed before. The appends are warp-aggregated atomics on
-// two counters (one per warp and list, at most n/longLen entries in all),
-// so the lists' order varies from run to run; it only decides which team
-// or block sums a segment, never the order of the sum. Warps walk the
-// entries together (blockDim a multiple of 32) for the ballots.
-extern "C" __global__ void emb_grad_nchunks(const u32* seg, const int* numUniq, u32* cnt, u32* list0, u32* list1,
-                                            u32* nl, i64 n, int longLen, int chunk, int finTeam) {
-    const i64 nu = (i64)*numUniq;
-    const int lane = threadIdx.x & 31;
-    const unsigned below = (1u << lane) - 1u;
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    for (i64 u0 = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); u0 < n; u0 += stride) {
-        const i64 u = u0 + lane;
-        u32 c = 0;
-        if (u < nu) {
-            const u32 len = seg[u + 1] - seg[u];
-            if (len > (u32)longLen) c = (len + (u32)chunk - 1u) / (u32)chunk;
-        }
-        if (u < n) cnt[u] = c;
-#pragma unroll
-        for (int l = 0; l < 2; l++) {
-            const bool mine = c != 0 && ((c > (u32)finTeam) == (l == 1));
-            const unsigned m = __ballot_sync(0xffffffffu, mine);
-            if (m == 0u) continue;
-            const int leader = __ffs((int)m) - 1;
-            u32 base = 0;
-            if (lane == leader) base = atomicAdd(&nl[l], (u32)__popc(m));
-            base = __shfl_sync(0xffffffffu, base, leader);
-            if (mine) (l == 0 ? list0 : list1)[base + (u32)__popc(m & below)] = (u32)u;
-        }
-    }
+// Hot rows are cut at the 64-position windows of the sorted order: window
+// k holds sorted positions [64k, 64k+64), and a long segment (more than 64
+// occurrences) meets a window in one piece. A window meets at most two
+// long segments: the one covering its first position (side 0) and one
+// starting inside it (side 1; a long segment starting inside runs past the
+// window's end, so there is one at most). Piece (k, side) has partial
+// 2k + side, so no scan is needed to place the partials: segment u = [s, e)
+// has the P = ⌊(e−1)/64⌋ − ⌊s/64⌋ + 1 partials 2⌊s/64⌋ + (s mod 64 ≠ 0),
+// then 2(⌊s/64⌋ + j) for j = 1 … P−1, in window order.
+
+// emb_grad_piece: the partial of piece j of the segment starting at s.
+static __device__ __forceinline__ i64 emb_grad_piece(i64 s, i64 j) {
+    const i64 k0 = s >> 6;
+    return j == 0 ? 2 * k0 + ((s & 63) != 0 ? 1 : 0) : 2 * (k0 + j);
 }
 
-// emb_grad_chunk: one team per chunk q < cstart[n]: partial[q] = the
-// in-order sum of its EMB_CHUNK occurrences. The chunk's segment u is the
-// largest u < numUniq with cstart[u] ≤ q (a binary search: segments
-// without chunks repeat their successor's start).
+// emb_grad_chunk: one team per piece item q = 2k + side < 2⌈n/64⌉:
+// partial[q] = the in-order sum of the piece's occurrences. The team of a
+// segment's first piece also appends the segment to lists[0] (at most
+// finTeam pieces) or lists[1] (more; the hottest rows) with one atomicAdd
+// on nl[0] or nl[1] (zeroed by emb_grad_rle): at most one per long
+// segment, so contention is low; the lists' order varies from run to run
+// but only decides which team or block sums a segment, not the order.
 template <int W>
 static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const float* dOut, const u32* bag,
-                                                        const int* off, const u32* seg, const u32* cstart,
-                                                        const int* numUniq, i64 n, int V, int mean, int ts,
-                                                        int chunk) {
+                                                        const int* off, const u32* keys, const u32* hpos,
+                                                        const u32* seg, u32* list0, u32* list1, u32* nl, i64 n,
+                                                        int V, int mean, int ts, int finTeam) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    const i64 nc = (i64)cstart[n], nu = (i64)*numUniq;
-    for (i64 q = tid / ts; q < nc; q += teams) {
-        i64 lo = 0, hi = nu;  // cstart[lo] ≤ q < cstart[hi]
-        while (hi - lo > 1) {
-            const i64 mid = (lo + hi) >> 1;
-            if ((i64)cstart[mid] <= q)
-                lo = mid;
-            else
-                hi = mid;
+    const i64 items = 2 * ((n + 63) >> 6);
+    for (i64 q = tid / ts; q < items; q += teams) {
+        const i64 ws = (q >> 1) << 6, we = ws + 64 < n ? ws + 64 : n;
+        i64 u;
+        if ((q & 1) == 0) {
+            if (keys[ws] == 0u) continue;  // a dropped row covers the window's start
+            u = (i64)hpos[ws + 1] - 1;     // the segment of position ws
+        } else {
+            u = (i64)hpos[we] - 1;  // the last segment starting before we
+            if (u < 0 || (i64)seg[u] <= ws) continue;
         }
-        const i64 s = (i64)seg[lo] + (q - (i64)cstart[lo]) * chunk;
-        const i64 e1 = s + (i64)chunk, e2 = (i64)seg[lo + 1];
-        const i64 e = e1 < e2 ? e1 : e2;
+        const i64 s = seg[u], e = seg[u + 1];
+        if (e - s <= 64) continue;
+        const i64 ps = s > ws ? s : ws, pe = e < we ? e : we;
+        if (tl == 0 && ps == s) {
+            const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
+            const int l = P > finTeam ? 1 : 0;
+            (l ? list1 : list0)[atomicAdd(&nl[l], 1u)] = (u32)u;
+        }
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, s, e);
+            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, ps, pe);
             *(emb_vec<W>*)(partial + q * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_chunk_v1(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const int* numUniq, i64 n, int V,
-                                             int mean, int ts, int chunk) {
-    emb_grad_chunk_t<1>(partial, dOut, bag, off, seg, cstart, numUniq, n, V, mean, ts, chunk);
+#define EMB_CHUNK_PARAMS                                                                                            \
+    float *partial, const float *dOut, const u32 *bag, const int *off, const u32 *keys, const u32 *hpos,           \
+        const u32 *seg, u32 *list0, u32 *list1, u32 *nl, i64 n, int V, int mean, int ts, int finTeam
+extern "C" __global__ void emb_grad_chunk_v1(EMB_CHUNK_PARAMS) {
+    emb_grad_chunk_t<1>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
 }
-extern "C" __global__ void emb_grad_chunk_v4(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const int* numUniq, i64 n, int V,
-                                             int mean, int ts, int chunk) {
-    emb_grad_chunk_t<4>(partial, dOut, bag, off, seg, cstart, numUniq, n, V, mean, ts, chunk);
+extern "C" __global__ void emb_grad_chunk_v4(EMB_CHUNK_PARAMS) {
+    emb_grad_chunk_t<4>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
 }
 
-// emb_grad_fin: one team per entry u of lists[0] (at most finTeam chunks):
-// uniqGrad[u] = its partials added in chunk order.
+// emb_grad_fin: one team per entry u of lists[0] (at most finTeam pieces):
+// uniqGrad[u] = its partials added in window order.
 template <int W>
-static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* cstart,
-                                                      const u32* list, const u32* nl, int V, int ts) {
+static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* seg, const u32* list,
+                                                      const u32* nl, int V, int ts) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
     const i64 m = (i64)nl[0];
     for (i64 i = tid / ts; i < m; i += teams) {
         const u32 u = list[i];
-        const i64 q0 = cstart[u], q1 = cstart[u + 1];
+        const i64 s = seg[u], e = seg[u + 1];
+        const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            i64 p = q0;
-            for (; p + 4 <= q1; p += 4) {
+            i64 j = 0;
+            for (; j + 4 <= P; j += 4) {
                 emb_vec<W> x[4];
 #pragma unroll
-                for (int k = 0; k < 4; k++) x[k] = emb_load<W>(partial + (p + k) * V + c);
+                for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + emb_grad_piece(s, j + r) * V + c);
 #pragma unroll
-                for (int k = 0; k < 4; k++) emb_add(a, x[k]);
+                for (int r = 0; r < 4; r++) emb_add(a, x[r]);
             }
-            for (; p < q1; p++) emb_add(a, emb_load<W>(partial + p * V + c));
+            for (; j < P; j++) emb_add(a, emb_load<W>(partial + emb_grad_piece(s, j) * V + c));
             *(emb_vec<W>*)(ug + (i64)u * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* cstart, const u32* list,
+extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* seg, const u32* list,
                                            const u32* nl, int V, int ts) {
-    emb_grad_fin_t<1>(ug, partial, cstart, list, nl, V, ts);
+    emb_grad_fin_t<1>(ug, partial, seg, list, nl, V, ts);
 }
-extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* cstart, const u32* list,
+extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* seg, const u32* list,
                                            const u32* nl, int V, int ts) {
-    emb_grad_fin_t<4>(ug, partial, cstart, list, nl, V, ts);
+    emb_grad_fin_t<4>(ug, partial, seg, list, nl, V, ts);
 }
 
 // emb_grad_finb: one block of EMB_FINB_THREADS per entry u of lists[1]
-// (more than finTeam chunks, the hottest rows), block-strided: team t of
-// the T = EMB_FINB_THREADS/ts teams adds partials t, t+T, t+2T, … in that
+// (more than finTeam pieces: the hottest rows), block-strided: team t of
+// the T = EMB_FINB_THREADS/ts teams adds pieces t, t+T, t+2T, … in that
 // order (4 loads ahead), then team 0 adds the T team sums in team order
 // into uniqGrad[u]. Column passes run the same count on every thread (the
 // barriers).
 #define EMB_FINB_THREADS 1024
 template <int W>
-static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* partial, const u32* cstart,
+static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* partial, const u32* seg,
                                                        const u32* list, const u32* nl, int V, int ts,
                                                        emb_vec<W>* sh) {
     const int t = threadIdx.x, tl = t & (ts - 1), team = t / ts, T = blockDim.x / ts;
@@ -568,29 +560,30 @@ static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* p
     const i64 m = (i64)nl[1];
     for (i64 i = blockIdx.x; i < m; i += gridDim.x) {
         const u32 u = list[i];
-        const i64 q0 = cstart[u], q1 = cstart[u + 1];
+        const i64 s = seg[u], e = seg[u + 1];
+        const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
         for (int k = 0; k < passes; k++) {
             const int c = (k * ts + tl) * W;
             emb_vec<W> a;
             emb_zero(a);
             if (c < V) {
-                i64 p = q0 + team;
-                for (; p + 3 * (i64)T < q1; p += 4 * (i64)T) {
+                i64 j = team;
+                for (; j + 3 * (i64)T < P; j += 4 * (i64)T) {
                     emb_vec<W> x[4];
 #pragma unroll
-                    for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + (p + r * (i64)T) * V + c);
+                    for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + emb_grad_piece(s, j + r * (i64)T) * V + c);
 #pragma unroll
                     for (int r = 0; r < 4; r++) emb_add(a, x[r]);
                 }
-                for (; p < q1; p += T) emb_add(a, emb_load<W>(partial + p * V + c));
+                for (; j < P; j += T) emb_add(a, emb_load<W>(partial + emb_grad_piece(s, j) * V + c));
             }
             sh[t] = a;
             __syncthreads();
             if (team == 0 && c < V) {
-                emb_vec<W> s;
-                emb_zero(s);
-                for (int j = 0; j < T; j++) emb_add(s, sh[j * ts + tl]);
-                *(emb_vec<W>*)(ug + (i64)u * V + c) = s;
+                emb_vec<W> sum;
+                emb_zero(sum);
+                for (int r = 0; r < T; r++) emb_add(sum, sh[r * ts + tl]);
+                *(emb_vec<W>*)(ug + (i64)u * V + c) = sum;
             }
             __syncthreads();
         }
@@ -598,16 +591,14 @@ static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* p
 }
 
 extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
-    emb_grad_finb_v1(float* ug, const float* partial, const u32* cstart, const u32* list, const u32* nl, int V,
-                     int ts) {
+    emb_grad_finb_v1(float* ug, const float* partial, const u32* seg, const u32* list, const u32* nl, int V, int ts) {
     __shared__ emb_vec<1> sh[EMB_FINB_THREADS];
-    emb_grad_finb_t<1>(ug, partial, cstart, list, nl, V, ts, sh);
+    emb_grad_finb_t<1>(ug, partial, seg, list, nl, V, ts, sh);
 }
 extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
-    emb_grad_finb_v4(float* ug, const float* partial, const u32* cstart, const u32* list, const u32* nl, int V,
-                     int ts) {
+    emb_grad_finb_v4(float* ug, const float* partial, const u32* seg, const u32* list, const u32* nl, int V, int ts) {
     __shared__ emb_vec<4> sh[EMB_FINB_THREADS];
-    emb_grad_finb_t<4>(ug, partial, cstart, list, nl, V, ts, sh);
+    emb_grad_finb_t<4>(ug, partial, seg, list, nl, V, ts, sh);
 }
 
 // ---- AUC ----
