@@ -579,3 +579,46 @@ func TestEmbeddingStep(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddingSlotRowsLong covers SlotRows' 32-bag warp groups with
+// multi-hot bags: long bags (up to 150 keys, DCNv2's slot of 100) next to
+// runs of empty bags, a last group of fewer than 32 bags, and more groups
+// than one grid.
+func TestEmbeddingSlotRowsLong(t *testing.T) {
+	h := newHarness(t)
+	sizes := []int64{2000000, 3, 1, 40000}
+	so := []int64{0, 2000000, 2000003, 2000004}
+	ns := len(sizes)
+	for _, samples := range []int{1, 9, 5000, 300001} {
+		bags := samples * ns
+		off := make([]int64, bags+1)
+		var keys []int64
+		for b := range bags {
+			var k int
+			switch h.rng.IntN(8) {
+			case 0:
+				k = h.rng.IntN(151)
+			case 1, 2, 3:
+				k = 0
+			default:
+				k = 1 + h.rng.IntN(3)
+			}
+			if samples == 300001 {
+				k = min(k, 2)
+			}
+			for range k {
+				keys = append(keys, int64(h.rng.IntN(int(sizes[b%ns]))))
+			}
+			off[b+1] = int64(len(keys))
+		}
+		k := h.Ints(tensor.Int64, keys, len(keys))
+		o := h.Ints(tensor.Int32, off, len(off))
+		sot := h.Ints(tensor.Int64, so, ns)
+		sst := h.Ints(tensor.Int64, sizes, ns)
+		r := h.Out(tensor.Int32, len(keys))
+		h.g.SlotRows(r.G, k.G, o.G, sot.G, sst.G)
+		h.c.SlotRows(r.C, k.C, o.C, sot.C, sst.C)
+		h.Check(fmt.Sprintf("slot rows long bags, %d samples", samples), r, 0)
+		h.Free(k, o, sot, sst, r)
+	}
+}
