@@ -185,7 +185,11 @@ func embMean(c tensor.Combiner) int {
 	return 0
 }
 
-// EmbeddingBag pools table rows per bag, one team per bag; a row ≥ the
+// embFwdBags is the bags per team of EmbeddingBag (EMB_FWD_BAGS).
+const embFwdBags = 4
+
+// EmbeddingBag pools table rows per bag, one team per embFwdBags bags (their
+// rows four loads ahead, each added to its bag in order); a row ≥ the
 // table's rows is ErrRange at the next Sync.
 func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag"
@@ -204,8 +208,8 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 	}
 	w, ts := embTeam(v, p(out), p(table))
 	be.do(op, func(x *cuda.Ctx) error {
-		return be.launchTeams(x, "emb_bag_fwd", w, ts, bags, p(out), p(table), p(rows), p(offsets), int64(bags), v,
-			table.Rows(), embMean(c), ts, be.flag, opEmbedding)
+		return be.launchTeams(x, "emb_bag_fwd", w, ts, (bags+embFwdBags-1)/embFwdBags, p(out), p(table), p(rows),
+			p(offsets), int64(bags), v, table.Rows(), embMean(c), ts, int64(rows.Len()), be.flag, opEmbedding)
 	})
 }
 

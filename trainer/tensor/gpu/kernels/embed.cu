@@ -259,62 +259,85 @@ extern "C" __global__ void emb_finish_slots(int* rs, const int* rows, i64 nnz, i
 
 // ---- EmbeddingBag ----
 
-// emb_bag_fwd: one team per bag (see the top of the file): out[b, :] = Σ
-// table[rows[j], :] over the bag, 4 rows loaded ahead and added in order;
-// rows < 0 add nothing, rows ≥ nrows report ERR_RANGE; Mean scales by 1/nnz
-// when nnz > 1.
+// emb_bag_fwd: one team per group of EMB_FWD_BAGS consecutive bags (see
+// the top of the file): the team walks the group's positions [off[b0],
+// off[b0+nb]) four at a time (4 rows loaded ahead whatever the bags'
+// lengths, so one-hot bags do not wait on one row each) and adds each row
+// to its bag's accumulator: out[b, :] = Σ table[rows[j], :] over the bag in
+// position order (the same float additions as one bag at a time). Rows < 0
+// add nothing, rows ≥ nrows report ERR_RANGE; Mean scales by 1/nnz when
+// nnz > 1. Offsets are clamped to [0, nnz].
+#define EMB_FWD_BAGS 4
 template <int W>
 static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* tab, const int* rows, const int* off,
-                                                     i64 bags, int V, int nrows, int mean, int ts, u64* flag, int op) {
+                                                     i64 bags, int V, int nrows, int mean, int ts, i64 nnz, u64* flag,
+                                                     int op) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    for (i64 b = tid / ts; b < bags; b += teams) {
-        const int s = off[b], e = off[b + 1];
-        const float scale = (mean && e - s > 1) ? 1.0f / (float)(e - s) : 1.0f;
+    const i64 groups = (bags + EMB_FWD_BAGS - 1) / EMB_FWD_BAGS;
+    for (i64 g = tid / ts; g < groups; g += teams) {
+        const i64 b0 = g * EMB_FWD_BAGS;
+        const int nb = bags - b0 < EMB_FWD_BAGS ? (int)(bags - b0) : EMB_FWD_BAGS;
+        i64 o[EMB_FWD_BAGS + 1];
+#pragma unroll
+        for (int u = 0; u <= EMB_FWD_BAGS; u++) {
+            i64 x = off[b0 + (u < nb ? u : nb)];
+            x = x < 0 ? 0 : (x > nnz ? nnz : x);
+            o[u] = u > 0 && x < o[u - 1] ? o[u - 1] : x;  // non-decreasing (bad offsets: empty bags)
+        }
+        const i64 E = o[nb];
         for (int c = tl * W; c < V; c += ts * W) {
-            emb_vec<W> a;
-            emb_zero(a);
-            int j = s;
-            for (; j + 4 <= e; j += 4) {
+            emb_vec<W> a[EMB_FWD_BAGS];
+#pragma unroll
+            for (int u = 0; u < EMB_FWD_BAGS; u++) emb_zero(a[u]);
+            i64 j = o[0];
+            for (; j < E; j += 4) {
                 int r[4];
                 emb_vec<W> x[4];
 #pragma unroll
-                for (int u = 0; u < 4; u++) r[u] = rows[j + u];
+                for (int k = 0; k < 4; k++) r[k] = j + k < E ? rows[j + k] : -1;
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    emb_zero(x[u]);
-                    if (r[u] >= nrows)
-                        report(flag, ERR_RANGE, op, j + u, r[u]);
-                    else if (r[u] >= 0)
-                        x[u] = emb_load<W>(tab + (i64)r[u] * V + c);
+                for (int k = 0; k < 4; k++) {
+                    emb_zero(x[k]);
+                    if (r[k] >= nrows)
+                        report(flag, ERR_RANGE, op, j + k, r[k]);
+                    else if (r[k] >= 0)
+                        x[k] = emb_load<W>(tab + (i64)r[k] * V + c);
                 }
 #pragma unroll
-                for (int u = 0; u < 4; u++) emb_add(a, x[u]);
-            }
-            for (; j < e; j++) {
-                const int r = rows[j];
-                if (r >= nrows)
-                    report(flag, ERR_RANGE, op, j, r);
-                else if (r >= 0)
-                    emb_add(a, emb_load<W>(tab + (i64)r * V + c));
-            }
-            if (scale != 1.0f) {
+                for (int k = 0; k < 4; k++) {
+                    if (j + k >= E) break;
+                    int u = 0;
 #pragma unroll
-                for (int k = 0; k < W; k++) a.v[k] *= scale;
+                    for (int q = 1; q < EMB_FWD_BAGS; q++) u += j + k >= o[q] ? 1 : 0;
+#pragma unroll
+                    for (int q = 0; q < EMB_FWD_BAGS; q++)
+                        if (u == q) emb_add(a[q], x[k]);
+                }
             }
-            *(emb_vec<W>*)(out + b * V + c) = a;
+#pragma unroll
+            for (int u = 0; u < EMB_FWD_BAGS; u++) {
+                if (u >= nb) break;
+                const i64 cnt = o[u + 1] - o[u];
+                if (mean && cnt > 1) {
+                    const float scale = 1.0f / (float)cnt;
+#pragma unroll
+                    for (int k = 0; k < W; k++) a[u].v[k] *= scale;
+                }
+                *(emb_vec<W>*)(out + (b0 + u) * V + c) = a[u];
+            }
         }
     }
 }
 
 extern "C" __global__ void emb_bag_fwd_v1(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, u64* flag, int op) {
-    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
+    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
 }
 extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, u64* flag, int op) {
-    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
+    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
 }
 
 // ---- EmbeddingBagGrad ----

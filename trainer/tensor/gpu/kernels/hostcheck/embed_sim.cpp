@@ -1,6 +1,6 @@
 // embed_sim.cpp runs EmbeddingBagGrad's segment stage (embed.cu:
 // emb_grad_heads, emb_grad_rle, emb_grad_sum, emb_grad_chunk,
-// emb_grad_fin, emb_grad_finb), the bag-group kernels
+// emb_grad_fin, emb_grad_finb), the forward (emb_bag_fwd), the bag-group kernels
 // (emb_grad_prep, emb_slot_rows) and the float4 sparse
 // update (optim.cu: opt_sparse_local_v4) on the host, one std::thread per
 // thread of a block with barriers for __syncthreads and the warp
@@ -224,6 +224,52 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
     return bad;
 }
 
+// emb_bag_fwd over 4-bag groups: bit-identical to summing each bag's rows
+// in order (float), for empty, one-hot and long bags, dropped rows, both
+// combiners, scalar and float4 lanes and column passes.
+static int fwd_cases(std::mt19937& rng) {
+    int bad = 0;
+    std::uniform_real_distribution<float> U(-1, 1);
+    for (int V : {1, 7, 16, 128, 256})
+        for (int maxPer : {1, 5, 70})
+            for (int grid : {1, 3})
+                for (int mean = 0; mean < 2; mean++) {
+                    const int nrows = 50, bags = 203;
+                    std::vector<float> tab(nrows * V);
+                    for (auto& x : tab) x = U(rng);
+                    std::vector<int> off(bags + 1), rows;
+                    for (int b = 0; b < bags; b++) {
+                        int k = maxPer == 1 ? 1 : (int)(rng() % (maxPer + 1));
+                        if (rng() % 5 == 0) k = 0;
+                        for (int j = 0; j < k; j++) rows.push_back(rng() % 9 == 0 ? -1 : (int)(rng() % nrows));
+                        off[b + 1] = (int)rows.size();
+                    }
+                    const i64 nnz = (i64)rows.size();
+                    std::vector<float> out((size_t)bags * V, NAN), ref((size_t)bags * V);
+                    for (int b = 0; b < bags; b++)
+                        for (int c = 0; c < V; c++) {
+                            float a = 0;
+                            for (int j = off[b]; j < off[b + 1]; j++)
+                                if (rows[j] >= 0) a += tab[(size_t)rows[j] * V + c];
+                            const int cnt = off[b + 1] - off[b];
+                            if (mean && cnt > 1) a *= 1.0f / (float)cnt;
+                            ref[(size_t)b * V + c] = a;
+                        }
+                    const int w = V % 4 == 0 ? 4 : 1, ts = team(V, w);
+                    u64 flag[4] = {0, 0, 0, 0};
+                    if (w == 4)
+                        launch(grid, 256, [&] { emb_bag_fwd_v4(out.data(), tab.data(), rows.data(), off.data(), bags, V, nrows, mean, ts, nnz, flag, 3); });
+                    else
+                        launch(grid, 256, [&] { emb_bag_fwd_v1(out.data(), tab.data(), rows.data(), off.data(), bags, V, nrows, mean, ts, nnz, flag, 3); });
+                    if (std::memcmp(out.data(), ref.data(), 4 * out.size()) != 0 || flag[0] != 0) {
+                        printf("bag fwd V %d maxPer %d grid %d mean %d: differs from the in-order sum\n", V, maxPer, grid, mean);
+                        bad++;
+                    }
+                }
+    printf("bag fwd: %d of 60 cases differ\n", bad);
+    return bad;
+}
+
 // emb_slot_rows over bag groups: every position's row, empty and long bags,
 // a partial last group, and a key outside its slot reported.
 static int slot_cases(std::mt19937& rng) {
@@ -328,6 +374,7 @@ int main() {
             bad++;
         }
     }
+    bad += fwd_cases(rng);
     bad += slot_cases(rng);
     bad += sparse_cases(rng);
     if (bad) printf("%d failures\n", bad);
