@@ -286,7 +286,7 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
             x = x < 0 ? 0 : (x > nnz ? nnz : x);
             o[u] = u > 0 && x < o[u - 1] ? o[u - 1] : x;  // non-decreasing (bad offsets: empty bags)
         }
-        const i64 E = o[nb];
+        const i64 E = o[EMB_FWD_BAGS];  // = o[nb]; a constant index keeps o in registers
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a[EMB_FWD_BAGS];
 #pragma unroll
