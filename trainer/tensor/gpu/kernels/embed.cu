@@ -152,9 +152,11 @@ extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 ma
 // consecutive bags: its lanes stride over the group's positions
 // [off[b0], off[b0+nb]) (coalesced, no lane waits for a long bag of
 // another) and find a position's bag by a binary search of the group's
-// offsets in shared memory. Offsets are clamped to [0, nnz]; a group's
-// walk stays inside [0, nnz) and gives every position a bag of the group
-// even for offsets that decrease (the CPU rejects those).
+// offsets in shared memory. Offsets are clamped to [0, nnz], the first
+// group starts at 0 and the last ends at nnz: consecutive groups share
+// their boundary offset, so even offsets that decrease (the CPU rejects
+// those) leave no position of [0, nnz) unwritten, and each gets a bag of
+// its group (no garbage bag index reaches a later gather).
 
 // emb_group_load: the warp loads the clamped offsets of bags b0 … b0+nb
 // into sh[0..nb] (nb = min(32, bags − b0)) and returns nb.
@@ -164,6 +166,8 @@ static __device__ __forceinline__ int emb_group_load(const int* off, i64 bags, i
     for (int k = lane; k <= nb; k += 32) {
         i64 o = off[b0 + k];
         o = o < 0 ? 0 : (o > nnz ? nnz : o);
+        if (b0 + k == 0) o = 0;
+        if (b0 + k == bags) o = nnz;
         sh[k] = (int)o;
     }
     __syncwarp();
