@@ -266,12 +266,32 @@ extern "C" __global__ void emb_finish_slots(int* rs, const int* rows, i64 nnz, i
 // emb_bag_fwd: one team per group of EMB_FWD_BAGS consecutive bags (see
 // the top of the file): the team walks the group's positions [off[b0],
 // off[b0+nb]) four at a time (4 rows loaded ahead whatever the bags'
-// lengths, so one-hot bags do not wait on one row each) and adds each row
-// to its bag's accumulator: out[b, :] = Σ table[rows[j], :] over the bag in
-// position order (the same float additions as one bag at a time). Rows < 0
-// add nothing, rows ≥ nrows report ERR_RANGE; Mean scales by 1/nnz when
-// nnz > 1. Offsets are clamped to [0, nnz].
+// lengths, so one-hot bags do not wait on one row each) with one
+// accumulator, stored (and cleared) where a bag ends: out[b, :] = Σ
+// table[rows[j], :] over the bag in position order (the same float
+// additions as one bag at a time). Rows < 0 add nothing, rows ≥ nrows
+// report ERR_RANGE; Mean scales by 1/nnz when nnz > 1. Offsets are clamped
+// to [0, nnz] and made non-decreasing within the group.
 #define EMB_FWD_BAGS 4
+
+// emb_pick5: o[i] for 0 ≤ i ≤ 4 by selects (a constant-index register
+// array, no local memory).
+static __device__ __forceinline__ i64 emb_pick5(const i64 (&o)[EMB_FWD_BAGS + 1], int i) {
+    return i <= 0 ? o[0] : i == 1 ? o[1] : i == 2 ? o[2] : i == 3 ? o[3] : o[4];
+}
+
+template <int W>
+static __device__ __forceinline__ void emb_bag_store(float* out, emb_vec<W>& a, i64 b, int V, int c, int mean,
+                                                     i64 cnt) {
+    if (mean && cnt > 1) {
+        const float scale = 1.0f / (float)cnt;
+#pragma unroll
+        for (int k = 0; k < W; k++) a.v[k] *= scale;
+    }
+    *(emb_vec<W>*)(out + b * V + c) = a;
+    emb_zero(a);
+}
+
 template <int W>
 static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* tab, const int* rows, const int* off,
                                                      i64 bags, int V, int nrows, int mean, int ts, i64 nnz, u64* flag,
@@ -290,13 +310,13 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
             x = x < 0 ? 0 : (x > nnz ? nnz : x);
             o[u] = u > 0 && x < o[u - 1] ? o[u - 1] : x;  // non-decreasing (bad offsets: empty bags)
         }
-        const i64 E = o[EMB_FWD_BAGS];  // = o[nb]; a constant index keeps o in registers
+        const i64 E = o[EMB_FWD_BAGS];  // = o[nb]
         for (int c = tl * W; c < V; c += ts * W) {
-            emb_vec<W> a[EMB_FWD_BAGS];
-#pragma unroll
-            for (int u = 0; u < EMB_FWD_BAGS; u++) emb_zero(a[u]);
-            i64 j = o[0];
-            for (; j < E; j += 4) {
+            emb_vec<W> a;
+            emb_zero(a);
+            int cur = 0;              // the bag being summed
+            i64 lo = o[0], hi = o[1];  // its positions
+            for (i64 j = o[0]; j < E; j += 4) {
                 int r[4];
                 emb_vec<W> x[4];
 #pragma unroll
@@ -312,24 +332,19 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
                     if (j + k >= E) break;
-                    int u = 0;
-#pragma unroll
-                    for (int q = 1; q < EMB_FWD_BAGS; q++) u += j + k >= o[q] ? 1 : 0;
-#pragma unroll
-                    for (int q = 0; q < EMB_FWD_BAGS; q++)
-                        if (u == q) emb_add(a[q], x[k]);
+                    while (j + k >= hi) {  // bag cur (and any empty ones) ended
+                        emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                        cur++;
+                        lo = hi;
+                        hi = emb_pick5(o, cur + 1);
+                    }
+                    emb_add(a, x[k]);
                 }
             }
-#pragma unroll
-            for (int u = 0; u < EMB_FWD_BAGS; u++) {
-                if (u >= nb) break;
-                const i64 cnt = o[u + 1] - o[u];
-                if (mean && cnt > 1) {
-                    const float scale = 1.0f / (float)cnt;
-#pragma unroll
-                    for (int k = 0; k < W; k++) a[u].v[k] *= scale;
-                }
-                *(emb_vec<W>*)(out + (b0 + u) * V + c) = a[u];
+            for (; cur < nb; cur++) {  // the last bag summed, then any empty ones
+                emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                lo = hi;
+                hi = emb_pick5(o, cur + 2);
             }
         }
     }
