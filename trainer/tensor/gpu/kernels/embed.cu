@@ -272,12 +272,13 @@ extern "C" __global__ void emb_finish_slots(int* rs, const int* rows, i64 nnz, i
 // additions as one bag at a time). Rows < 0 add nothing, rows ≥ nrows
 // report ERR_RANGE; Mean scales by 1/nnz when nnz > 1. Offsets are clamped
 // to [0, nnz] and made non-decreasing within the group.
-#define EMB_FWD_BAGS 4
+#define EMB_FWD_BAGS 4  // o0 … o4 below are written out for 4
 
-// emb_pick5: o[i] for 0 ≤ i ≤ 4 by selects (a constant-index register
-// array, no local memory).
-static __device__ __forceinline__ i64 emb_pick5(const i64 (&o)[EMB_FWD_BAGS + 1], int i) {
-    return i <= 0 ? o[0] : i == 1 ? o[1] : i == 2 ? o[2] : i == 3 ? o[3] : o[4];
+// emb_clamp_off: offset x clamped to [lo, nnz] (lo: the previous offset,
+// so the group's offsets never decrease; bad offsets give empty bags).
+static __device__ __forceinline__ i64 emb_clamp_off(i64 x, i64 lo, i64 nnz) {
+    x = x > nnz ? nnz : x;
+    return x < lo ? lo : x;
 }
 
 template <int W>
@@ -303,20 +304,22 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
     for (i64 g = tid / ts; g < groups; g += teams) {
         const i64 b0 = g * EMB_FWD_BAGS;
         const int nb = bags - b0 < EMB_FWD_BAGS ? (int)(bags - b0) : EMB_FWD_BAGS;
-        i64 o[EMB_FWD_BAGS + 1];
-#pragma unroll
-        for (int u = 0; u <= EMB_FWD_BAGS; u++) {
-            i64 x = off[b0 + (u < nb ? u : nb)];
-            x = x < 0 ? 0 : (x > nnz ? nnz : x);
-            o[u] = u > 0 && x < o[u - 1] ? o[u - 1] : x;  // non-decreasing (bad offsets: empty bags)
-        }
-        const i64 E = o[EMB_FWD_BAGS];  // = o[nb]
+        // The group's offsets o0 … o4 as scalars (an array indexed by the
+        // current bag would live in local memory); past nb they repeat the
+        // end.
+        const i64 o0 = emb_clamp_off(off[b0], 0, nnz);
+        const i64 o1 = emb_clamp_off(off[b0 + (nb > 1 ? 1 : nb)], o0, nnz);
+        const i64 o2 = emb_clamp_off(off[b0 + (nb > 2 ? 2 : nb)], o1, nnz);
+        const i64 o3 = emb_clamp_off(off[b0 + (nb > 3 ? 3 : nb)], o2, nnz);
+        const i64 E = emb_clamp_off(off[b0 + nb], o3, nnz);
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            int cur = 0;              // the bag being summed
-            i64 lo = o[0], hi = o[1];  // its positions
-            for (i64 j = o[0]; j < E; j += 4) {
+            int cur = 0;             // the bag being summed
+            i64 lo = o0, hi = o1;  // its positions
+            // EMB_FWD_NEXT(i) = o_i, the end of bag i−1 (E past the group).
+#define EMB_FWD_NEXT(i) ((i) <= 1 ? o1 : (i) == 2 ? o2 : (i) == 3 ? o3 : E)
+            for (i64 j = o0; j < E; j += 4) {
                 int r[4];
                 emb_vec<W> x[4];
 #pragma unroll
@@ -330,22 +333,24 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
                         x[k] = emb_load<W>(tab + (i64)r[k] * V + c);
                 }
 #pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if (j + k >= E) break;
-                    while (j + k >= hi) {  // bag cur (and any empty ones) ended
-                        emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
-                        cur++;
-                        lo = hi;
-                        hi = emb_pick5(o, cur + 1);
+                for (int k = 0; k < 4; k++) {  // guarded, not broken off: fully unrolled, x stays in registers
+                    if (j + k < E) {
+                        while (j + k >= hi) {  // bag cur (and any empty ones) ended
+                            emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                            cur++;
+                            lo = hi;
+                            hi = EMB_FWD_NEXT(cur + 1);
+                        }
+                        emb_add(a, x[k]);
                     }
-                    emb_add(a, x[k]);
                 }
             }
             for (; cur < nb; cur++) {  // the last bag summed, then any empty ones
                 emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
                 lo = hi;
-                hi = emb_pick5(o, cur + 2);
+                hi = EMB_FWD_NEXT(cur + 2);
             }
+#undef EMB_FWD_NEXT
         }
     }
 }

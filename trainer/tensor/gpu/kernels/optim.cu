@@ -321,13 +321,15 @@ extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, 
     const OptCoef c = OPT_COEF;
     const OptGrid g = optim_grid(G);
     const int lane = g.lane;
-    const opt_f4 zero = {};
     for (i64 wb = g.first; wb < rows; wb += g.stride) {
         const i64 r = wb + g.sub;
         if (r >= rows) continue;
         const i64 u = pos[r];
-        for (int j = 4 * lane; j < V; j += 4 * G)
-            optim_step4(c, w, s1, s2, r * V + j, u >= 0 ? *(const opt_f4*)(ug + u * V + j) : zero);
+        for (int j = 4 * lane; j < V; j += 4 * G) {
+            opt_f4 gv = {};
+            if (u >= 0) gv = *(const opt_f4*)(ug + u * V + j);
+            optim_step4(c, w, s1, s2, r * V + j, gv);
+        }
     }
 }
 
