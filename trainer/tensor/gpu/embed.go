@@ -23,6 +23,10 @@ const (
 	embFinbThreads = 1024
 )
 
+// embed.cu's windows are 64 positions (shifts by 6): embLong must match.
+var _ [embLong - 64]struct{}
+var _ [64 - embLong]struct{}
+
 // HashLookup maps keys to rows, inserting missing keys when asked. Insert
 // is: probe (miss flags) → compaction of the missing keys → 64-bit radix
 // sort → ranks of the distinct keys by a scan of run heads → atomicCAS
