@@ -31,8 +31,12 @@ var embBenchShapes = []embBenchShape{
 	// DCNv2 (MLPerf): 26 multi-hot slots capped at 2 M rows, 214 ids a sample, AdaGrad.
 	{"dcnv2", []int{3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1}, 2000000, 128, tensor.AdaGrad, 65536},
 	// DLRM: 26 one-hot slots of 10⁶ rows, SGD.
-	{"dlrm", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 1000000, 128, tensor.SGD, 65536},
+	{"dlrm", embBenchOneHot, 1000000, 128, tensor.SGD, 65536},
+	// DLRM at HugeCTR's default batch (launch-bound: ns/op is mostly launches).
+	{"dlrm-2048", embBenchOneHot, 1000000, 128, tensor.SGD, 2048},
 }
+
+var embBenchOneHot = []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
 
 // embBenchData is one shape's batch and table on the device, built once.
 type embBenchData struct {
