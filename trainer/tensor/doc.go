@@ -68,7 +68,8 @@
 //	InitHashRows             fixed grid over (new row, 4 columns), range read on the device
 //	EmbeddingBag             one warp per bag, lanes over the vector
 //	EmbeddingBagGrad         radix sort of (row, position) pairs, run-length encode,
-//	                         one warp per distinct row summing its occurrences in order
+//	                         one warp per distinct row summing its occurrences in order;
+//	                         hot rows in chunks of 64, finished by a warp or a block
 //	Interaction(+Grad)       one block per sample: its n+1 vectors in shared memory,
 //	                         2×2 register tiles of F·Fᵀ, one coalesced output row
 //	FmOrder2(+Grad)          one thread per (sample, column)
@@ -78,7 +79,8 @@
 //	MaskedBCE                BCE's kernel with labels < −0.5 masked (MultiCrossEntropyLoss)
 //	DenseUpdate              elementwise kernel, scalars (lr, bias correction) as args
 //	SparseUpdate             one warp per unique row (Local, LazyGlobal) or a
-//	                         row-map + elementwise kernel over the table (Global);
+//	                         row-map + elementwise kernel over the table (Global),
+//	                         16-byte accesses when V % 4 == 0;
 //	                         numUniq is read on the device, never by the host
 //	AUC                      device radix sort by score + double scan + tie groups
 //

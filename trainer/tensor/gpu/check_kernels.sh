@@ -26,6 +26,31 @@ if [ $# -eq 0 ]; then
 		echo "hostcheck/interaction_sim.cpp failed" >&2
 		status=1
 	fi
+	# The embedding kernels and the float4 sparse update on the host
+	# (hostcheck/embed_sim.cpp, embed.cu and optim.cu included whole).
+	if ! $CXX -std=c++20 -O1 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-function hostcheck/embed_sim.cpp \
+		-Wl,--unresolved-symbols=ignore-all -o "$tmp/esim" ||
+		! "$tmp/esim" >"$tmp/elog"; then
+		cat "$tmp/elog" 2>/dev/null
+		echo "hostcheck/embed_sim.cpp failed" >&2
+		status=1
+	fi
+	# embed.cu and optim.cu through clang's NVPTX back end (when installed):
+	# every kernel must stay out of local memory. A compile failure is only
+	# a warning (hostcheck/nvptx_shim.h may lack a built-in NVRTC has).
+	CLANG=${CLANG:-$(command -v clang-14 || command -v clang || true)}
+	if [ -n "$CLANG" ]; then
+		for f in embed optim; do
+			{ cat common.cuh; printf '\n#line 1 "%s.cu"\n' "$f"; cat "$f.cu"; } >"$tmp/$f.cu"
+			if ! "$CLANG" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -Xclang -target-feature \
+				-Xclang +ptx70 -O3 -std=c++17 -include hostcheck/nvptx_shim.h -S "$tmp/$f.cu" -o "$tmp/$f.ptx"; then
+				echo "warning: $f.cu: clang NVPTX compile failed (local-memory check skipped)" >&2
+			elif local=$(awk '/^\.visible \.entry/{n=$3} /__local_depot/{print n}' "$tmp/$f.ptx") && [ -n "$local" ]; then
+				echo "$f.cu: kernels in local memory: $local" >&2
+				status=1
+			fi
+		done
+	fi
 	rm -rf "$tmp"
 	# The cross-layer kernels on the host (hostcheck/multicross_sim.cpp).
 	tmp=$(mktemp -d) || exit 2

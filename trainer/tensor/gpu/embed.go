@@ -13,12 +13,19 @@ import (
 // the device (the CPU checks them); the kernels clamp bag ranges to the
 // keys so bad offsets cannot fault.
 
-// EmbeddingBagGrad splits segments longer than embLong occurrences into
-// chunks of embChunk (hot rows, see embed.cu).
+// EmbeddingBagGrad cuts segments longer than embLong occurrences at the
+// 64-position windows of the sorted order (hot rows, see embed.cu; embLong
+// is that window); a segment of more than embFinTeam pieces is finished by
+// a block of embFinbThreads (EMB_FINB_THREADS) instead of one team.
 const (
-	embLong  = 64
-	embChunk = 64
+	embLong        = 64
+	embFinTeam     = 32
+	embFinbThreads = 1024
 )
+
+// embed.cu's windows are 64 positions (shifts by 6): embLong must match.
+var _ [embLong - 64]struct{}
+var _ [64 - embLong]struct{}
 
 // HashLookup maps keys to rows, inserting missing keys when asked. Insert
 // is: probe (miss flags) → compaction of the missing keys → 64-bit radix
@@ -182,7 +189,11 @@ func embMean(c tensor.Combiner) int {
 	return 0
 }
 
-// EmbeddingBag pools table rows per bag, one team per bag; a row ≥ the
+// embFwdBags is the bags per team of EmbeddingBag (EMB_FWD_BAGS).
+const embFwdBags = 4
+
+// EmbeddingBag pools table rows per bag, one team per embFwdBags bags (their
+// rows four loads ahead, each added to its bag in order); a row ≥ the
 // table's rows is ErrRange at the next Sync.
 func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag"
@@ -201,8 +212,8 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 	}
 	w, ts := embTeam(v, p(out), p(table))
 	be.do(op, func(x *cuda.Ctx) error {
-		return be.launchTeams(x, "emb_bag_fwd", w, ts, bags, p(out), p(table), p(rows), p(offsets), int64(bags), v,
-			table.Rows(), embMean(c), ts, be.flag, opEmbedding)
+		return be.launchTeams(x, "emb_bag_fwd", w, ts, (bags+embFwdBags-1)/embFwdBags, p(out), p(table), p(rows),
+			p(offsets), int64(bags), v, table.Rows(), embMean(c), ts, int64(rows.Len()), be.flag, opEmbedding)
 	})
 }
 
@@ -210,7 +221,14 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 // radix-sorted stably (bits bounded on the device by the keys' spread), run
 // heads are scanned into segments, and each distinct row's occurrences are
 // summed in order (hot rows in chunks, see embed.cu). numUniq stays on the
-// device.
+// device and every grid is sized by nnz, so nothing here waits for the host
+// (the step can be captured in a CUDA graph).
+//
+// Kernels for nnz occurrences: prep, the sort (a diff kernel and per 8-bit
+// pass a histogram, a 3-kernel scan and a scatter; passes whose digit is the
+// same in every key only copy), heads, scan, rle, the short-segment sums,
+// the hot-row piece sums (which also list the long segments) and the two
+// finishing kernels (one team, or one block for the hottest rows).
 func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag_grad"
 	if !be.floats(op, uniqGrad, dOut) || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
@@ -228,17 +246,22 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		return
 	}
 	n := nnz
-	maxChunks := n/embChunk + n/embLong + 1
+	pieces := 2 * ((n + embLong - 1) / embLong) // two per window
+	maxLong := n/(embLong+1) + 1                // segments of more than embLong occurrences
+	// A segment of L occurrences meets at most ⌊(L−2)/64⌋ + 2 windows, so
+	// one of more than embFinTeam pieces has L > (embFinTeam−2)·64.
+	maxHot := n/((embFinTeam-2)*embLong) + 1
 	be.do(op, func(x *cuda.Ctx) error {
 		var srt primSort
-		var hpos, seg, cstart, chunkSeg, partial, part cuda.Ptr
+		var hpos, seg, list0, list1, nl, partial, part cuda.Ptr
 		err := be.primWorkspace(x, func(a *primArena) {
 			srt = newPrimSort(a, n, false, true)
 			hpos = a.take(4 * (n + 1))
 			seg = a.take(4 * (n + 1))
-			cstart = a.take(4 * (n + 1))
-			chunkSeg = a.take(4 * maxChunks)
-			partial = a.take(4 * maxChunks * v)
+			list0 = a.take(4 * maxLong)
+			list1 = a.take(4 * maxHot)
+			nl = a.take(4 * 2)
+			partial = a.take(4 * pieces * v)
 			part = a.take(4 * primScanPart(n))
 		})
 		if err != nil {
@@ -259,7 +282,7 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		if err := be.scan(x, primU32, hpos, hpos, n, part); err != nil {
 			return err
 		}
-		if err := be.launch1(x, "emb_grad_rle", n+1, keys, hpos, p(uniqRows), seg, p(numUniq), int64(n)); err != nil {
+		if err := be.launch1(x, "emb_grad_rle", n+1, keys, hpos, p(uniqRows), seg, p(numUniq), nl, int64(n)); err != nil {
 			return err
 		}
 		if v == 0 {
@@ -270,22 +293,21 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 			v, mean, ts, embLong); err != nil {
 			return err
 		}
-		// Hot rows: chunk counts → chunk starts → chunk→row map → chunk sums →
-		// per-row sums of the partials.
-		if err := be.launch1(x, "emb_grad_nchunks", n, seg, p(numUniq), cstart, int64(n), embLong, embChunk); err != nil {
+		// Hot rows: piece sums (and the lists of long segments) → per-row
+		// sums of the partials.
+		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, pieces, partial, p(dOut), bag, p(offsets), keys, hpos, seg,
+			list0, list1, nl, int64(n), v, mean, ts, embFinTeam); err != nil {
 			return err
 		}
-		if err := be.scan(x, primU32, cstart, cstart, n, part); err != nil {
+		if err := be.launchTeams(x, "emb_grad_fin", w, ts, maxLong, p(uniqGrad), partial, seg, list0, nl, v, ts); err != nil {
 			return err
 		}
-		if err := be.launch1(x, "emb_grad_chunkmap", n, cstart, p(numUniq), chunkSeg); err != nil {
-			return err
+		name := "emb_grad_finb_v1"
+		if w == 4 {
+			name = "emb_grad_finb_v4"
 		}
-		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, maxChunks, partial, p(dOut), bag, p(offsets), seg, cstart,
-			chunkSeg, int64(n), v, mean, ts, embChunk); err != nil {
-			return err
-		}
-		return be.launchTeams(x, "emb_grad_fin", w, ts, maxChunks, p(uniqGrad), partial, cstart, chunkSeg, int64(n), v, ts)
+		return be.launch(x, name, cuda.D1(min(maxHot, be.sms)), cuda.D1(embFinbThreads), 0,
+			p(uniqGrad), partial, seg, list1, nl, v, ts)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -418,5 +419,206 @@ func TestRecordSlots(t *testing.T) {
 		h.c.RecordSlots(rs.C, r.C, o.C, ns)
 		h.Check(fmt.Sprintf("record slots, %d samples", samples), rs, 0)
 		h.Free(rs, r, o)
+	}
+}
+
+// TestEmbeddingBagGradHot covers the hot-row paths of EmbeddingBagGrad:
+// segments past one chunk finished by a team, segments past embFinTeam
+// chunks (more than 2048 occurrences) finished by a block, with one and
+// two column passes, float4 and scalar lanes, empty bags in between, and a
+// batch whose every occurrence is one row.
+func TestEmbeddingBagGradHot(t *testing.T) {
+	h := newHarness(t)
+	type hotCase struct {
+		bags, maxPer, nrows, v int
+		hot                    []float64 // the fractions of occurrences of rows 0, 1, …
+	}
+	cases := []hotCase{
+		{30000, 4, 2000, 128, []float64{0.3, 0.1, 0.05, 0.02}}, // several rows > 2048, float4, one pass
+		{20000, 5, 500, 256, []float64{0.5, 0.2}},              // two column passes
+		{20000, 3, 300, 13, []float64{0.4, 0.02}},              // scalar lanes
+		{40000, 2, 100, 1, []float64{0.6}},                     // V = 1: 1024 one-lane teams
+		{10000, 6, 10, 64, []float64{1}},                       // one row only
+		{70000, 1, 1 << 20, 128, []float64{0.05, 0.03, 0.03}},  // one-hot bags, large rows
+	}
+	for _, tc := range cases {
+		b := embBatch{off: make([]int64, tc.bags+1)}
+		for i := range tc.bags {
+			for range h.rng.IntN(tc.maxPer + 1) {
+				u, r := h.rng.Float64(), int64(-2)
+				for k, f := range tc.hot {
+					if u < f {
+						r = int64(k)
+						break
+					}
+					u -= f
+				}
+				if r == -2 {
+					x := h.rng.Float64()
+					r = int64(x * x * float64(tc.nrows))
+					if h.rng.IntN(50) == 0 {
+						r = -1
+					}
+				}
+				b.rows = append(b.rows, r)
+			}
+			b.off[i+1] = int64(len(b.rows))
+		}
+		nnz := len(b.rows)
+		rows := h.Ints(tensor.Int32, b.rows, nnz)
+		off := h.Ints(tensor.Int32, b.off, len(b.off))
+		dOut := h.Rand(-1, 1, tc.bags, tc.v)
+		for _, c := range embCombiners {
+			ur := h.Ints(tensor.Int32, slices.Repeat([]int64{-7}, nnz), nnz)
+			ug := h.Rand(-1, 1, nnz, tc.v)
+			nu := h.Ints(tensor.Int32, []int64{-3}, 1)
+			h.g.EmbeddingBagGrad(ur.G, ug.G, nu.G, dOut.G, rows.G, off.G, c)
+			h.c.EmbeddingBagGrad(ur.C, ug.C, nu.C, dOut.C, rows.C, off.C, c)
+			name := fmt.Sprintf("hot grad bags %d v %d hot %v comb %d", tc.bags, tc.v, tc.hot, c)
+			h.Check(name+" numUniq", nu, 0)
+			h.Check(name+" uniqRows", ur, 0)
+			h.Check(name+" uniqGrad", ug, tolFP32)
+			// Deterministic: a second run (other list orders) gives the
+			// same bits.
+			first := make([]float32, ug.G.Len())
+			again := make([]float32, ug.G.Len())
+			if err := h.g.Download(first, ug.G); err != nil {
+				t.Fatal(err)
+			}
+			h.g.EmbeddingBagGrad(ur.G, ug.G, nu.G, dOut.G, rows.G, off.G, c)
+			if err := h.g.Download(again, ug.G); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(first, again) {
+				t.Errorf("%s: a second run differs", name)
+			}
+			h.Free(ur, ug, nu)
+		}
+		h.Free(rows, off, dOut)
+	}
+}
+
+// TestEmbeddingStep trains a slot-local table a few steps on both
+// backends: int64 keys → SlotRows → EmbeddingBag → EmbeddingBagGrad →
+// SparseUpdate, for every optimizer and update type, one-hot bags (DLRM's
+// LocalizedSlotSparseEmbeddingOneHot) and multi-hot bags with repeated keys
+// in a bag, empty bags and a key in every bag of its slot (DCNv2's), so
+// the update sees the gradients the backward made.
+func TestEmbeddingStep(t *testing.T) {
+	h := newHarness(t)
+	sizes := []int64{3, 200, 5000, 7, 2}
+	so := []int64{0, 3, 203, 5203, 5210}
+	ns, nrows := len(sizes), 5212
+	type layout struct {
+		name    string
+		maxPer  int // keys per bag: exactly 1 when 0
+		v       int
+		comb    tensor.Combiner
+		samples int
+	}
+	layouts := []layout{
+		{"one-hot", 0, 128, tensor.Sum, 3000},
+		{"multi-hot", 6, 20, tensor.Sum, 2000},
+		{"multi-hot mean", 4, 7, tensor.Mean, 1500},
+	}
+	for _, lo := range layouts {
+		for _, kind := range optKinds {
+			for _, up := range []tensor.UpdateType{tensor.Local, tensor.Global, tensor.LazyGlobal} {
+				if up == tensor.LazyGlobal && kind != tensor.Adam {
+					continue
+				}
+				tab := h.Rand(-0.5, 0.5, nrows, lo.v)
+				s1, s2 := h.optStates(kind, nrows*lo.v, true)
+				last := h.Ints(tensor.Int32, make([]int64, nrows), nrows)
+				sot := h.Ints(tensor.Int64, so, ns)
+				sst := h.Ints(tensor.Int64, sizes, ns)
+				for step := int64(1); step <= 3; step++ {
+					bags := lo.samples * ns
+					off := make([]int64, bags+1)
+					var keys []int64
+					for b := range bags {
+						k := 1
+						if lo.maxPer > 0 {
+							k = h.rng.IntN(lo.maxPer + 1)
+						}
+						sz := int(sizes[b%ns])
+						for range k {
+							x := h.rng.Float64()
+							keys = append(keys, int64(x*x*x*float64(sz)))
+						}
+						off[b+1] = int64(len(keys))
+					}
+					nnz := len(keys)
+					kt := h.Ints(tensor.Int64, keys, nnz)
+					ot := h.Ints(tensor.Int32, off, len(off))
+					rows := h.Out(tensor.Int32, nnz)
+					h.g.SlotRows(rows.G, kt.G, ot.G, sot.G, sst.G)
+					h.c.SlotRows(rows.C, kt.C, ot.C, sot.C, sst.C)
+					name := fmt.Sprintf("%s kind %d update %d step %d", lo.name, kind, up, step)
+					h.Check(name+" rows", rows, 0)
+					out := h.Out(tensor.Float32, bags, lo.v)
+					h.g.EmbeddingBag(out.G, tab.G, rows.G, ot.G, lo.comb)
+					h.c.EmbeddingBag(out.C, tab.C, rows.C, ot.C, lo.comb)
+					h.Check(name+" forward", out, tolFP32)
+					dOut := h.Rand(-1, 1, bags, lo.v)
+					ur := h.Out(tensor.Int32, max(nnz, 1))
+					ug := h.Out(tensor.Float32, max(nnz, 1), lo.v)
+					nu := h.Out(tensor.Int32, 1)
+					h.g.EmbeddingBagGrad(ur.G, ug.G, nu.G, dOut.G, rows.G, ot.G, lo.comb)
+					h.c.EmbeddingBagGrad(ur.C, ug.C, nu.C, dOut.C, rows.C, ot.C, lo.comb)
+					h.Check(name+" numUniq", nu, 0)
+					p := optParams(kind, up, step, 1)
+					h.g.SparseUpdate(p, tab.G, s1.G, s2.G, last.G, ur.G, ug.G, nu.G)
+					h.c.SparseUpdate(p, tab.C, s1.C, s2.C, last.C, ur.C, ug.C, nu.C)
+					h.Check(name+" table", tab, tolFP32)
+					h.checkStates(name, kind, s1, s2)
+					h.Free(kt, ot, rows, out, dOut, ur, ug, nu)
+				}
+				h.Free(tab, s1, s2, last, sot, sst)
+			}
+		}
+	}
+}
+
+// TestEmbeddingSlotRowsLong covers SlotRows' 32-bag warp groups with
+// multi-hot bags: long bags (up to 150 keys, DCNv2's slot of 100) next to
+// runs of empty bags, a last group of fewer than 32 bags, and more groups
+// than one grid.
+func TestEmbeddingSlotRowsLong(t *testing.T) {
+	h := newHarness(t)
+	sizes := []int64{2000000, 3, 1, 40000}
+	so := []int64{0, 2000000, 2000003, 2000004}
+	ns := len(sizes)
+	for _, samples := range []int{1, 9, 5000, 300001} {
+		bags := samples * ns
+		off := make([]int64, bags+1)
+		var keys []int64
+		for b := range bags {
+			var k int
+			switch h.rng.IntN(8) {
+			case 0:
+				k = h.rng.IntN(151)
+			case 1, 2, 3:
+				k = 0
+			default:
+				k = 1 + h.rng.IntN(3)
+			}
+			if samples == 300001 {
+				k = min(k, 2)
+			}
+			for range k {
+				keys = append(keys, int64(h.rng.IntN(int(sizes[b%ns]))))
+			}
+			off[b+1] = int64(len(keys))
+		}
+		k := h.Ints(tensor.Int64, keys, len(keys))
+		o := h.Ints(tensor.Int32, off, len(off))
+		sot := h.Ints(tensor.Int64, so, ns)
+		sst := h.Ints(tensor.Int64, sizes, ns)
+		r := h.Out(tensor.Int32, len(keys))
+		h.g.SlotRows(r.G, k.G, o.G, sot.G, sst.G)
+		h.c.SlotRows(r.C, k.C, o.C, sot.C, sst.C)
+		h.Check(fmt.Sprintf("slot rows long bags, %d samples", samples), r, 0)
+		h.Free(k, o, sot, sst, r)
 	}
 }

@@ -45,6 +45,21 @@ func optGroup(v int) int {
 	return g
 }
 
+// optVec4 reports whether the row kernels may use 16-byte accesses
+// (their _v4 variants): V % 4 == 0 and every pointer given (absent states
+// are 0) 16-byte aligned.
+func optVec4(v int, ptrs ...cuda.Ptr) bool {
+	if v%4 != 0 {
+		return false
+	}
+	for _, q := range ptrs {
+		if q%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // optRowGrid launches a row kernel over n entries in groups of g lanes
 // (256-thread blocks, at most 32 blocks per SM, at least one block so the
 // device-side count check always runs).
@@ -78,7 +93,10 @@ func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 // identity) and LazyGlobal is Global for the momentum optimizers. Local and
 // LazyGlobal run a group of lanes per unique row; Global scatters a
 // row→entry map (workspace int32 [rows], −1 = not in the batch) and then
-// updates every row of the table.
+// updates every row of the table. Local and Global use 16-byte loads and
+// stores when the width and pointers allow (optVec4); the arithmetic per
+// element is the same. The step's scalars reach every kernel through
+// optCoef (OPT_COEF_PARAMS) and nowhere else.
 func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uniqRows, uniqGrad, numUniq tensor.Tensor) {
 	const op = "sparse_update"
 	if !be.floats(op, table, s1, s2, uniqGrad) || !be.owned(op, lastStep, uniqRows, numUniq) ||
@@ -99,6 +117,10 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		capacity = 0
 	}
 	gl := optGroup(v)
+	sfx := ""
+	if optVec4(v, Ptr(table), Ptr(s1), Ptr(s2), Ptr(uniqGrad)) {
+		gl, sfx = optGroup(v/4), "_v4"
+	}
 	coef := optCoef(p)
 	flag, opc := be.flag, uint64(opSparseUpdate)
 	be.do(op, func(c *cuda.Ctx) error {
@@ -106,7 +128,7 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		case tensor.Local:
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
 				int64(capacity), int64(rows), v, gl, flag, opc}, coef...)
-			return be.optRowGrid(c, "opt_sparse_local", capacity, gl, args...)
+			return be.optRowGrid(c, "opt_sparse_local"+sfx, capacity, gl, args...)
 		case tensor.Global:
 			pos, err := be.workspace(c, 4*max(rows, 1))
 			if err != nil {
@@ -123,8 +145,9 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 				return err
 			}
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), pos, Ptr(uniqGrad), int64(rows), v, gl}, coef...)
-			return be.optRowGrid(c, "opt_sparse_global", rows, gl, args...)
-		default: // LazyGlobal Adam
+			return be.optRowGrid(c, "opt_sparse_global"+sfx, rows, gl, args...)
+		default: // LazyGlobal Adam (scalar lanes: the catch-up is per element)
+			gl := optGroup(v)
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
 				int64(capacity), int64(rows), v, gl, p.Step, flag, opc}, coef...)
 			args = append(args, optLazy(p)...)

@@ -147,21 +147,74 @@ extern "C" __global__ void emb_hash_reprobe(const i64* tk, const int* tr, u64 ma
     }
 }
 
+// ---- Bag groups ----
+// Kernels over the positions of CSR bags give each warp a group of 32
+// consecutive bags: its lanes stride over the group's positions
+// [off[b0], off[b0+nb]) (coalesced, no lane waits for a long bag of
+// another) and find a position's bag by a binary search of the group's
+// offsets in shared memory. Offsets are clamped to [0, nnz], the first
+// group starts at 0 and the last ends at nnz: consecutive groups share
+// their boundary offset, so even offsets that decrease (the CPU rejects
+// those) leave no position of [0, nnz) unwritten, and each gets a bag of
+// its group (no garbage bag index reaches a later gather).
+
+// emb_group_load: the warp loads the clamped offsets of bags b0 … b0+nb
+// into sh[0..nb] (nb = min(32, bags − b0)) and returns nb.
+static __device__ __forceinline__ int emb_group_load(const int* off, i64 bags, i64 nnz, i64 b0, int* sh) {
+    const int lane = threadIdx.x & 31;
+    const int nb = (int)(bags - b0 < 32 ? bags - b0 : 32);
+    for (int k = lane; k <= nb; k += 32) {
+        i64 o = off[b0 + k];
+        o = o < 0 ? 0 : (o > nnz ? nnz : o);
+        if (b0 + k == 0) o = 0;
+        if (b0 + k == bags) o = nnz;
+        sh[k] = (int)o;
+    }
+    __syncwarp();
+    return nb;
+}
+
+// emb_group_bag: the largest k < nb with sh[k] ≤ j (0 when none): the bag
+// of position j (empty bags share their start with the next bag).
+static __device__ __forceinline__ int emb_group_bag(const int* sh, int nb, i64 j) {
+    int lo = 0, hi = nb;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) >> 1;
+        if ((i64)sh[mid] <= j)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+// EMB_GROUP_LOOP(b0) runs the body once per 32-bag group b0 of the warp
+// (grid-stride, the same trip count on all 32 lanes; 256-thread blocks);
+// sh is the warp's 33 offsets.
+#define EMB_GROUP_WARPS 8
+#define EMB_GROUP_LOOP(b0, bags)                                                                        \
+    for (i64 b0 = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) << 5; b0 < (bags);               \
+         b0 += ((i64)gridDim.x * blockDim.x >> 5) << 5)
+
 // ---- SlotRows ----
 
-// emb_slot_rows: one thread per bag b (slot b mod ns) over its keys:
-// rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key < ss[s] and the row
-// fits an int32; a negative so[s] (another rank's slot) gives row −1 after
-// the same range check.
-extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so, const i64* ss,
-                                         i64 bags, int ns, i64 nnz, u64* flag, int op) {
-    FOR(b, bags) {
-        const int s = (int)(b % ns);
-        const i64 o = so[s], sz = ss[s];
-        i64 lo = off[b], hi = off[b + 1];
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > nnz ? nnz : hi;
-        for (i64 j = lo; j < hi; j++) {
+// emb_slot_rows: a warp per 32 bags (bag groups above); position j of bag b
+// (slot b mod ns): rows[j] = keys[j] + so[s], ERR_RANGE unless 0 ≤ key <
+// ss[s] and the row fits an int32; a negative so[s] (another rank's slot)
+// gives row −1 after the same range check.
+extern "C" __global__ void __launch_bounds__(256) emb_slot_rows(int* rows, const i64* keys, const int* off, const i64* so,
+                                                                const i64* ss, i64 bags, int ns, i64 nnz, u64* flag,
+                                                                int op) {
+    __shared__ int shg[EMB_GROUP_WARPS][33];
+    int* sh = shg[threadIdx.x >> 5];
+    const int lane = threadIdx.x & 31;
+    EMB_GROUP_LOOP(b0, bags) {
+        const int nb = emb_group_load(off, bags, nnz, b0, sh);
+        const i64 hi = sh[nb];
+        for (i64 j = (i64)sh[0] + lane; j < hi; j += 32) {
+            const i64 b = b0 + emb_group_bag(sh, nb, j);
+            const int s = (int)(b % ns);
+            const i64 o = so[s], sz = ss[s];
             const i64 k = keys[j], v = k + o;
             if (k < 0 || k >= sz || v > 2147483647ll) {
                 report(flag, ERR_RANGE, op, j, k);
@@ -169,6 +222,7 @@ extern "C" __global__ void emb_slot_rows(int* rows, const i64* keys, const int* 
             }
             rows[j] = o < 0 ? -1 : (int)v;
         }
+        __syncwarp();  // sh is reused by the next group
     }
 }
 
@@ -209,62 +263,105 @@ extern "C" __global__ void emb_finish_slots(int* rs, const int* rows, i64 nnz, i
 
 // ---- EmbeddingBag ----
 
-// emb_bag_fwd: one team per bag (see the top of the file): out[b, :] = Σ
-// table[rows[j], :] over the bag, 4 rows loaded ahead and added in order;
-// rows < 0 add nothing, rows ≥ nrows report ERR_RANGE; Mean scales by 1/nnz
-// when nnz > 1.
+// emb_bag_fwd: one team per group of EMB_FWD_BAGS consecutive bags (see
+// the top of the file): the team walks the group's positions [off[b0],
+// off[b0+nb]) four at a time (4 rows loaded ahead whatever the bags'
+// lengths, so one-hot bags do not wait on one row each) with one
+// accumulator, stored (and cleared) where a bag ends: out[b, :] = Σ
+// table[rows[j], :] over the bag in position order (the same float
+// additions as one bag at a time). Rows < 0 add nothing, rows ≥ nrows
+// report ERR_RANGE; Mean scales by 1/nnz when nnz > 1. Offsets are clamped
+// to [0, nnz] and made non-decreasing within the group.
+#define EMB_FWD_BAGS 4  // o0 … o4 below are written out for 4
+
+// emb_clamp_off: offset x clamped to [lo, nnz] (lo: the previous offset,
+// so the group's offsets never decrease; bad offsets give empty bags).
+static __device__ __forceinline__ i64 emb_clamp_off(i64 x, i64 lo, i64 nnz) {
+    x = x > nnz ? nnz : x;
+    return x < lo ? lo : x;
+}
+
+template <int W>
+static __device__ __forceinline__ void emb_bag_store(float* out, emb_vec<W>& a, i64 b, int V, int c, int mean,
+                                                     i64 cnt) {
+    if (mean && cnt > 1) {
+        const float scale = 1.0f / (float)cnt;
+#pragma unroll
+        for (int k = 0; k < W; k++) a.v[k] *= scale;
+    }
+    *(emb_vec<W>*)(out + b * V + c) = a;
+    emb_zero(a);
+}
+
 template <int W>
 static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* tab, const int* rows, const int* off,
-                                                     i64 bags, int V, int nrows, int mean, int ts, u64* flag, int op) {
+                                                     i64 bags, int V, int nrows, int mean, int ts, i64 nnz, u64* flag,
+                                                     int op) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    for (i64 b = tid / ts; b < bags; b += teams) {
-        const int s = off[b], e = off[b + 1];
-        const float scale = (mean && e - s > 1) ? 1.0f / (float)(e - s) : 1.0f;
+    const i64 groups = (bags + EMB_FWD_BAGS - 1) / EMB_FWD_BAGS;
+    for (i64 g = tid / ts; g < groups; g += teams) {
+        const i64 b0 = g * EMB_FWD_BAGS;
+        const int nb = bags - b0 < EMB_FWD_BAGS ? (int)(bags - b0) : EMB_FWD_BAGS;
+        // The group's offsets o0 … o4 as scalars (an array indexed by the
+        // current bag would live in local memory); past nb they repeat the
+        // end.
+        const i64 o0 = emb_clamp_off(off[b0], 0, nnz);
+        const i64 o1 = emb_clamp_off(off[b0 + (nb > 1 ? 1 : nb)], o0, nnz);
+        const i64 o2 = emb_clamp_off(off[b0 + (nb > 2 ? 2 : nb)], o1, nnz);
+        const i64 o3 = emb_clamp_off(off[b0 + (nb > 3 ? 3 : nb)], o2, nnz);
+        const i64 E = emb_clamp_off(off[b0 + nb], o3, nnz);
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            int j = s;
-            for (; j + 4 <= e; j += 4) {
+            int cur = 0;             // the bag being summed
+            i64 lo = o0, hi = o1;  // its positions
+            // EMB_FWD_NEXT(i) = o_i, the end of bag i−1 (E past the group).
+#define EMB_FWD_NEXT(i) ((i) <= 1 ? o1 : (i) == 2 ? o2 : (i) == 3 ? o3 : E)
+            for (i64 j = o0; j < E; j += 4) {
                 int r[4];
                 emb_vec<W> x[4];
 #pragma unroll
-                for (int u = 0; u < 4; u++) r[u] = rows[j + u];
+                for (int k = 0; k < 4; k++) r[k] = j + k < E ? rows[j + k] : -1;
 #pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    emb_zero(x[u]);
-                    if (r[u] >= nrows)
-                        report(flag, ERR_RANGE, op, j + u, r[u]);
-                    else if (r[u] >= 0)
-                        x[u] = emb_load<W>(tab + (i64)r[u] * V + c);
+                for (int k = 0; k < 4; k++) {
+                    emb_zero(x[k]);
+                    if (r[k] >= nrows)
+                        report(flag, ERR_RANGE, op, j + k, r[k]);
+                    else if (r[k] >= 0)
+                        x[k] = emb_load<W>(tab + (i64)r[k] * V + c);
                 }
 #pragma unroll
-                for (int u = 0; u < 4; u++) emb_add(a, x[u]);
+                for (int k = 0; k < 4; k++) {  // guarded, not broken off: fully unrolled, x stays in registers
+                    if (j + k < E) {
+                        while (j + k >= hi) {  // bag cur (and any empty ones) ended
+                            emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                            cur++;
+                            lo = hi;
+                            hi = EMB_FWD_NEXT(cur + 1);
+                        }
+                        emb_add(a, x[k]);
+                    }
+                }
             }
-            for (; j < e; j++) {
-                const int r = rows[j];
-                if (r >= nrows)
-                    report(flag, ERR_RANGE, op, j, r);
-                else if (r >= 0)
-                    emb_add(a, emb_load<W>(tab + (i64)r * V + c));
+            for (; cur < nb; cur++) {  // the last bag summed, then any empty ones
+                emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                lo = hi;
+                hi = EMB_FWD_NEXT(cur + 2);
             }
-            if (scale != 1.0f) {
-#pragma unroll
-                for (int k = 0; k < W; k++) a.v[k] *= scale;
-            }
-            *(emb_vec<W>*)(out + b * V + c) = a;
+#undef EMB_FWD_NEXT
         }
     }
 }
 
 extern "C" __global__ void emb_bag_fwd_v1(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, u64* flag, int op) {
-    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
+    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
 }
 extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, u64* flag, int op) {
-    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, flag, op);
+                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
+    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
 }
 
 // ---- EmbeddingBagGrad ----
@@ -273,22 +370,33 @@ extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const in
 // occurrences are contiguous and in occurrence order, with the dropped
 // (negative) rows in front. Runs ("segments") are ranked by a scan of their
 // heads; seg[u] is the first sorted position of distinct row u and seg[U] =
-// nnz. A segment of ≤ EMB_LONG occurrences is summed by one team in order;
-// a longer one (a hot row) is cut into chunks of EMB_CHUNK occurrences, each
-// summed in order by a team into partial[q], and the partials are then
-// added in chunk order: deterministic, and hot rows use many SMs.
+// nnz. A segment of ≤ 64 occurrences is summed by one team in order; a
+// longer one (a hot row) is cut into pieces at the 64-position windows of
+// the sorted order (below), each summed in order by a team into a partial.
+// A segment of at most finTeam (embFinTeam) pieces then adds its partials
+// in window order (one team); a longer one (the hottest rows) is reduced
+// by a whole block: partials strided over the block's teams, then the team
+// sums in team order (emb_grad_finb). So every sum has a fixed order
+// (results are deterministic and do not depend on the grid), hot rows use
+// many SMs and no row's sum is a long serial chain: the longest in-order
+// chain is max(64, finTeam, ⌈pieces/teams⌉) loads.
 
-// emb_grad_prep: one thread per bag writes its occurrences' pairs.
-extern "C" __global__ void emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
-    FOR(b, bags) {
-        i64 lo = off[b], hi = off[b + 1];
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > nnz ? nnz : hi;
-        for (i64 j = lo; j < hi; j++) {
+// emb_grad_prep: a warp per 32 bags (bag groups) writes the pairs of
+// their positions.
+extern "C" __global__ void __launch_bounds__(256)
+    emb_grad_prep(const int* rows, const int* off, i64 bags, i64 nnz, u32* keys, u32* vals) {
+    __shared__ int shg[EMB_GROUP_WARPS][33];
+    int* sh = shg[threadIdx.x >> 5];
+    const int lane = threadIdx.x & 31;
+    EMB_GROUP_LOOP(b0, bags) {
+        const int nb = emb_group_load(off, bags, nnz, b0, sh);
+        const i64 hi = sh[nb];
+        for (i64 j = (i64)sh[0] + lane; j < hi; j += 32) {
             const int r = rows[j];
             keys[j] = r >= 0 ? (u32)r + 1u : 0u;
-            vals[j] = (u32)b;
+            vals[j] = (u32)(b0 + emb_group_bag(sh, nb, j));
         }
+        __syncwarp();
     }
 }
 
@@ -299,12 +407,16 @@ extern "C" __global__ void emb_grad_heads(const u32* k, u32* head, i64 n) {
 }
 
 // emb_grad_rle: from the scanned heads hpos: uniqRows[u] and seg[u] for
-// each run, seg[U] = n and numUniq[0] = U.
-extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniqRows, u32* seg, int* numUniq, i64 n) {
+// each run, seg[U] = n and numUniq[0] = U; the hot-row list counts nl[0],
+// nl[1] start at 0.
+extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniqRows, u32* seg, int* numUniq, u32* nl,
+                                        i64 n) {
     FOR(i, n + 1) {
         if (i == n) {
             seg[hpos[n]] = (u32)n;
             numUniq[0] = (int)hpos[n];
+            nl[0] = 0u;
+            nl[1] = 0u;
         } else if (k[i] != 0u && (i == 0 || k[i] != k[i - 1])) {
             const u32 u = hpos[i];
             seg[u] = (u32)i;
@@ -371,94 +483,169 @@ extern "C" __global__ void emb_grad_sum_v4(float* ug, const float* dOut, const u
     emb_grad_sum_t<4>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
 }
 
-// emb_grad_nchunks: cnt[u] = ⌈len/chunk⌉ for the long segments, 0 for the
-// short ones and for u ≥ numUniq (the exclusive scan gives chunk starts).
-extern "C" __global__ void emb_grad_nchunks(const u32* seg, const int* numUniq, u32* cnt, i64 n, int longLen,
-                                            int chunk) {
-    const i64 nu = (i64)*numUniq;
-    FOR(u, n) {
-        u32 c = 0;
-        if (u < nu) {
-            const u32 len = seg[u + 1] - seg[u];
-            if (len > (u32)longLen) c = (len + (u32)chunk - 1u) / (u32)chunk;
-        }
-        cnt[u] = c;
-    }
+// Hot rows are cut at the 64-position windows of the sorted order: window
+// k holds sorted positions [64k, 64k+64), and a long segment (more than 64
+// occurrences) meets a window in one piece. A window meets at most two
+// long segments: the one covering its first position (side 0) and one
+// starting inside it (side 1; a long segment starting inside runs past the
+// window's end, so there is one at most). Piece (k, side) has partial
+// 2k + side, so no scan is needed to place the partials: segment u = [s, e)
+// has the P = ⌊(e−1)/64⌋ − ⌊s/64⌋ + 1 partials 2⌊s/64⌋ + (s mod 64 ≠ 0),
+// then 2(⌊s/64⌋ + j) for j = 1 … P−1, in window order.
+
+// emb_grad_piece: the partial of piece j of the segment starting at s.
+static __device__ __forceinline__ i64 emb_grad_piece(i64 s, i64 j) {
+    const i64 k0 = s >> 6;
+    return j == 0 ? 2 * k0 + ((s & 63) != 0 ? 1 : 0) : 2 * (k0 + j);
 }
 
-// emb_grad_chunkmap: chunkSeg[q] = u for the chunks q of segment u.
-extern "C" __global__ void emb_grad_chunkmap(const u32* cstart, const int* numUniq, u32* chunkSeg) {
-    const i64 nu = (i64)*numUniq;
-    FOR(u, nu) {
-        for (u32 q = cstart[u]; q < cstart[u + 1]; q++) chunkSeg[q] = (u32)u;
-    }
-}
-
-// emb_grad_chunk: one team per chunk q < cstart[n]: partial[q] = the
-// in-order sum of its EMB_CHUNK occurrences.
+// emb_grad_chunk: one team per piece item q = 2k + side < 2⌈n/64⌉:
+// partial[q] = the in-order sum of the piece's occurrences. The team of a
+// segment's first piece also appends the segment to lists[0] (at most
+// finTeam pieces) or lists[1] (more; the hottest rows) with one atomicAdd
+// on nl[0] or nl[1] (zeroed by emb_grad_rle): at most one per long
+// segment, so contention is low; the lists' order varies from run to run
+// but only decides which team or block sums a segment, not the order.
 template <int W>
 static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const float* dOut, const u32* bag,
-                                                        const int* off, const u32* seg, const u32* cstart,
-                                                        const u32* chunkSeg, i64 n, int V, int mean, int ts,
-                                                        int chunk) {
+                                                        const int* off, const u32* keys, const u32* hpos,
+                                                        const u32* seg, u32* list0, u32* list1, u32* nl, i64 n,
+                                                        int V, int mean, int ts, int finTeam) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    const i64 nc = (i64)cstart[n];
-    for (i64 q = tid / ts; q < nc; q += teams) {
-        const u32 u = chunkSeg[q];
-        const i64 s = (i64)seg[u] + (q - (i64)cstart[u]) * chunk;
-        const i64 e1 = s + (i64)chunk, e2 = (i64)seg[u + 1];
-        const i64 e = e1 < e2 ? e1 : e2;
+    const i64 items = 2 * ((n + 63) >> 6);
+    for (i64 q = tid / ts; q < items; q += teams) {
+        const i64 ws = (q >> 1) << 6, we = ws + 64 < n ? ws + 64 : n;
+        i64 u;
+        if ((q & 1) == 0) {
+            if (keys[ws] == 0u) continue;  // a dropped row covers the window's start
+            u = (i64)hpos[ws + 1] - 1;     // the segment of position ws
+        } else {
+            u = (i64)hpos[we] - 1;  // the last segment starting before we
+            if (u < 0 || (i64)seg[u] <= ws) continue;
+        }
+        const i64 s = seg[u], e = seg[u + 1];
+        if (e - s <= 64) continue;
+        const i64 ps = s > ws ? s : ws, pe = e < we ? e : we;
+        if (tl == 0 && ps == s) {
+            const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
+            const int l = P > finTeam ? 1 : 0;
+            (l ? list1 : list0)[atomicAdd(&nl[l], 1u)] = (u32)u;
+        }
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, s, e);
+            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, ps, pe);
             *(emb_vec<W>*)(partial + q * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_chunk_v1(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
-                                             int mean, int ts, int chunk) {
-    emb_grad_chunk_t<1>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+#define EMB_CHUNK_PARAMS                                                                                            \
+    float *partial, const float *dOut, const u32 *bag, const int *off, const u32 *keys, const u32 *hpos,           \
+        const u32 *seg, u32 *list0, u32 *list1, u32 *nl, i64 n, int V, int mean, int ts, int finTeam
+extern "C" __global__ void emb_grad_chunk_v1(EMB_CHUNK_PARAMS) {
+    emb_grad_chunk_t<1>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
 }
-extern "C" __global__ void emb_grad_chunk_v4(float* partial, const float* dOut, const u32* bag, const int* off,
-                                             const u32* seg, const u32* cstart, const u32* chunkSeg, i64 n, int V,
-                                             int mean, int ts, int chunk) {
-    emb_grad_chunk_t<4>(partial, dOut, bag, off, seg, cstart, chunkSeg, n, V, mean, ts, chunk);
+extern "C" __global__ void emb_grad_chunk_v4(EMB_CHUNK_PARAMS) {
+    emb_grad_chunk_t<4>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
 }
 
-// emb_grad_fin: one team per chunk q; the first chunk of each long segment
-// adds the segment's partials in chunk order into uniqGrad[u].
+// emb_grad_fin: one team per entry u of lists[0] (at most finTeam pieces):
+// uniqGrad[u] = its partials added in window order.
 template <int W>
-static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* cstart,
-                                                      const u32* chunkSeg, i64 n, int V, int ts) {
+static __device__ __forceinline__ void emb_grad_fin_t(float* ug, const float* partial, const u32* seg, const u32* list,
+                                                      const u32* nl, int V, int ts) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     const int tl = (int)(tid & (ts - 1));
     const i64 teams = (i64)gridDim.x * blockDim.x / ts;
-    const i64 nc = (i64)cstart[n];
-    for (i64 q = tid / ts; q < nc; q += teams) {
-        const u32 u = chunkSeg[q];
-        if ((i64)cstart[u] != q) continue;
-        const i64 q1 = cstart[u + 1];
+    const i64 m = (i64)nl[0];
+    for (i64 i = tid / ts; i < m; i += teams) {
+        const u32 u = list[i];
+        const i64 s = seg[u], e = seg[u + 1];
+        const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            for (i64 p = q; p < q1; p++) emb_add(a, emb_load<W>(partial + p * V + c));
+            i64 j = 0;
+            for (; j + 4 <= P; j += 4) {
+                emb_vec<W> x[4];
+#pragma unroll
+                for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + emb_grad_piece(s, j + r) * V + c);
+#pragma unroll
+                for (int r = 0; r < 4; r++) emb_add(a, x[r]);
+            }
+            for (; j < P; j++) emb_add(a, emb_load<W>(partial + emb_grad_piece(s, j) * V + c));
             *(emb_vec<W>*)(ug + (i64)u * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
-                                           i64 n, int V, int ts) {
-    emb_grad_fin_t<1>(ug, partial, cstart, chunkSeg, n, V, ts);
+extern "C" __global__ void emb_grad_fin_v1(float* ug, const float* partial, const u32* seg, const u32* list,
+                                           const u32* nl, int V, int ts) {
+    emb_grad_fin_t<1>(ug, partial, seg, list, nl, V, ts);
 }
-extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* cstart, const u32* chunkSeg,
-                                           i64 n, int V, int ts) {
-    emb_grad_fin_t<4>(ug, partial, cstart, chunkSeg, n, V, ts);
+extern "C" __global__ void emb_grad_fin_v4(float* ug, const float* partial, const u32* seg, const u32* list,
+                                           const u32* nl, int V, int ts) {
+    emb_grad_fin_t<4>(ug, partial, seg, list, nl, V, ts);
+}
+
+// emb_grad_finb: one block of EMB_FINB_THREADS per entry u of lists[1]
+// (more than finTeam pieces: the hottest rows), block-strided: team t of
+// the T = EMB_FINB_THREADS/ts teams adds pieces t, t+T, t+2T, … in that
+// order (4 loads ahead), then team 0 adds the T team sums in team order
+// into uniqGrad[u]. Column passes run the same count on every thread (the
+// barriers).
+#define EMB_FINB_THREADS 1024
+template <int W>
+static __device__ __forceinline__ void emb_grad_finb_t(float* ug, const float* partial, const u32* seg,
+                                                       const u32* list, const u32* nl, int V, int ts,
+                                                       emb_vec<W>* sh) {
+    const int t = threadIdx.x, tl = t & (ts - 1), team = t / ts, T = blockDim.x / ts;
+    const int passes = (V + ts * W - 1) / (ts * W);
+    const i64 m = (i64)nl[1];
+    for (i64 i = blockIdx.x; i < m; i += gridDim.x) {
+        const u32 u = list[i];
+        const i64 s = seg[u], e = seg[u + 1];
+        const i64 P = ((e - 1) >> 6) - (s >> 6) + 1;
+        for (int k = 0; k < passes; k++) {
+            const int c = (k * ts + tl) * W;
+            emb_vec<W> a;
+            emb_zero(a);
+            if (c < V) {
+                i64 j = team;
+                for (; j + 3 * (i64)T < P; j += 4 * (i64)T) {
+                    emb_vec<W> x[4];
+#pragma unroll
+                    for (int r = 0; r < 4; r++) x[r] = emb_load<W>(partial + emb_grad_piece(s, j + r * (i64)T) * V + c);
+#pragma unroll
+                    for (int r = 0; r < 4; r++) emb_add(a, x[r]);
+                }
+                for (; j < P; j += T) emb_add(a, emb_load<W>(partial + emb_grad_piece(s, j) * V + c));
+            }
+            sh[t] = a;
+            __syncthreads();
+            if (team == 0 && c < V) {
+                emb_vec<W> sum;
+                emb_zero(sum);
+                for (int r = 0; r < T; r++) emb_add(sum, sh[r * ts + tl]);
+                *(emb_vec<W>*)(ug + (i64)u * V + c) = sum;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
+    emb_grad_finb_v1(float* ug, const float* partial, const u32* seg, const u32* list, const u32* nl, int V, int ts) {
+    __shared__ emb_vec<1> sh[EMB_FINB_THREADS];
+    emb_grad_finb_t<1>(ug, partial, seg, list, nl, V, ts, sh);
+}
+extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
+    emb_grad_finb_v4(float* ug, const float* partial, const u32* seg, const u32* list, const u32* nl, int V, int ts) {
+    __shared__ emb_vec<4> sh[EMB_FINB_THREADS];
+    emb_grad_finb_t<4>(ug, partial, seg, list, nl, V, ts, sh);
 }
 
 // ---- AUC ----

@@ -205,6 +205,86 @@ extern "C" __global__ void opt_sparse_local(float* w, float* s1, float* s2, cons
     }
 }
 
+// optim_elem is optim_step on registers (w, the states m = s1 and v = s2,
+// gradient g not yet unscaled), the same float operations in the same
+// order; optim_step4 applies it to the 4 elements i..i+3 with 16-byte loads
+// and stores (i a multiple of 4, the rows 16-byte aligned). Only the kinds
+// that own s1/s2 touch them.
+struct alignas(16) opt_f4 {
+    float v[4];
+};
+
+static __device__ __forceinline__ void optim_elem(const OptCoef& c, float& w, float& m, float& v, float g) {
+    g *= c.is;
+    switch (c.kind) {
+    case OPT_SGD:
+        w -= c.lr * g;
+        break;
+    case OPT_MOMENTUM: {
+        float mm = c.mu * m - c.lr * g;
+        m = mm;
+        w += mm;
+        break;
+    }
+    case OPT_NESTEROV: {
+        float a = m;
+        float an = c.mu * a - c.lr * g;
+        m = an;
+        w += -c.mu * a + c.opmu * an;
+        break;
+    }
+    case OPT_ADAGRAD: {
+        float s = m + g * g;
+        m = s;
+        w -= c.lr * g / (sqrtf(s) + c.eps);
+        break;
+    }
+    case OPT_ADAM: {
+        float mm = c.b1 * m + c.omb1 * g;
+        float vv = c.b2 * v + c.omb2 * g * g;
+        m = mm;
+        v = vv;
+        w -= c.lrT * mm / (sqrtf(vv) + c.eps);
+        break;
+    }
+    }
+}
+
+static __device__ __forceinline__ void optim_step4(const OptCoef& c, float* w, float* s1, float* s2, i64 i,
+                                                   const opt_f4& g) {
+    const bool has1 = c.kind != OPT_SGD, has2 = c.kind == OPT_ADAM;
+    opt_f4 wv = *(const opt_f4*)(w + i), m = {}, v = {};
+    if (has1) m = *(const opt_f4*)(s1 + i);
+    if (has2) v = *(const opt_f4*)(s2 + i);
+#pragma unroll
+    for (int e = 0; e < 4; e++) optim_elem(c, wv.v[e], m.v[e], v.v[e], g.v[e]);
+    *(opt_f4*)(w + i) = wv;
+    if (has1) *(opt_f4*)(s1 + i) = m;
+    if (has2) *(opt_f4*)(s2 + i) = v;
+}
+
+// opt_sparse_local_v4 is opt_sparse_local with 16-byte accesses (V % 4 ==
+// 0, every pointer 16-byte aligned): G lanes per unique entry (the power of
+// two ≥ V/4, at most 32), lane l owning columns 4l, 4l+4G, ….
+extern "C" __global__ void opt_sparse_local_v4(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
+                                               const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
+                                               OPT_COEF_PARAMS) {
+    const OptCoef c = OPT_COEF;
+    const i64 nu = optim_nuniq(numUniq, cap, flag, op);
+    const OptGrid g = optim_grid(G);
+    const int lane = g.lane;
+    for (i64 wb = g.first; wb < nu; wb += g.stride) {
+        const i64 u = wb + g.sub;
+        if (u >= nu) continue;
+        const i64 r = uniqRows[u];
+        if (r < 0 || r >= rows) {
+            if (lane == 0) report(flag, ERR_RANGE, op, u, r);
+            continue;
+        }
+        for (int j = 4 * lane; j < V; j += 4 * G) optim_step4(c, w, s1, s2, r * V + j, *(const opt_f4*)(ug + u * V + j));
+    }
+}
+
 // opt_sparse_scatter: pos[uniqRows[u]] = u for u < numUniq, one thread per
 // entry (pos is pre-filled with −1); rows outside the table are reported.
 extern "C" __global__ void opt_sparse_scatter(int* pos, const int* uniqRows, const int* numUniq, i64 cap, i64 rows,
@@ -231,6 +311,25 @@ extern "C" __global__ void opt_sparse_global(float* w, float* s1, float* s2, con
         if (r >= rows) continue;
         const i64 u = pos[r];
         for (int j = lane; j < V; j += G) optim_step(c, w, s1, s2, r * V + j, u >= 0 ? ug[u * V + j] : 0.0f);
+    }
+}
+
+// opt_sparse_global_v4 is opt_sparse_global with 16-byte accesses (as
+// opt_sparse_local_v4).
+extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, const int* pos, const float* ug,
+                                                i64 rows, int V, int G, OPT_COEF_PARAMS) {
+    const OptCoef c = OPT_COEF;
+    const OptGrid g = optim_grid(G);
+    const int lane = g.lane;
+    for (i64 wb = g.first; wb < rows; wb += g.stride) {
+        const i64 r = wb + g.sub;
+        if (r >= rows) continue;
+        const i64 u = pos[r];
+        for (int j = 4 * lane; j < V; j += 4 * G) {
+            opt_f4 gv = {};
+            if (u >= 0) gv = *(const opt_f4*)(ug + u * V + j);
+            optim_step4(c, w, s1, s2, r * V + j, gv);
+        }
     }
 }
 
