@@ -128,6 +128,9 @@ func (c *Ctx) blasClose() {
 // Gemm is column-major C[m,n] = alpha·op(A)·op(B) + beta·C on stream s in
 // the given arithmetic (cublasGemmEx; cublasSgemm for FP32).
 func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemm", s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -148,6 +151,9 @@ func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha 
 // GemmBF16 is Gemm with bfloat16 A and B (cudaR16BF), float32 C, FP32
 // accumulation (CUBLAS_COMPUTE_32F): the mixed-precision GEMM.
 func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemmBF16", s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -164,6 +170,9 @@ func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32
 // (cublasSgemmStridedBatched; the handle's math mode applies).
 func (c *Ctx) GemmStridedBatched(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, strideA int64,
 	b Ptr, ldb int, strideB int64, beta float32, cc Ptr, ldc int, strideC int64, batch int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemmStridedBatched", s, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, cc, ldc, strideC, batch) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -427,6 +436,9 @@ func (c *Ctx) LtMatmulEx(s Stream, math Math, transA, transB bool, m, n, k int, 
 	}
 	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
 	sc[0], sc[1] = alpha, beta
+	if c.tape != nil && c.tapeArgs("cublasLtMatmul", s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, x, Ptr(unsafe.Pointer(p)), ws) {
+		return nil
+	}
 	r := call(blasLt.matmul, c.lt.h, p.desc, uintptr(unsafe.Pointer(&sc[0])),
 		uintptr(a), p.la, uintptr(b), p.lb, uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), p.lc, uintptr(cc), p.lc,
 		uintptr(unsafe.Pointer(&p.algo[0])), uintptr(ws), uintptr(c.lt.wsSize), uintptr(s))

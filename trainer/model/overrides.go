@@ -22,6 +22,7 @@ type Overrides struct {
 	Seed                                                                           *uint64
 	AUCThreshold                                                                   *float64
 	I64InputKey, TF32, MixedPrecision                                              *bool
+	CUDAGraph                                                                      *bool // the solver's cuda_graph
 
 	LossWeights      map[string]float64
 	FreezeDense      bool
@@ -148,6 +149,7 @@ func (o *Overrides) Solver(cfg *graph.Config) graph.Solver {
 	setB(&s.I64InputKey, o.I64InputKey)
 	setB(&s.EnableTF32, o.TF32)
 	setB(&s.UseMixedPrecision, o.MixedPrecision)
+	setB(&s.CUDAGraph, o.CUDAGraph)
 	if o.Train && o.ExportPredictionsPrefix != nil {
 		s.ExportPredictionsPrefix = *o.ExportPredictionsPrefix
 	}

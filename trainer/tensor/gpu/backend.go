@@ -78,6 +78,8 @@ type Backend struct {
 	host  []byte // pinned staging for Upload/Download
 	sms   int
 	side  *sideStream // weight-gradient stream (fused.go); nil until used
+	graph *graphState // the training step's CUDA graph (graph.go); nil until used
+	ltNo  map[ltSig]bool
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -189,6 +191,7 @@ func (be *Backend) Close() error {
 			c.HostFree(be.host)
 		}
 		be.closeSide(c)
+		be.closeGraph(c)
 		return c.DestroyStream(be.s)
 	})
 	if be.own {
@@ -207,6 +210,10 @@ func (be *Backend) fail(op string, err error, format string, args ...any) {
 // failure becomes the sticky error, attributed to op.
 func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
 	if be.err != nil {
+		return
+	}
+	if be.deferring() { // graph.go
+		be.graph.ops = append(be.graph.ops, graphOp{op, fn})
 		return
 	}
 	be.op = op
@@ -234,6 +241,7 @@ func deviceErr(err error) error {
 // Sync waits for the stream and returns Err, turning a device-side error
 // record into an error.
 func (be *Backend) Sync() error {
+	be.graphBreak("Sync")
 	be.JoinGrads()
 	if be.err != nil {
 		return be.err

@@ -85,6 +85,9 @@ func aligned(ps ...cuda.Ptr) bool {
 // lt runs one cuBLASLt matmul on stream s, reporting false (and leaving no
 // error) when cuBLASLt has no kernel for it.
 func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int, a cuda.Ptr, lda int, b cuda.Ptr, ldb int, c cuda.Ptr, ldc int, x cuda.LtArgs) bool {
+	if be.deferring() { // a CUDA graph step (graph.go)
+		return be.ltDeferred(op, s, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, x)
+	}
 	ran := true
 	be.do(op, func(cx *cuda.Ctx) error {
 		err := cx.LtMatmulEx(s, be.opts.Math, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, x)
@@ -97,6 +100,9 @@ func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int
 		}
 		return err
 	})
+	if !ran {
+		be.ltRefused(s, transA, transB, m, n, k, lda, ldb, ldc, x)
+	}
 	return ran
 }
 
