@@ -188,6 +188,7 @@ func (be *Backend) sideStream() *sideStream {
 	if be.side != nil {
 		return be.side
 	}
+	be.graphBreak("the side stream's creation") // its handle is needed now (graph.go)
 	ss := &sideStream{}
 	be.do("side_stream", func(c *cuda.Ctx) error {
 		var err error
