@@ -68,13 +68,14 @@ type stepGraph struct {
 func newStepGraph(m *Model) *stepGraph {
 	sg := &stepGraph{seen: map[string]bool{}}
 	g, ok := m.be.(tensor.StepGraphs)
+	sg.backendGraphs = ok
 	switch {
 	case !ok:
 		sg.drop(fmt.Sprintf("the %s backend has no CUDA graphs: steps run eagerly", m.be.Name()))
 	case m.par != nil:
 		sg.drop("a model of several ranks runs collectives between its steps: steps run eagerly")
 	default:
-		sg.g, sg.backendGraphs = g, true
+		sg.g = g
 		sg.stats.Enabled = true
 		for _, l := range m.dense {
 			if r, ok := l.(graphRefuser); ok && r.GraphRefusal() != "" {
