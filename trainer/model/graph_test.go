@@ -316,3 +316,14 @@ func TestGPUGraphMatchesEager(t *testing.T) {
 		})
 	}
 }
+
+// TestJobCUDAGraph: the job's solver cuda_graph reaches the model's
+// Options (ctrkit train, the Python fit).
+func TestJobCUDAGraph(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		j := Job{Solver: graph.Solver{BatchSize: 8, CUDAGraph: on}}
+		if j.options().CUDAGraph != on {
+			t.Errorf("solver cuda_graph %v: Options.CUDAGraph %v", on, !on)
+		}
+	}
+}

@@ -44,6 +44,8 @@ func TestOverridesSolver(t *testing.T) {
 		{"unless told", Overrides{MaxEvalBatches: ptr(4)}, func(s graph.Solver) bool { return s.MaxEvalBatches == 4 }},
 		{"export only when training", Overrides{ExportPredictionsPrefix: ptr("p")}, func(s graph.Solver) bool { return s.ExportPredictionsPrefix == "" }},
 		{"export", Overrides{Train: true, ExportPredictionsPrefix: ptr("p")}, func(s graph.Solver) bool { return s.ExportPredictionsPrefix == "p" }},
+		{"cuda_graph from the file", Overrides{Train: true}, func(s graph.Solver) bool { return s.CUDAGraph }},
+		{"--cuda-graph=false", Overrides{Train: true, CUDAGraph: ptr(false)}, func(s graph.Solver) bool { return !s.CUDAGraph }},
 	} {
 		cfg := overridesConfig(t)
 		before := *cfg.Solver

@@ -85,6 +85,12 @@ func TestOptCoefInGraphStep(t *testing.T) {
 	if s := be.optStep(p); s != 0 {
 		t.Errorf("graph-step step argument %d", s)
 	}
+	// A full block: the arguments are the scalars again, the slot null.
+	be.graph.off = graphScalarBytes
+	full := be.optCoef(p)
+	if full[1] != eager[1] || full[10] != eager[10] || full[11] != cuda.Ptr(0) || be.optStep(p) != 7 {
+		t.Errorf("full block: coefficients %v, step %d", full, be.optStep(p))
+	}
 }
 
 // graphTestBackend is a backend of its own (the graph state is per

@@ -34,10 +34,11 @@ func (be *Backend) optCoef(p tensor.OptParams) []any {
 		float32(p.Epsilon), float32(is), lrT32, dyn}
 }
 
-// optStep is the step argument of opt_sparse_lazy: 0 inside a graph step,
-// whose kernels read it from the OptDyn slot.
+// optStep is the step argument of opt_sparse_lazy, called after optCoef:
+// 0 when optCoef put the step into an OptDyn slot (a graph step whose
+// block was not full), which the kernel then reads.
 func (be *Backend) optStep(p tensor.OptParams) int64 {
-	if be.deferring() {
+	if be.deferring() && !be.graph.overflow {
 		return 0
 	}
 	return p.Step
