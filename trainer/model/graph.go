@@ -75,6 +75,8 @@ func newStepGraph(m *Model) *stepGraph {
 	case m.par != nil:
 		sg.drop("a model of several ranks runs collectives between its steps: steps run eagerly")
 	default:
+		// A backend holds one step graph: an earlier model's is of no use.
+		g.DropGraph()
 		sg.g = g
 		sg.stats.Enabled = true
 		for _, l := range m.dense {
