@@ -140,8 +140,12 @@ func (c *Ctx) tapeArgs(call string, args ...any) bool {
 			ws = append(ws, uint64(x))
 		case LtArgs:
 			ws = append(ws, uint64(x.Epilogue), uint64(x.Bias), uint64(x.Aux), uint64(x.AuxLD), uint64(x.Workspace))
-		default:
-			ws = append(ws, 0xdead, uint64(len(fmt.Sprint(x))))
+		default: // not among the calls' types today: hash its printed value
+			h := uint64(fnvOffset)
+			for _, b := range []byte(fmt.Sprintf("%T %v", x, x)) {
+				h = (h ^ uint64(b)) * fnvPrime
+			}
+			ws = append(ws, h)
 		}
 	}
 	return c.tape.note(call, 0, ws...)
