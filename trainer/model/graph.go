@@ -53,12 +53,13 @@ type GraphStats struct {
 
 // stepGraph is the model's graph state; nil when Options.CUDAGraph is off.
 type stepGraph struct {
-	g        tensor.StepGraphs // nil: the backend has none
-	off      string            // why the graph is not used any more ("" while it is)
-	warm     bool              // a full eager step has run
-	stats    GraphStats
-	reported int // notes written to a log so far
-	seen     map[string]bool
+	g         tensor.StepGraphs // nil: the backend has none
+	off       string            // why the graph is not used any more ("" while it is)
+	warm      bool              // a full eager step has run
+	stats     GraphStats
+	reported  int  // notes written to a log so far
+	announced bool // the capture was written to a log
+	seen      map[string]bool
 	// backendGraphs: the backend has CUDA graphs (the graph may have been
 	// dropped since).
 	backendGraphs bool
@@ -188,6 +189,10 @@ func (m *Model) reportGraph(w io.Writer) {
 	sg := m.graph
 	if sg == nil || !sg.backendGraphs {
 		return
+	}
+	if sg.stats.Captures > 0 && !sg.announced {
+		sg.announced = true
+		fmt.Fprintf(w, "note: CUDA graph: iteration %d captured the training step; full batches replay it (--cuda-graph=false: eager steps)\n", m.iter)
 	}
 	for ; sg.reported < len(sg.stats.Notes); sg.reported++ {
 		fmt.Fprintf(w, "note: CUDA graph: %s\n", sg.stats.Notes[sg.reported])

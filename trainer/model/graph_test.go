@@ -94,7 +94,8 @@ func TestGraphStepDecisions(t *testing.T) {
 	if len(st.Notes) != 1 || st.Notes[0] != short {
 		t.Errorf("notes %q", st.Notes)
 	}
-	if strings.Count(log, "note: CUDA graph: "+short+"\n") != 1 {
+	if strings.Count(log, "note: CUDA graph: "+short+"\n") != 1 ||
+		strings.Count(log, "note: CUDA graph: iteration 2 captured the training step; full batches replay it") != 1 {
 		t.Errorf("log:\n%s", log)
 	}
 	c2, err := cpu.New(cpu.Options{})
@@ -148,7 +149,7 @@ func TestGraphDroppedOnce(t *testing.T) {
 	if len(st.Notes) != 1 || st.Notes[0] != want {
 		t.Errorf("notes %q", st.Notes)
 	}
-	if strings.Count(log.String(), "note: CUDA graph: ") != 1 {
+	if strings.Count(log.String(), "note: CUDA graph: ") != 2 {
 		t.Errorf("log:\n%s", log.String())
 	}
 }
