@@ -18,7 +18,10 @@ import (
 // the step, outside the graph), and the scalars that change per step
 // (learning rate, Adam's bias correction and step, Dropout's counter) reach
 // the kernels through the backend's per-step scalar block, so the same
-// graph serves every full step. The backend replays the graph only when the
+// graph serves every full step. What Fit does around a step stays outside
+// the graph and eager: the input commit before it, the loss watch's copy of
+// the step's loss into its ring after it (a column that changes every
+// step), loss downloads for display. The backend replays the graph only when the
 // step's calls equal the captured ones, else runs the step eagerly and says
 // why; the step computes the same either way.
 //
