@@ -216,6 +216,37 @@ func TestGPUGraphStepMatchesEager(t *testing.T) {
 		t.Errorf("failed step: %+v", r)
 	}
 	same("a failed step")
+	k++
+
+	// A host synchronisation hidden inside an operation: the capture fails
+	// in the driver (and the tape names it), or, once a graph exists, the
+	// dry run refuses it; either way the step runs eagerly and says why.
+	sneaky := func() {
+		be.do("sneaky_sync", func(c *cuda.Ctx) error { return c.StreamSync(be.s) })
+	}
+	step(eager, k, 1)
+	be.BeginGraphStep()
+	step(graphed, k, 1)
+	sneaky()
+	if r = be.EndGraphStep(false); r.Replayed || !strings.Contains(r.Why, "sneaky_sync") {
+		t.Errorf("a sync inside the captured step: %+v", r)
+	}
+	k++
+	for i := 0; i < 2; i++ { // capture a clean step, then replay one with the sync
+		step(eager, k, 1)
+		be.BeginGraphStep()
+		step(graphed, k, 1)
+		if i == 1 {
+			sneaky()
+		}
+		r = be.EndGraphStep(false)
+		k++
+	}
+	if r.Replayed || !strings.Contains(r.Why, "sneaky_sync") || !strings.Contains(r.Why, "cuStreamSynchronize") {
+		t.Errorf("a sync inside a replayed step: %+v", r)
+	}
+	t.Logf("sync inside the step: %s", r.Why)
+	same("steps with a hidden sync")
 	if err := be.Sync(); err != nil {
 		t.Fatal(err)
 	}
