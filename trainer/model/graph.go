@@ -21,9 +21,9 @@ import (
 // graph serves every full step. What Fit does around a step stays outside
 // the graph and eager: the input commit before it, the loss watch's copy of
 // the step's loss into its ring after it (a column that changes every
-// step), loss downloads for display. The backend replays the graph only when the
-// step's calls equal the captured ones, else runs the step eagerly and says
-// why; the step computes the same either way.
+// step), loss downloads for display. The backend replays the graph only
+// when the step's calls equal the captured ones, else runs the step eagerly
+// and says why; the step computes the same either way.
 //
 // Steps run eagerly, with the reason noted once (GraphStats.Notes, and a
 // "note: CUDA graph ..." line of Fit's log): a short batch (n < batch
@@ -31,7 +31,15 @@ import (
 // events), multi-rank groups (collectives between the ranks' steps), a layer
 // that declares its step not capturable (GraphRefusal), the backend
 // refusing or failing a capture, or a step that differs from the captured
-// one. The last three drop the graph for the rest of the run.
+// one. A difference makes the next full step capture again (up to
+// maxRecaptures times); the others drop the graph for the rest of the run.
+
+// maxRecaptures is how many times a step that differs from the captured
+// one (its calls replayable, their buffers or scalars changed) makes the
+// next full step capture again before the graph is given up: a workspace
+// grown by an evaluation settles after one, a key count that changes with
+// every batch (multi-hot inputs) never does.
+const maxRecaptures = 3
 
 // graphRefuser is implemented by a layer whose training step a CUDA graph
 // cannot replay (it reads device results on the host, or changes its work
@@ -56,13 +64,16 @@ type GraphStats struct {
 
 // stepGraph is the model's graph state; nil when Options.CUDAGraph is off.
 type stepGraph struct {
-	g         tensor.StepGraphs // nil: the backend has none
-	off       string            // why the graph is not used any more ("" while it is)
-	warm      bool              // a full eager step has run
-	stats     GraphStats
-	reported  int  // notes written to a log so far
-	announced bool // the capture was written to a log
-	seen      map[string]bool
+	g     tensor.StepGraphs // nil: the backend has none
+	off   string            // why the graph is not used any more ("" while it is)
+	warm  bool              // a full eager step has run
+	stats GraphStats
+	// recaptures counts the captures after a step differed from the
+	// captured one (at most maxRecaptures, then the graph is dropped).
+	recaptures int
+	reported   int  // notes written to a log so far
+	announced  bool // the capture was written to a log
+	seen       map[string]bool
 	// backendGraphs: the backend has CUDA graphs (the graph may have been
 	// dropped since).
 	backendGraphs bool
@@ -165,7 +176,13 @@ func (m *Model) step(n int) error {
 	default:
 		sg.stats.Eager++
 	}
-	if r.Why != "" {
+	switch {
+	case r.Why == "":
+	case r.Differs && sg.recaptures < maxRecaptures:
+		// E.g. an evaluation grew a workspace the step uses: capture again.
+		sg.recaptures++
+		sg.note(fmt.Sprintf("iteration %d: %s: the step ran eagerly; the next full step captures again", m.iter, r.Why))
+	default:
 		sg.drop(fmt.Sprintf("iteration %d: %s: the graph is dropped, steps run eagerly", m.iter, r.Why))
 	}
 	if err != nil {

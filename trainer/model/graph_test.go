@@ -23,6 +23,8 @@ type fakeGraphs struct {
 	begins, drops int
 	ends          []bool // the failed argument of each EndGraphStep
 	why           map[int]string
+	differs       bool // a Why is a difference from the captured step
+	captured      bool
 }
 
 func (f *fakeGraphs) BeginGraphStep() error { f.begins++; return nil }
@@ -31,12 +33,15 @@ func (f *fakeGraphs) EndGraphStep(failed bool) tensor.GraphStep {
 	f.ends = append(f.ends, failed)
 	n := len(f.ends)
 	if w := f.why[n]; w != "" {
-		return tensor.GraphStep{Why: w}
+		f.captured = false
+		return tensor.GraphStep{Why: w, Differs: f.differs}
 	}
-	return tensor.GraphStep{Captured: n == 1, Replayed: true}
+	c := !f.captured
+	f.captured = true
+	return tensor.GraphStep{Captured: c, Replayed: true}
 }
 
-func (f *fakeGraphs) DropGraph() { f.drops++ }
+func (f *fakeGraphs) DropGraph() { f.drops++; f.captured = false }
 
 func graphTestConfig(t *testing.T, sizes []int64) *graph.Config {
 	t.Helper()
@@ -151,6 +156,46 @@ func TestGraphDroppedOnce(t *testing.T) {
 	}
 	if strings.Count(log.String(), "note: CUDA graph: ") != 2 {
 		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// TestGraphRecaptures: a step that differs from the captured one (Differs:
+// e.g. a workspace an evaluation grew) runs eagerly and the next full step
+// captures again, up to maxRecaptures times; one more drops the graph.
+func TestGraphRecaptures(t *testing.T) {
+	sizes := []int64{50, 60, 70}
+	const batch = 32
+	data := newPlanted(4, 12*batch, 13, sizes)
+	c, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Graph steps 2, 4, 6 and 8 differ (iterations 3, 5, 7, 9).
+	f := &fakeGraphs{Backend: c, differs: true, why: map[int]string{2: "d", 4: "d", 6: "d", 8: "d"}}
+	m, err := Build(graphTestConfig(t, sizes), f, Options{BatchSize: batch, Seed: 7, CUDAGraph: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Fit(t.Context(), FitOptions{
+		OpenTrain: func() (formats.Reader, error) { return data.reader(batch), nil }, NumEpochs: 1,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st := m.GraphStats()
+	// Iteration 1 eager; 2 captures; 3 differs; 4 captures; 5 differs; 6
+	// captures; 7 differs; 8 captures; 9 differs a fourth time: dropped;
+	// 10-12 eager.
+	if f.begins != 8 || st.Enabled || st.Captures != 4 || st.Graphed != 4 || st.Eager != 8 {
+		t.Errorf("begins %d, stats %+v", f.begins, st)
+	}
+	want := []string{
+		"iteration 3: d: the step ran eagerly; the next full step captures again",
+		"iteration 5: d: the step ran eagerly; the next full step captures again",
+		"iteration 7: d: the step ran eagerly; the next full step captures again",
+		"iteration 9: d: the graph is dropped, steps run eagerly",
+	}
+	if strings.Join(st.Notes, "|") != strings.Join(want, "|") {
+		t.Errorf("notes %q", st.Notes)
 	}
 }
 

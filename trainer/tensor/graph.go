@@ -31,4 +31,8 @@ type GraphStep struct {
 	// dropped (a difference from the captured step, a call a graph cannot
 	// replay, a capture the driver refused).
 	Why string
+	// Differs: Why is a difference from the captured step (its calls
+	// replayable, their shapes, buffers or scalars changed, e.g. a
+	// workspace an evaluation grew): capturing again may serve later steps.
+	Differs bool
 }

@@ -152,7 +152,7 @@ func (be *Backend) EndGraphStep(failed bool) tensor.GraphStep {
 		res.Captured = res.Why == ""
 		res.Replayed = res.Captured
 	default:
-		res.Why = be.replay()
+		res.Why, res.Differs = be.replay()
 		res.Replayed = res.Why == ""
 	}
 	if res.Why != "" {
@@ -323,16 +323,16 @@ func (be *Backend) capture() string {
 }
 
 // replay checks the kept work against the captured tape and launches the
-// graph, or runs the work eagerly and returns why.
-func (be *Backend) replay() string {
+// graph, or runs the work eagerly and returns why (differs: its calls
+// differ from the captured ones; a new capture may serve later steps).
+func (be *Backend) replay() (why string, differs bool) {
 	g := be.graph
-	var why string
 	be.dev.Do(func(c *cuda.Ctx) error {
 		c.StartTape(true)
 		opErr := be.runOps(c, false)
 		t := c.StopTape()
 		if d := g.tape.Diff(t); opErr != nil || d >= 0 {
-			why = be.tapeDiff(g.tape, t, d, opErr)
+			why, differs = be.tapeDiff(g.tape, t, d, opErr), opErr == nil
 			if err := be.stageScalars(c); err != nil {
 				return nil
 			}
@@ -342,7 +342,7 @@ func (be *Backend) replay() string {
 		return be.launchGraph(c)
 	})
 	g.ops = g.ops[:0]
-	return why
+	return why, differs
 }
 
 func (be *Backend) launchGraph(c *cuda.Ctx) error {
