@@ -105,8 +105,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 		fused = "on"
 	}
 	fmt.Fprintf(log, "%s on %s: batch %d, %s, fused dense kernels %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, fused, o.Warmup, o.Steps, d.Path)
-	defer func() { res.CUDAGraph = m.GraphStats() }()
-	g0 := m.GraphStats()
+	var g0 model.GraphStats // the notes of Build (no graphs on this backend) show with the first line
 	if res.Pipeline, err = m.TrainThroughput(pipe, o.Warmup, o.Steps); err != nil {
 		return res, err
 	}
@@ -127,6 +126,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 		}
 	}
 	if !o.Resident {
+		res.CUDAGraph = m.GraphStats()
 		return res, nil
 	}
 	r, err := open()
@@ -166,6 +166,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 			return res, err
 		}
 	}
+	res.CUDAGraph = m.GraphStats()
 	return res, nil
 }
 
@@ -175,7 +176,7 @@ func graphLine(log io.Writer, asked bool, what string, was, now model.GraphStats
 	g, e := now.Graphed-was.Graphed, now.Eager-was.Eager
 	switch {
 	case !asked:
-		fmt.Fprintf(log, "%s: CUDA graph off (--cuda-graph=false): %d steps eager\n", what, e)
+		fmt.Fprintf(log, "%s: CUDA graph off (--cuda-graph=false): eager steps\n", what)
 	default:
 		fmt.Fprintf(log, "%s: CUDA graph: %d of %d steps ran as the graph\n", what, g, g+e)
 	}
