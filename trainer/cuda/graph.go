@@ -9,7 +9,7 @@ import (
 // ErrHostSync is returned by a host synchronisation or a copy to or from
 // host memory made while a Tape records dry (such work cannot be part of a
 // CUDA graph).
-var ErrHostSync = errors.New("cuda: host synchronisation or host copy inside a recorded graph step")
+var ErrHostSync = errors.New("a host synchronisation or host copy inside a recorded graph step")
 
 // A Tape fingerprints the stream work a Ctx queues: every kernel launch,
 // device copy, memset, event record and wait and cuBLAS call appends one
