@@ -15,7 +15,9 @@ import (
 // the backend's compute stream (tensor.StepGraphs) and run; later full steps
 // replay it. The inputs a step reads are the feeder's fixed buffers (the
 // pipeline's Commit copies each batch into them and runs SplitInputs before
-// the step, outside the graph), and the scalars that change per step
+// the step, outside the graph: it reads the staging slot of the batch, a
+// different buffer each time, and hands the slot back to the uploader as it
+// returns, so its work must be queued then), and the scalars that change per step
 // (learning rate, Adam's bias correction and step, Dropout's counter) reach
 // the kernels through the backend's per-step scalar block, so the same
 // graph serves every full step. What Fit does around a step stays outside
