@@ -41,6 +41,9 @@ type TrainOptions struct {
 	// batch: per layer and phase, the pipeline's share (model.Profile).
 	Profile      bool
 	ProfileSteps int
+	// CUDAGraph trains the steps as a CUDA graph where the backend can
+	// (model.Options.CUDAGraph); the run says how many steps were.
+	CUDAGraph bool
 }
 
 // TrainResult is what a training-throughput run measured.
@@ -60,6 +63,9 @@ type TrainResult struct {
 	// Profile and ResidentProfile are the profiles (Profile).
 	Profile         *model.Profile `json:"profile,omitempty"`
 	ResidentProfile *model.Profile `json:"resident_profile,omitempty"`
+	// CUDAGraph says how the steps ran (TrainOptions.CUDAGraph): as the
+	// graph or eagerly, and why eagerly.
+	CUDAGraph model.GraphStats `json:"cuda_graph"`
 }
 
 // Train builds the reference model over the dataset's shape, with a
@@ -80,7 +86,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	res.Optimizer = fmt.Sprintf("%s lr %g", cfg.Optimizer.Type, cfg.Optimizer.LearningRate)
 	// The keys are slot-local (SPEC §3.3): the one-hot embedding adds the
 	// offsets and the device checks each key against its slot's size.
-	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer, SlotSizeArray: sizes})
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer, SlotSizeArray: sizes, CUDAGraph: o.CUDAGraph})
 	if err != nil {
 		return res, err
 	}
@@ -99,6 +105,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 		fused = "on"
 	}
 	fmt.Fprintf(log, "%s on %s: batch %d, %s, fused dense kernels %s, %d warm-up + %d timed steps from %s\n", o.Model, be.Name(), o.BatchSize, res.Optimizer, fused, o.Warmup, o.Steps, d.Path)
+	var g0 model.GraphStats // the notes of Build (no graphs on this backend) show with the first line
 	if res.Pipeline, err = m.TrainThroughput(pipe, o.Warmup, o.Steps); err != nil {
 		return res, err
 	}
@@ -107,6 +114,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	fmt.Fprintf(log, "pipeline: %s (%.2f ms/step), loss %.4f → %.4f\n",
 		Rate(res.Pipeline.SamplesPerSec), res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	g0 = graphLine(log, o.CUDAGraph, "pipeline", g0, m.GraphStats())
 	if o.Profile {
 		p, err := m.ProfileTrain(pipe, o.Warmup, o.ProfileSteps)
 		if err != nil {
@@ -118,6 +126,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 		}
 	}
 	if !o.Resident {
+		res.CUDAGraph = m.GraphStats()
 		return res, nil
 	}
 	r, err := open()
@@ -146,6 +155,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
 	fmt.Fprintf(log, "resident: %s (%.2f ms/step); the pipeline costs %.1f%%\n",
 		Rate(rt.SamplesPerSec), rt.StepMillis, 100*res.PipelineLoss)
+	graphLine(log, o.CUDAGraph, "resident", g0, m.GraphStats())
 	if o.Profile {
 		p, err := m.ProfileResident(b, o.Warmup, o.ProfileSteps)
 		if err != nil {
@@ -156,7 +166,24 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 			return res, err
 		}
 	}
+	res.CUDAGraph = m.GraphStats()
 	return res, nil
+}
+
+// graphLine writes how the steps between two GraphStats ran, with the
+// reasons for eager steps first noted between them, and returns now.
+func graphLine(log io.Writer, asked bool, what string, was, now model.GraphStats) model.GraphStats {
+	g, e := now.Graphed-was.Graphed, now.Eager-was.Eager
+	switch {
+	case !asked:
+		fmt.Fprintf(log, "%s: CUDA graph off (--cuda-graph=false): eager steps\n", what)
+	default:
+		fmt.Fprintf(log, "%s: CUDA graph: %d of %d steps ran as the graph\n", what, g, g+e)
+	}
+	for _, n := range now.Notes[len(was.Notes):] {
+		fmt.Fprintf(log, "  eager: %s\n", n)
+	}
+	return now
 }
 
 // finiteLoss refuses a run whose loss became NaN or Inf: its samples/s

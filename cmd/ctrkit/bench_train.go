@@ -61,6 +61,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
 				algorithmSearchFlag(),
+				&cli.BoolFlag{Name: "cuda-graph", Value: true, Usage: "train the steps as a CUDA graph on the GPU (HugeCTR's use_cuda_graph); --cuda-graph=false: eager steps"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
@@ -109,7 +110,7 @@ func runBenchTrain(c *cli.Context) error {
 	res, err := bench.Train(d, be, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
 		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async,
-		Profile: c.Bool("profile"), ProfileSteps: c.Int("profile-steps"),
+		Profile: c.Bool("profile"), ProfileSteps: c.Int("profile-steps"), CUDAGraph: c.Bool("cuda-graph"),
 	}, log)
 	if err != nil {
 		return err

@@ -131,3 +131,47 @@ func TestPrintAlgoSearch(t *testing.T) {
 		t.Errorf("printed %q for a backend without a search (the CPU)", b.String())
 	}
 }
+
+// TestBenchTrainCUDAGraph: bench train says how its steps ran: on the CPU
+// eagerly, with the reason, and --cuda-graph=false says graphs are off;
+// --json carries the counts.
+func TestBenchTrainCUDAGraph(t *testing.T) {
+	dir := t.TempDir()
+	rawPath := filepath.Join(dir, "train.bin")
+	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "64", "--eval-num-samples", "8", "--dense-dim", "3", "--num-slot", "4",
+		"--slot-size-array", "100", "--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin")); err != nil {
+		t.Fatalf("gen: %v\n%s", err, out)
+	}
+	base := []string{"bench", "train", rawPath, "--device", "cpu", "--batchsize", "8", "--warmup", "1", "--steps", "2", "--resident",
+		"--vec-size", "4", "--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4"}
+	out, err := runCtrkit(t, base...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"pipeline: CUDA graph: 0 of 3 steps ran as the graph\n  eager: the cpu backend has no CUDA graphs: steps run eagerly\n",
+		"resident: CUDA graph: 0 of 3 steps ran as the graph\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q:\n%s", want, out)
+		}
+	}
+	out, err = runCtrkit(t, append(base, "--cuda-graph=false")...)
+	if err != nil || !strings.Contains(out, "pipeline: CUDA graph off (--cuda-graph=false): eager steps\n") {
+		t.Errorf("--cuda-graph=false: %v\n%s", err, out)
+	}
+	out, err = runCtrkit(t, append(base, "--json")...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var res struct {
+		CUDAGraph struct {
+			Enabled bool
+			Graphed int64
+			Eager   int64
+			Notes   []string
+		} `json:"cuda_graph"`
+	}
+	js := out[max(strings.Index(out, "{\n"), 0):]
+	if err := json.Unmarshal([]byte(js), &res); err != nil || res.CUDAGraph.Enabled || res.CUDAGraph.Eager != 6 || len(res.CUDAGraph.Notes) != 1 {
+		t.Errorf("json: %v, %+v\n%s", err, res.CUDAGraph, out)
+	}
+}

@@ -107,6 +107,7 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.Uint64Flag{Name: "seed", Usage: "initializer and dropout seed"},
 		&cli.Float64Flag{Name: "auc-threshold", Usage: "stop once eval AUC reaches it"},
 		&cli.BoolFlag{Name: "drop-incomplete-batch", Usage: "HugeCTR's drop_incomplete_batch: true skips short training batches, false trains them", DefaultText: "epoch mode trains the short last batch, max_iter mode skips it"},
+		&cli.BoolFlag{Name: "cuda-graph", Value: true, Usage: "train each step as a CUDA graph on the GPU (the solver's cuda_graph, HugeCTR's use_cuda_graph; --cuda-graph=false: eager steps)", DefaultText: "the config's, else true"},
 		lossWeightsFlag,
 	)
 }
@@ -190,7 +191,7 @@ func jobOverrides(c *cli.Context, train bool) (model.Overrides, error) {
 			*dst = &v
 		}
 	}
-	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision, "algorithm-search": &o.AlgorithmSearch} {
+	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision, "algorithm-search": &o.AlgorithmSearch, "cuda-graph": &o.CUDAGraph} {
 		if c.IsSet(name) {
 			v := c.Bool(name)
 			*dst = &v

@@ -167,6 +167,9 @@ func benchTrainRanks(c *cli.Context, d *dataset.Dataset, s graph.Solver) error {
 	if c.Bool("json") || j.World.Group.Process != 0 {
 		log = c.App.ErrWriter
 	}
+	if c.IsSet("cuda-graph") && c.Bool("cuda-graph") {
+		fmt.Fprintln(log, "note: --cuda-graph: the ranks of a group train eagerly (collectives run between their steps)")
+	}
 	res, err := bench.TrainRanks(d, j.World, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
 		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"),

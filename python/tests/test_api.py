@@ -121,6 +121,20 @@ class NamesTest(unittest.TestCase):
         self.assertIn("no embedding 'nope'", str(cm.exception))
 
 
+class CudaGraphTest(unittest.TestCase):
+    def test_use_cuda_graph_goes_to_the_config(self):
+        # CreateSolver(use_cuda_graph=...) is the config's solver.cuda_graph
+        # (HugeCTR's default true): ctrkit train runs each step as a CUDA
+        # graph on the GPU unless it is false.
+        for on in (True, False):
+            m = hugectr.Model(hugectr.CreateSolver(use_cuda_graph=on), hugectr.DataReaderParams(
+                hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+                hugectr.CreateOptimizer())
+            m.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=1, dense_name="dense",
+                                data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("d", 1, True, 1)]))
+            self.assertIs(m._config()["solver"]["cuda_graph"], on)
+
+
 class GpusFlagTest(unittest.TestCase):
     def test_vvgpu_goes_to_the_config(self):
         # vvgpu is the config's solver.gpu, as in HugeCTR's JSON: ctrkit

@@ -151,6 +151,9 @@ func (c *Ctx) blasClose() {
 // Gemm is column-major C[m,n] = alpha·op(A)·op(B) + beta·C on stream s in
 // the given arithmetic (cublasGemmEx; cublasSgemm for FP32).
 func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemm", s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -171,6 +174,9 @@ func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha 
 // GemmBF16 is Gemm with bfloat16 A and B (cudaR16BF), float32 C, FP32
 // accumulation (CUBLAS_COMPUTE_32F): the mixed-precision GEMM.
 func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemmBF16", s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -187,6 +193,9 @@ func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32
 // (cublasSgemmStridedBatched; the handle's math mode applies).
 func (c *Ctx) GemmStridedBatched(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, strideA int64,
 	b Ptr, ldb int, strideB int64, beta float32, cc Ptr, ldc int, strideC int64, batch int) error {
+	if c.tape != nil && c.tapeArgs("cublasGemmStridedBatched", s, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, cc, ldc, strideC, batch) {
+		return nil
+	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
 		return err
 	}
@@ -648,9 +657,10 @@ func (c *Ctx) ltMatmul(key ltKey, cl *ltCall) error {
 		return err
 	}
 	if !p.searched && as != nil {
-		if c.capturing(cl.s) {
-			// No timing or synchronisation inside a capture: this call
-			// takes the heuristic's choice; the next eager call searches.
+		if c.capturing(cl.s) || c.tape != nil {
+			// No timing or synchronisation inside a capture or a recorded
+			// graph step: this call takes the heuristic's choice; the next
+			// eager call searches.
 			if !p.deferred {
 				p.deferred = true
 				as.Stats.Deferred++
@@ -660,7 +670,10 @@ func (c *Ctx) ltMatmul(key ltKey, cl *ltCall) error {
 		}
 	}
 	if p.legacy {
-		return cl.legacy()
+		return cl.legacy() // Gemm records itself on a tape
+	}
+	if c.tape != nil && c.tapeArgs("cublasLtMatmul", cl.s, key.math, key.ta, key.tb, key.m, key.n, key.k, cl.alpha, cl.a, key.lda, cl.b, key.ldb, cl.beta, cl.cc, key.ldc, cl.x, key.bf16AB, Ptr(unsafe.Pointer(p)), ws, algoWord(&p.algo)) {
+		return nil
 	}
 	r := c.ltRun(p, &p.algo, cl, ws)
 	// NOT_SUPPORTED or INVALID_VALUE (the algorithm rejects these

@@ -37,6 +37,7 @@ type Ctx struct {
 	params []uint64
 	pptrs  []uintptr
 	scal   []float64 // host scalars handed to cuBLAS by pointer
+	tape   *Tape     // recording the stream work (graph.go); nil when not
 
 	dmem, hmem pool
 	blasH      uintptr
@@ -191,7 +192,14 @@ func (d *Device) Close() error {
 }
 
 // Synchronize waits for all work on the context (cuCtxSynchronize).
-func (c *Ctx) Synchronize() error { return check("cuCtxSynchronize", call(drv.cuCtxSynchronize)) }
+func (c *Ctx) Synchronize() error {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuCtxSynchronize"); skip {
+			return err
+		}
+	}
+	return check("cuCtxSynchronize", call(drv.cuCtxSynchronize))
+}
 
 // MemInfo returns free and total device memory.
 func (c *Ctx) MemInfo() (free, total int64, err error) {

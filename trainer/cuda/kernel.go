@@ -183,6 +183,9 @@ func (c *Ctx) Launch(f Func, grid, block Dim3, shmem int, s Stream, args ...any)
 	}
 	grid = grid.norm()
 	block = block.norm()
+	if c.tape != nil && c.tape.noteLaunch(f, grid, block, shmem, s, c.params[:len(args)]) {
+		return nil
+	}
 	var pp uintptr
 	if len(args) > 0 {
 		pp = uintptr(unsafe.Pointer(&c.pptrs[0]))

@@ -151,6 +151,11 @@ func unsafePtr(a uintptr) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(nil)
 // HtoD queues a copy of n bytes from host address src (pinned memory for an
 // asynchronous copy; pageable memory makes the driver stage it) to dst.
 func (c *Ctx) HtoD(dst Ptr, src unsafe.Pointer, n int, s Stream) error {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuMemcpyHtoDAsync"); skip {
+			return err
+		}
+	}
 	if n == 0 {
 		return nil
 	}
@@ -159,6 +164,11 @@ func (c *Ctx) HtoD(dst Ptr, src unsafe.Pointer, n int, s Stream) error {
 
 // DtoH queues a copy of n bytes from src to host memory dst.
 func (c *Ctx) DtoH(dst unsafe.Pointer, src Ptr, n int, s Stream) error {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuMemcpyDtoHAsync"); skip {
+			return err
+		}
+	}
 	if n == 0 {
 		return nil
 	}
@@ -167,6 +177,9 @@ func (c *Ctx) DtoH(dst unsafe.Pointer, src Ptr, n int, s Stream) error {
 
 // DtoD queues a device-to-device copy.
 func (c *Ctx) DtoD(dst, src Ptr, n int, s Stream) error {
+	if c.tape != nil && c.tape.note("cuMemcpyDtoDAsync", 0, uint64(dst), uint64(src), uint64(n), uint64(s)) {
+		return nil
+	}
 	if n == 0 {
 		return nil
 	}
@@ -175,6 +188,9 @@ func (c *Ctx) DtoD(dst, src Ptr, n int, s Stream) error {
 
 // Memset32 queues setting n 32-bit words at dst to v.
 func (c *Ctx) Memset32(dst Ptr, v uint32, n int, s Stream) error {
+	if c.tape != nil && c.tape.note("cuMemsetD32Async", 0, uint64(dst), uint64(v), uint64(n), uint64(s)) {
+		return nil
+	}
 	if n == 0 {
 		return nil
 	}
@@ -183,6 +199,9 @@ func (c *Ctx) Memset32(dst Ptr, v uint32, n int, s Stream) error {
 
 // Memset8 queues setting n bytes at dst to v.
 func (c *Ctx) Memset8(dst Ptr, v byte, n int, s Stream) error {
+	if c.tape != nil && c.tape.note("cuMemsetD8Async", 0, uint64(dst), uint64(v), uint64(n), uint64(s)) {
+		return nil
+	}
 	if n == 0 {
 		return nil
 	}
@@ -203,6 +222,11 @@ func (c *Ctx) DestroyStream(s Stream) error {
 
 // StreamSync waits for s.
 func (c *Ctx) StreamSync(s Stream) error {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuStreamSynchronize"); skip {
+			return err
+		}
+	}
 	return check("cuStreamSynchronize", call(drv.cuStreamSynchronize, uintptr(s)))
 }
 
@@ -223,22 +247,38 @@ func (c *Ctx) DestroyEvent(e Event) error {
 
 // Record records e on s.
 func (c *Ctx) Record(e Event, s Stream) error {
+	if c.tape != nil && c.tape.note("cuEventRecord", 0, uint64(e), uint64(s)) {
+		return nil
+	}
 	return check("cuEventRecord", call(drv.cuEventRecord, uintptr(e), uintptr(s)))
 }
 
 // Wait makes s wait for e (no host wait).
 func (c *Ctx) Wait(s Stream, e Event) error {
+	if c.tape != nil && c.tape.note("cuStreamWaitEvent", 0, uint64(s), uint64(e)) {
+		return nil
+	}
 	return check("cuStreamWaitEvent", call(drv.cuStreamWaitEvent, uintptr(s), uintptr(e), 0))
 }
 
 // EventSync waits on the host for e.
 func (c *Ctx) EventSync(e Event) error {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuEventSynchronize"); skip {
+			return err
+		}
+	}
 	return check("cuEventSynchronize", call(drv.cuEventSynchronize, uintptr(e)))
 }
 
 // EventDone reports whether the work before e has completed, without
 // waiting (cuEventQuery).
 func (c *Ctx) EventDone(e Event) (bool, error) {
+	if c.tape != nil {
+		if skip, err := c.tape.host("cuEventQuery"); skip {
+			return false, err
+		}
+	}
 	const notReady = 600 // CUDA_ERROR_NOT_READY
 	r := call(drv.cuEventQuery, uintptr(e))
 	if r == notReady {

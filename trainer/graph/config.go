@@ -55,12 +55,15 @@ type Solver struct {
 	SparseModelFiles        []string
 	SparseOptStatesFiles    []string
 	ExportPredictionsPrefix string
+	// CUDAGraph is "cuda_graph" (HugeCTR's use_cuda_graph, default true):
+	// train each step as a CUDA graph on the GPU.
+	CUDAGraph bool
 }
 
 // DefaultSolver returns HugeCTR's CreateSolver defaults.
 func DefaultSolver() *Solver {
 	return &Solver{BatchSize: 2048, BatchSizeEval: 2048, MaxEvalBatches: 100, Display: 200,
-		EvalInterval: 1000, Snapshot: 0, LRPolicy: "fixed", Scaler: 1, RepeatDataset: true}
+		EvalInterval: 1000, Snapshot: 0, LRPolicy: "fixed", Scaler: 1, RepeatDataset: true, CUDAGraph: true}
 }
 
 // ReaderParams are HugeCTR's DataReaderParams (and the JSON config Data

@@ -149,3 +149,27 @@ func TestConfigEnumDidYouMean(t *testing.T) {
 		t.Errorf("a far-off type gets no suggestion: %v", err)
 	}
 }
+
+// TestSolverCUDAGraph: solver "cuda_graph" is Solver.CUDAGraph, true when
+// absent (HugeCTR's use_cuda_graph default), as is DefaultSolver's; a
+// non-bool is refused by name.
+func TestSolverCUDAGraph(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{{"", true}, {`, "cuda_graph": true`, true}, {`, "cuda_graph": false`, false}, {`, "cuda_graph": 0`, false}} {
+		cfg, err := Read(strings.NewReader(splice("SOLVER", c.key)), "m.json")
+		if err != nil {
+			t.Fatalf("%q: %v", c.key, err)
+		}
+		if cfg.Solver.CUDAGraph != c.want {
+			t.Errorf("%q: CUDAGraph %v", c.key, cfg.Solver.CUDAGraph)
+		}
+	}
+	if !DefaultSolver().CUDAGraph {
+		t.Error("DefaultSolver: CUDAGraph false")
+	}
+	if _, err := Read(strings.NewReader(splice("SOLVER", `, "cuda_graph": "yes"`)), "m.json"); err == nil || !strings.Contains(err.Error(), "cuda_graph") {
+		t.Errorf("a string cuda_graph: %v", err)
+	}
+}

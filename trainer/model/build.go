@@ -50,6 +50,10 @@ type Options struct {
 	// Parallel places the model as one rank of a group (parallel.go); nil:
 	// the model trains alone on its backend.
 	Parallel *Parallel
+	// CUDAGraph runs the training step as a CUDA graph on a backend with
+	// graphs (graph.go; HugeCTR's use_cuda_graph, the solver's
+	// "cuda_graph"); false trains every step eagerly.
+	CUDAGraph bool
 }
 
 // Validate reports invalid options.
@@ -111,6 +115,8 @@ type Model struct {
 	// step).
 	comm collective.Comm
 	par  *parState
+	// graph runs training steps as a CUDA graph (graph.go); nil: off.
+	graph *stepGraph
 }
 
 // Build constructs the network of cfg on be.
@@ -208,6 +214,9 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	m.opt.AddDense(m.params...)
 	if err := be.Sync(); err != nil {
 		return nil, fmt.Errorf("building the model on %s: %w", be.Name(), err)
+	}
+	if o.CUDAGraph {
+		m.graph = newStepGraph(m) // graph.go
 	}
 	return m, nil
 }

@@ -104,7 +104,7 @@ func (j *Job) options() Options {
 	}
 	return Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
 		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale, LossWeights: j.LossWeights,
-		MixedPrecision: j.Solver.UseMixedPrecision}
+		MixedPrecision: j.Solver.UseMixedPrecision, CUDAGraph: j.Solver.CUDAGraph}
 }
 
 // loadStart loads the job's starting weights into m (Init, then Resume);

@@ -23,6 +23,7 @@ type Overrides struct {
 	AUCThreshold                                                                   *float64
 	I64InputKey, TF32, MixedPrecision                                              *bool
 	AlgorithmSearch                                                                *bool // the solver's algorithm_search
+	CUDAGraph                                                                      *bool // the solver's cuda_graph
 
 	LossWeights      map[string]float64
 	FreezeDense      bool
@@ -152,6 +153,7 @@ func (o *Overrides) Solver(cfg *graph.Config) graph.Solver {
 	if o.AlgorithmSearch != nil {
 		s.NoAlgorithmSearch = !*o.AlgorithmSearch
 	}
+	setB(&s.CUDAGraph, o.CUDAGraph)
 	if o.Train && o.ExportPredictionsPrefix != nil {
 		s.ExportPredictionsPrefix = *o.ExportPredictionsPrefix
 	}

@@ -46,6 +46,8 @@ func TestOverridesSolver(t *testing.T) {
 		{"export", Overrides{Train: true, ExportPredictionsPrefix: ptr("p")}, func(s graph.Solver) bool { return s.ExportPredictionsPrefix == "p" }},
 		{"algorithm search by default", Overrides{Train: true}, func(s graph.Solver) bool { return !s.NoAlgorithmSearch }},
 		{"--algorithm-search=false", Overrides{Train: true, AlgorithmSearch: ptr(false)}, func(s graph.Solver) bool { return s.NoAlgorithmSearch }},
+		{"cuda_graph from the file", Overrides{Train: true}, func(s graph.Solver) bool { return s.CUDAGraph }},
+		{"--cuda-graph=false", Overrides{Train: true, CUDAGraph: ptr(false)}, func(s graph.Solver) bool { return !s.CUDAGraph }},
 	} {
 		cfg := overridesConfig(t)
 		before := *cfg.Solver

@@ -38,9 +38,10 @@ func (m *Model) TrainStep(b *formats.Batch) error {
 	return m.step(b.N)
 }
 
-// step trains on the n samples of the inputs already loaded (the rest is
-// padding).
-func (m *Model) step(n int) error {
+// eagerStep trains on the n samples of the inputs already loaded (the rest
+// is padding), issuing each operation (step, graph.go, may record them as a
+// CUDA graph).
+func (m *Model) eagerStep(n int) error {
 	if m.par != nil {
 		m.parLoad(n)
 		defer m.parUnload()
@@ -940,7 +941,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			if err := pf.Commit(st); err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
-			if err := m.step(n); err != nil {
+			err := m.step(n)
+			m.reportGraph(logw) // graph.go
+			if err != nil {
 				return res, fmt.Errorf("iteration %d: %w", res.Iters+1, err)
 			}
 			res.Iters++

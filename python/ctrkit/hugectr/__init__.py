@@ -1049,6 +1049,7 @@ class Model(object):
                   "gpu": [list(v) for v in s.vvgpu],
                   "input_key_type": "I64" if s.i64_input_key else "I32",
                   "algorithm_search": bool(s.use_algorithm_search),
+                  "cuda_graph": bool(s.use_cuda_graph),
                   "eval_metrics": ["%s:%r" % (k.value, float(v)) for k, v in s.metrics_spec.items()]}
         if s.use_mixed_precision:
             solver["mixed_precision"] = float(s.scaler)

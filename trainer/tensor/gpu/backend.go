@@ -85,6 +85,8 @@ type Backend struct {
 	sms   int
 	side  *sideStream      // weight-gradient stream (fused.go); nil until used
 	srch  *cuda.AlgoSearch // nil: no algorithm search (gemm.go)
+	graph *graphState      // the training step's CUDA graph (graph.go); nil until used
+	ltNo  map[ltSig]bool
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -202,6 +204,7 @@ func (be *Backend) Close() error {
 			c.HostFree(be.host)
 		}
 		be.closeSide(c)
+		be.closeGraph(c)
 		return c.DestroyStream(be.s)
 	})
 	if be.own {
@@ -220,6 +223,10 @@ func (be *Backend) fail(op string, err error, format string, args ...any) {
 // failure becomes the sticky error, attributed to op.
 func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
 	if be.err != nil {
+		return
+	}
+	if be.deferring() { // graph.go
+		be.graph.ops = append(be.graph.ops, graphOp{op, fn})
 		return
 	}
 	be.op = op
@@ -247,6 +254,7 @@ func deviceErr(err error) error {
 // Sync waits for the stream and returns Err, turning a device-side error
 // record into an error.
 func (be *Backend) Sync() error {
+	be.graphBreak("Sync")
 	be.JoinGrads()
 	if be.err != nil {
 		return be.err

@@ -326,7 +326,12 @@ func (be *Backend) dropout(op string, y, x tensor.Tensor, rate float64, seed, co
 	}
 	r := float32(rate)
 	scale := 1 / (1 - r) // in float32, as the CPU's float32 path
+	// A CUDA graph step's counter goes to its scalar block (graph.go).
+	dyn := be.stepScalars(counter, 0)
+	if dyn != 0 {
+		counter = 0
+	}
 	be.do(op, func(c *cuda.Ctx) error {
-		return be.launch1(c, "dense_dropout", (n+3)/4, p(y), p(x), int64(n), r, scale, seed, counter)
+		return be.launch1(c, "dense_dropout", (n+3)/4, p(y), p(x), int64(n), r, scale, seed, counter, dyn)
 	})
 }

@@ -85,6 +85,9 @@ func aligned(ps ...cuda.Ptr) bool {
 // lt runs one cuBLASLt matmul on stream s, reporting false (and leaving no
 // error) when cuBLASLt has no kernel for it.
 func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int, a cuda.Ptr, lda int, b cuda.Ptr, ldb int, c cuda.Ptr, ldc int, x cuda.LtArgs) bool {
+	if be.deferring() { // a CUDA graph step (graph.go)
+		return be.ltDeferred(op, s, transA, transB, m, n, k, a, lda, b, ldb, c, ldc, x)
+	}
 	ran := true
 	be.do(op, func(cx *cuda.Ctx) error {
 		x.Search = be.srch
@@ -98,6 +101,9 @@ func (be *Backend) lt(op string, s cuda.Stream, transA, transB bool, m, n, k int
 		}
 		return err
 	})
+	if !ran {
+		be.ltRefused(s, transA, transB, m, n, k, lda, ldb, ldc, x)
+	}
 	return ran
 }
 
@@ -183,6 +189,7 @@ func (be *Backend) sideStream() *sideStream {
 	if be.side != nil {
 		return be.side
 	}
+	be.graphBreak("the side stream's creation") // its handle is needed now (graph.go)
 	ss := &sideStream{}
 	be.do("side_stream", func(c *cuda.Ctx) error {
 		var err error

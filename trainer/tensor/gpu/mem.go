@@ -31,6 +31,7 @@ func p(t tensor.Tensor) cuda.Ptr { return Ptr(t) }
 
 // Alloc returns a zeroed tensor in device memory.
 func (be *Backend) Alloc(dt tensor.DType, shape ...int) tensor.Tensor {
+	be.graphBreak("Alloc")
 	n := tensor.NumElems(shape...)
 	t := tensor.Tensor{DType: dt, Shape: append([]int(nil), shape...), Buf: &store{be: be}}
 	switch {
@@ -59,6 +60,7 @@ func (be *Backend) Free(t tensor.Tensor) {
 	if !ok || s.p == 0 {
 		return
 	}
+	be.graphBreak("Free")
 	ptr := s.p
 	s.p, s.n = 0, 0
 	be.dev.Do(func(c *cuda.Ctx) error { return c.Free(ptr) })
@@ -124,6 +126,7 @@ func hostBytes(x any) ([]byte, tensor.DType) {
 // (synchronous with respect to the host slice: it may be reused on return).
 // []float64 is accepted for Float32 tensors and rounded.
 func (be *Backend) Upload(dst tensor.Tensor, src any) {
+	be.graphBreak("Upload")
 	if !be.owned("upload", dst) {
 		return
 	}
@@ -173,6 +176,7 @@ func (be *Backend) UploadAsync(c *cuda.Ctx, s cuda.Stream, dst tensor.Tensor, sr
 // Download copies src to a host slice of its dtype and length (float32
 // tensors may also be read into []float64); it waits and returns Err.
 func (be *Backend) Download(dst any, src tensor.Tensor) error {
+	be.graphBreak("Download")
 	be.JoinGrads() // side-stream weight gradients (fused.go)
 	if !be.owned("download", src) {
 		return be.err

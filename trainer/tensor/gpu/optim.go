@@ -11,8 +11,10 @@ import (
 // CPU backend does and passed to the kernels as float32 (the OPT_COEF_PARAMS
 // of kernels/optim.cu, in order). 1±β and 1+μ are rounded from float64
 // rather than formed in float32, which keeps Adam's v within 1e-7 of the
-// float64 reference.
-func optCoef(p tensor.OptParams) []any {
+// float64 reference. Inside a CUDA graph step (graph.go) the scalars that
+// change from step to step (lr, lrT and the step) go to a device slot, the
+// last argument (OptDyn*, null otherwise), and their arguments are 0.
+func (be *Backend) optCoef(p tensor.OptParams) []any {
 	is := 1.0
 	if p.LossScale != 0 {
 		is = 1 / p.LossScale
@@ -22,9 +24,24 @@ func optCoef(p tensor.OptParams) []any {
 		t := float64(p.Step)
 		lrT = p.LR * math.Sqrt(1-math.Pow(p.Beta2, t)) / (1 - math.Pow(p.Beta1, t))
 	}
-	return []any{int(p.Kind), float32(p.LR), float32(p.Momentum), float32(1 + p.Momentum),
+	lr32, lrT32 := float32(p.LR), float32(lrT)
+	dyn := be.stepScalars(uint64(math.Float32bits(lr32))|uint64(math.Float32bits(lrT32))<<32, uint64(p.Step))
+	if dyn != 0 {
+		lr32, lrT32 = 0, 0
+	}
+	return []any{int(p.Kind), lr32, float32(p.Momentum), float32(1 + p.Momentum),
 		float32(p.Beta1), float32(1 - p.Beta1), float32(p.Beta2), float32(1 - p.Beta2),
-		float32(p.Epsilon), float32(is), float32(lrT)}
+		float32(p.Epsilon), float32(is), lrT32, dyn}
+}
+
+// optStep is the step argument of opt_sparse_lazy, called after optCoef:
+// 0 when optCoef put the step into an OptDyn slot (a graph step whose
+// block was not full), which the kernel then reads.
+func (be *Backend) optStep(p tensor.OptParams) int64 {
+	if be.deferring() && !be.graph.overflow {
+		return 0
+	}
+	return p.Step
 }
 
 // optLazy are the LazyGlobal catch-up scalars (OPT_LAZY_PARAMS): the
@@ -79,7 +96,7 @@ func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 	if n == 0 {
 		return
 	}
-	args := append([]any{Ptr(w), Ptr(g), Ptr(s1), Ptr(s2), int64(n)}, optCoef(p)...)
+	args := append([]any{Ptr(w), Ptr(g), Ptr(s1), Ptr(s2), int64(n)}, be.optCoef(p)...)
 	be.do(op, func(c *cuda.Ctx) error { return be.launch1(c, "opt_dense", n, args...) })
 }
 
@@ -121,7 +138,7 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 	if optVec4(v, Ptr(table), Ptr(s1), Ptr(s2), Ptr(uniqGrad)) {
 		gl, sfx = optGroup(v/4), "_v4"
 	}
-	coef := optCoef(p)
+	coef := be.optCoef(p)
 	flag, opc := be.flag, uint64(opSparseUpdate)
 	be.do(op, func(c *cuda.Ctx) error {
 		switch mode {
@@ -149,7 +166,7 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		default: // LazyGlobal Adam (scalar lanes: the catch-up is per element)
 			gl := optGroup(v)
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
-				int64(capacity), int64(rows), v, gl, p.Step, flag, opc}, coef...)
+				int64(capacity), int64(rows), v, gl, be.optStep(p), flag, opc}, coef...)
 			args = append(args, optLazy(p)...)
 			return be.optRowGrid(c, "opt_sparse_lazy", capacity, gl, args...)
 		}

@@ -268,8 +268,10 @@ struct alignas(16) dense_f4 {
 // counter + b; element 4b+e takes word e, top 24 bits · 2⁻²⁴), with one
 // 16-byte load and store when the block is whole and both pointers are
 // 16-byte aligned; y may alias x.
+// A CUDA graph step passes the counter in *dync instead (gpu/graph.go).
 extern "C" __global__ void dense_dropout(float* y, const float* x, i64 n, float rate, float scale, u64 seed,
-                                         u64 counter) {
+                                         u64 counter, const u64* dync) {
+    if (dync) counter = *dync;
     const i64 blocks = (n + 3) >> 2;
     const bool vec = (((u64)x | (u64)y) & 15) == 0;
     FOR(b, blocks) {

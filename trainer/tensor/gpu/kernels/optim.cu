@@ -64,9 +64,18 @@ static __device__ __forceinline__ void optim_step(const OptCoef& c, float* w, fl
     }
 }
 
-#define OPT_COEF_PARAMS \
-    int kind, float lr, float mu, float opmu, float b1, float omb1, float b2, float omb2, float eps, float is, float lrT
-#define OPT_COEF {kind, lr, mu, opmu, b1, omb1, b2, omb2, eps, is, lrT}
+// OptDyn is a CUDA graph step's slot of the scalars that change every step
+// (gpu/graph.go): when the kernel's dyn argument is not null they replace
+// lr, lrT and opt_sparse_lazy's step.
+struct OptDyn {
+    float lr, lrT;
+    i64 step;
+};
+
+#define OPT_COEF_PARAMS                                                                                            \
+    int kind, float lr, float mu, float opmu, float b1, float omb1, float b2, float omb2, float eps, float is, \
+        float lrT, const OptDyn *dyn
+#define OPT_COEF {kind, dyn ? dyn->lr : lr, mu, opmu, b1, omb1, b2, omb2, eps, is, dyn ? dyn->lrT : lrT}
 
 // opt_dense: DenseUpdate, one thread per element (grid-stride).
 extern "C" __global__ void opt_dense(float* w, const float* g, float* s1, float* s2, i64 n, OPT_COEF_PARAMS) {
@@ -339,6 +348,7 @@ extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, 
 extern "C" __global__ void opt_sparse_lazy(float* w, float* s1, float* s2, int* lastStep, const int* uniqRows,
                                            const float* ug, const int* numUniq, i64 cap, i64 rows, int V, int G,
                                            i64 step, u64* flag, u64 op, OPT_COEF_PARAMS, OPT_LAZY_PARAMS) {
+    if (dyn) step = dyn->step;
     const OptCoef c = OPT_COEF;
     const OptLazy L = OPT_LAZY;
     const i64 nu = optim_nuniq(numUniq, cap, flag, op);
