@@ -426,6 +426,9 @@ func (be *Backend) ltDeferred(op string, s cuda.Stream, transA, transB bool, m, 
 	if be.ltNo[ltSigOf(s, transA, transB, m, n, k, lda, ldb, ldc, x)] {
 		return false
 	}
+	// The eager step's plan, searched or not (the search is part of the
+	// descriptor): a graph step runs the algorithm the eager one did.
+	x.Search = be.srch
 	be.do(op, func(cx *cuda.Ctx) error {
 		err := cx.LtMatmulEx(s, be.opts.Math, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, cp, ldc, x)
 		if errors.Is(err, cuda.ErrNoAlgorithm) {

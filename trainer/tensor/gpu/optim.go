@@ -139,6 +139,7 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		gl, sfx = optGroup(v/4), "_v4"
 	}
 	coef := be.optCoef(p)
+	step := be.optStep(p) // here, while the step is held back: not in the closure, which runs after
 	flag, opc := be.flag, uint64(opSparseUpdate)
 	be.do(op, func(c *cuda.Ctx) error {
 		switch mode {
@@ -166,7 +167,7 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 		default: // LazyGlobal Adam (scalar lanes: the catch-up is per element)
 			gl := optGroup(v)
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
-				int64(capacity), int64(rows), v, gl, be.optStep(p), flag, opc}, coef...)
+				int64(capacity), int64(rows), v, gl, step, flag, opc}, coef...)
 			args = append(args, optLazy(p)...)
 			return be.optRowGrid(c, "opt_sparse_lazy", capacity, gl, args...)
 		}
