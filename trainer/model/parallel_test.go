@@ -323,11 +323,14 @@ func TestParallelRankFailure(t *testing.T) {
 	if !errors.Is(err, errInjected) || !strings.HasPrefix(err.Error(), "rank 2: ") || errors.Is(err, collective.ErrPeer) {
 		t.Fatalf("err = %v", err)
 	}
-	// FitGroup: whichever rank opens the data second fails.
+	// FitGroup: the data's second and third openings fail. Each rank opens
+	// its first pass and, right after it, its second (StartPasses), so of
+	// any rank's two openings one is its first pass's: the second and third
+	// in all include a first pass that some rank reads.
 	var opens atomic.Int32
 	_, err = world().Fit(context.Background(), FitOptions{MaxIter: 30, OpenTrain: func() (formats.Reader, error) {
 		r := data.reader(96)
-		if opens.Add(1) == 2 {
+		if n := opens.Add(1); n == 2 || n == 3 {
 			return &rankFailReader{Reader: r, left: 5}, nil
 		}
 		return r, nil
