@@ -193,27 +193,6 @@ static __device__ __forceinline__ OptGrid optim_grid(int G) {
     return g;
 }
 
-// opt_sparse_local: Local update, a group per unique entry u < numUniq
-// (capacity cap = the grid's extent): row uniqRows[u] += step(uniqGrad[u]).
-extern "C" __global__ void opt_sparse_local(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
-                                            const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
-                                            OPT_COEF_PARAMS) {
-    const OptCoef c = OPT_COEF;
-    const i64 nu = optim_nuniq(numUniq, cap, flag, op);
-    const OptGrid g = optim_grid(G);
-    const int lane = g.lane;
-    for (i64 wb = g.first; wb < nu; wb += g.stride) {
-        const i64 u = wb + g.sub;
-        if (u >= nu) continue;
-        const i64 r = uniqRows[u];
-        if (r < 0 || r >= rows) {
-            if (lane == 0) report(flag, ERR_RANGE, op, u, r);
-            continue;
-        }
-        for (int j = lane; j < V; j += G) optim_step(c, w, s1, s2, r * V + j, ug[u * V + j]);
-    }
-}
-
 // optim_elem is optim_step on registers (w, the states m = s1 and v = s2,
 // gradient g not yet unscaled), the same float operations in the same
 // order; optim_step4 applies it to the 4 elements i..i+3 with 16-byte loads
@@ -272,26 +251,79 @@ static __device__ __forceinline__ void optim_step4(const OptCoef& c, float* w, f
     if (has2) *(opt_f4*)(s2 + i) = v;
 }
 
-// opt_sparse_local_v4 is opt_sparse_local with 16-byte accesses (V % 4 ==
-// 0, every pointer 16-byte aligned): G lanes per unique entry (the power of
-// two ≥ V/4, at most 32), lane l owning columns 4l, 4l+4G, ….
-extern "C" __global__ void opt_sparse_local_v4(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
-                                               const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
-                                               OPT_COEF_PARAMS) {
-    const OptCoef c = OPT_COEF;
+// optim_row applies the update to the columns of table row r that lane
+// owns, with the gradient row gr (null: the zero gradient). W = 1: columns
+// lane, lane+G, … (optim_step); W = 4: the 16-byte groups at 4·lane,
+// 4·lane+4G, … (optim_step4: V % 4 == 0, every pointer 16-byte aligned),
+// the same float operations on each element.
+template <int W>
+static __device__ __forceinline__ void optim_row(const OptCoef& c, float* w, float* s1, float* s2, i64 r,
+                                                 const float* gr, int V, int G, int lane) {
+    if (W == 4) {
+        for (int j = 4 * lane; j < V; j += 4 * G) {
+            opt_f4 gv = {};
+            if (gr) gv = *(const opt_f4*)(gr + j);
+            optim_step4(c, w, s1, s2, r * V + j, gv);
+        }
+    } else {
+        for (int j = lane; j < V; j += G) optim_step(c, w, s1, s2, r * V + j, gr ? gr[j] : 0.0f);
+    }
+}
+
+// sparse_local: Local update, a group per unique entry u < numUniq
+// (capacity cap = the grid's extent): row uniqRows[u] += step(uniqGrad[u]).
+template <int W>
+static __device__ __forceinline__ void sparse_local(float* w, float* s1, float* s2, const int* uniqRows,
+                                                    const float* ug, const int* numUniq, i64 cap, i64 rows, int V,
+                                                    int G, u64* flag, u64 op, const OptCoef& c) {
     const i64 nu = optim_nuniq(numUniq, cap, flag, op);
     const OptGrid g = optim_grid(G);
-    const int lane = g.lane;
     for (i64 wb = g.first; wb < nu; wb += g.stride) {
         const i64 u = wb + g.sub;
         if (u >= nu) continue;
         const i64 r = uniqRows[u];
         if (r < 0 || r >= rows) {
-            if (lane == 0) report(flag, ERR_RANGE, op, u, r);
+            if (g.lane == 0) report(flag, ERR_RANGE, op, u, r);
             continue;
         }
-        for (int j = 4 * lane; j < V; j += 4 * G) optim_step4(c, w, s1, s2, r * V + j, *(const opt_f4*)(ug + u * V + j));
+        optim_row<W>(c, w, s1, s2, r, ug + u * V, V, G, g.lane);
     }
+}
+
+// sparse_global: Global update of every row, a group per table row; rows
+// absent from the batch (pos −1) take the zero-gradient step.
+template <int W>
+static __device__ __forceinline__ void sparse_global(float* w, float* s1, float* s2, const int* pos, const float* ug,
+                                                     i64 rows, int V, int G, const OptCoef& c) {
+    const OptGrid g = optim_grid(G);
+    for (i64 wb = g.first; wb < rows; wb += g.stride) {
+        const i64 r = wb + g.sub;
+        if (r >= rows) continue;
+        const i64 u = pos[r];
+        optim_row<W>(c, w, s1, s2, r, u >= 0 ? ug + u * V : nullptr, V, G, g.lane);
+    }
+}
+
+// opt_sparse_local, opt_sparse_global: the updates with G lanes per row (a
+// power of two ≥ V, at most 32); the _v4 kernels with 16-byte accesses (V
+// % 4 == 0, every pointer 16-byte aligned; G ≥ V/4).
+extern "C" __global__ void opt_sparse_local(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
+                                            const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
+                                            OPT_COEF_PARAMS) {
+    sparse_local<1>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, OPT_COEF);
+}
+extern "C" __global__ void opt_sparse_local_v4(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
+                                               const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
+                                               OPT_COEF_PARAMS) {
+    sparse_local<4>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, OPT_COEF);
+}
+extern "C" __global__ void opt_sparse_global(float* w, float* s1, float* s2, const int* pos, const float* ug, i64 rows,
+                                             int V, int G, OPT_COEF_PARAMS) {
+    sparse_global<1>(w, s1, s2, pos, ug, rows, V, G, OPT_COEF);
+}
+extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, const int* pos, const float* ug,
+                                                i64 rows, int V, int G, OPT_COEF_PARAMS) {
+    sparse_global<4>(w, s1, s2, pos, ug, rows, V, G, OPT_COEF);
 }
 
 // opt_sparse_scatter: pos[uniqRows[u]] = u for u < numUniq, one thread per
@@ -305,40 +337,6 @@ extern "C" __global__ void opt_sparse_scatter(int* pos, const int* uniqRows, con
             report(flag, ERR_RANGE, op, u, r);
         else
             pos[r] = (int)u;
-    }
-}
-
-// opt_sparse_global: Global update of every row, a group per table row;
-// rows absent from the batch (pos −1) take the zero-gradient step.
-extern "C" __global__ void opt_sparse_global(float* w, float* s1, float* s2, const int* pos, const float* ug, i64 rows,
-                                             int V, int G, OPT_COEF_PARAMS) {
-    const OptCoef c = OPT_COEF;
-    const OptGrid g = optim_grid(G);
-    const int lane = g.lane;
-    for (i64 wb = g.first; wb < rows; wb += g.stride) {
-        const i64 r = wb + g.sub;
-        if (r >= rows) continue;
-        const i64 u = pos[r];
-        for (int j = lane; j < V; j += G) optim_step(c, w, s1, s2, r * V + j, u >= 0 ? ug[u * V + j] : 0.0f);
-    }
-}
-
-// opt_sparse_global_v4 is opt_sparse_global with 16-byte accesses (as
-// opt_sparse_local_v4).
-extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, const int* pos, const float* ug,
-                                                i64 rows, int V, int G, OPT_COEF_PARAMS) {
-    const OptCoef c = OPT_COEF;
-    const OptGrid g = optim_grid(G);
-    const int lane = g.lane;
-    for (i64 wb = g.first; wb < rows; wb += g.stride) {
-        const i64 r = wb + g.sub;
-        if (r >= rows) continue;
-        const i64 u = pos[r];
-        for (int j = 4 * lane; j < V; j += 4 * G) {
-            opt_f4 gv = {};
-            if (u >= 0) gv = *(const opt_f4*)(ug + u * V + j);
-            optim_step4(c, w, s1, s2, r * V + j, gv);
-        }
     }
 }
 
