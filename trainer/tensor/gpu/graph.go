@@ -264,21 +264,24 @@ func (be *Backend) runOps(c *cuda.Ctx, sticky bool) error {
 
 // runKept runs the kept work eagerly (after staging the scalars it reads).
 func (be *Backend) runKept() {
-	run := func(c *cuda.Ctx) error {
-		if err := be.stageScalars(c); err != nil {
-			if be.err == nil {
-				be.err = &tensor.OpError{Op: "graph_scalars", Detail: err.Error(), Err: deviceErr(err)}
-			}
-			return nil
-		}
-		be.runOps(c, true)
-		return nil
-	}
 	if len(be.graph.ops) == 0 && be.graph.off == 0 {
 		return
 	}
-	be.dev.Do(run)
+	be.dev.Do(be.runEager)
 	be.graph.ops = be.graph.ops[:0]
+}
+
+// runEager stages the scalars the kept work reads and runs it on c; an
+// error becomes the backend's, as in an eager step.
+func (be *Backend) runEager(c *cuda.Ctx) error {
+	if err := be.stageScalars(c); err != nil {
+		if be.err == nil {
+			be.err = &tensor.OpError{Op: "graph_scalars", Detail: err.Error(), Err: deviceErr(err)}
+		}
+		return nil
+	}
+	be.runOps(c, true)
+	return nil
 }
 
 // capture captures the kept work into the graph and launches it; on any
@@ -309,12 +312,7 @@ func (be *Backend) capture() string {
 			}
 		}
 		if why != "" {
-			// Nothing of the step ran: run it eagerly.
-			if err := be.stageScalars(c); err != nil {
-				return nil
-			}
-			be.runOps(c, true)
-			return nil
+			return be.runEager(c) // nothing of the step ran
 		}
 		return be.launchGraph(c)
 	})
@@ -333,11 +331,7 @@ func (be *Backend) replay() (why string, differs bool) {
 		t := c.StopTape()
 		if d := g.tape.Diff(t); opErr != nil || d >= 0 {
 			why, differs = be.tapeDiff(g.tape, t, d, opErr), opErr == nil
-			if err := be.stageScalars(c); err != nil {
-				return nil
-			}
-			be.runOps(c, true)
-			return nil
+			return be.runEager(c)
 		}
 		return be.launchGraph(c)
 	})
