@@ -26,9 +26,10 @@ type Options struct {
 	// OpenList or OpenFiles is given a nil schema (default KeyU32, HugeCTR's
 	// "i32"). It is ignored when a schema is given.
 	KeyType formats.KeyType
-	// Prefetch is the number of decoded row groups kept beyond one per
-	// worker (default 2; one of them is the row group being handed out).
-	// Memory is bounded by Workers+Prefetch decoded row groups, plus the
+	// Prefetch is the number of decoded pieces of row groups (about a
+	// batch each, see the package doc) kept beyond one per worker (default
+	// 2; one of them is the piece being handed out). Memory is bounded by
+	// Workers+Prefetch decoded pieces (at most row groups), plus the
 	// page buffers of the row groups being decoded (one page per selected
 	// column and worker).
 	Prefetch int
