@@ -531,9 +531,9 @@ func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) er
 }
 
 // fitMemory returns the workers and prefetch depth under o.MemoryLimit
-// (o's own when there is none). A worker holds one decoded row group (the
-// sample-major rgBuf), one decompressed page and one window per selected
-// column, and a prefetched row group its rgBuf. Row groups are sized by the
+// (o's own when there is none). A worker holds one decoded piece of a row
+// group (the sample-major rgBuf), one decompressed page and one window per
+// selected column, and a prefetched piece its rgBuf. Row groups are sized by the
 // largest in the files, pages by the first of each column in the first
 // file (pageSizes).
 func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefetch int) {
@@ -549,7 +549,13 @@ func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefet
 		ncols = max(ncols, len(fp.cols))
 	}
 	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
-	decoded := (rows + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow // with its room (rgBuf.room)
+	// A piece of a row group (pieceCuts; Reader.setup sizes its buffer so)
+	// with its room (rgBuf.room).
+	piece := rows
+	if o.BatchSize > 0 {
+		piece = min(rows, int64(o.BatchSize)+2*int64(minPieceRows))
+	}
+	decoded := (piece + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow
 	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
 	workers, prefetch = o.Workers, o.Prefetch
 	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {

@@ -551,10 +551,18 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g, lo, hi int) {
 }
 
 // roomFor is the most rows of room (rgBuf.room) a row group of rows rows
-// gets for batches of bs: half a batch, and no more than half the row group,
-// so that the room costs at most half the memory and a join copies at most
-// half of what a copied batch would.
-func roomFor(rows, bs int) int { return min(rows, bs) / 2 }
+// gets for batches of bs: any head of the next row group (bs-1 rows) when
+// the row group holds a batch, its last piece then holding at most about
+// two batches, which is less than a copied batch and the reader's own batch
+// buffer would (two of `ctrkit gen`'s boundaries of row groups of 131072
+// and 118928 rows need 36432 rows for batches of 65536); half the row group
+// for shorter ones, whose buffers the room would more than double.
+func roomFor(rows, bs int) int {
+	if rows >= bs {
+		return bs - 1
+	}
+	return rows / 2
+}
 
 // nextJob returns the next row group in hand-out order once it is decoded,
 // or nil (eof set) at the end of the stream.
