@@ -91,8 +91,9 @@
 // A producer goroutine walks the row groups in hand-out order, across files,
 // and cuts each into pieces of about a batch (at batch ends, at least 32768
 // rows; a row group with list cat columns is one piece). For each piece it
-// takes a buffer from a fixed set of Workers+Prefetch (the memory bound: at
-// most that many decoded pieces exist), queues it, and hands it to the
+// takes a buffer from a fixed set of 2·Workers+Prefetch (the memory bound:
+// at most that many decoded pieces exist; made only when a worker would
+// otherwise wait), queues it, and hands it to the
 // tasks of its row group, started with its first piece; a task decodes its
 // columns of every piece in turn (its column readers going on across
 // pieces), holding one of Workers slots while its next piece has a buffer,

@@ -29,7 +29,7 @@ type Options struct {
 	// Prefetch is the number of decoded pieces of row groups (about a
 	// batch each, see the package doc) kept beyond one per worker (default
 	// 2; one of them is the piece being handed out). Memory is bounded by
-	// Workers+Prefetch decoded pieces (at most row groups), plus the
+	// 2·Workers+Prefetch decoded pieces (at most row groups), plus the
 	// page buffers of the row groups being decoded (one page per selected
 	// column and worker).
 	Prefetch int
@@ -531,9 +531,10 @@ func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) er
 }
 
 // fitMemory returns the workers and prefetch depth under o.MemoryLimit
-// (o's own when there is none). A worker holds one decoded piece of a row
-// group (the sample-major rgBuf), one decompressed page and one window per
-// selected column, and a prefetched piece its rgBuf. Row groups are sized by the
+// (o's own when there is none). A worker holds two decoded pieces of a row
+// group (the sample-major rgBuf it decodes and one decoded ahead), one
+// decompressed page and one window per selected column, and a prefetched
+// piece its rgBuf. Row groups are sized by the
 // largest in the files, pages by the first of each column in the first
 // file (pageSizes).
 func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefetch int) {
@@ -556,7 +557,7 @@ func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefet
 		piece = min(rows, int64(o.BatchSize)+2*int64(minPieceRows))
 	}
 	decoded := (piece + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow
-	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
+	worker := 2*decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow) // a piece decoded, one ahead
 	workers, prefetch = o.Workers, o.Prefetch
 	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {
 		workers--

@@ -163,10 +163,12 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	} else if len(o.KeyRanges) > 0 {
 		r.ranges = append([]KeyRange(nil), o.KeyRanges...)
 	}
-	// At most one row group per worker being decoded, Prefetch more decoded
-	// ahead, one being handed out; the buffers are made as needed (see
-	// takeBuf), as each costs its first touch.
-	nbuf := o.Workers + o.Prefetch
+	// At most two pieces per worker being decoded or decoded ahead of the
+	// piece the consumer waits for (row groups decoded side by side end
+	// their pieces out of order), Prefetch more decoded ahead, one being
+	// handed out; the buffers are made as needed (see takeBuf), as each
+	// costs its first touch.
+	nbuf := 2*o.Workers + o.Prefetch
 	r.jobs = make(chan *rgBuf, nbuf)
 	r.free = make(chan *rgBuf, nbuf)
 	r.idle = make(chan struct{}, 1)
@@ -385,7 +387,7 @@ func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 }
 
 // takeBuf returns a free piece buffer, or nil when ctx is done. A new
-// buffer is made (up to Workers+Prefetch) only when none is free and a
+// buffer is made (up to 2·Workers+Prefetch) only when none is free and a
 // worker has nothing to decode: the consumer then holds the others, as
 // Prefetch allows. A fast consumer thus needs about Workers+2 buffers, each
 // of which costs the page faults of its first touch.

@@ -145,7 +145,7 @@ func TestMemoryLimit(t *testing.T) {
 	if wantPages := int64(4*20000*4 + 3*pageBytes); pages != wantPages {
 		t.Errorf("pageSizes %d, want %d", pages, wantPages)
 	}
-	worker := decoded + pages + 7*int64(streamWindow)
+	worker := 2*decoded + pages + 7*int64(streamWindow)
 	for _, c := range []struct {
 		limit             int64
 		workers, prefetch int
