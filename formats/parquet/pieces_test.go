@@ -206,8 +206,18 @@ func TestPieceCuts(t *testing.T) {
 		{131072, 0, 1 << 20, true, "[0 131072]"},
 		{40000, 0, 999, true, "[0 40000]"},
 		{100000, 0, 16384, true, "[0 32768 65536 100000]"},
+		{100000, 5, 7, true, "[0 32769 65543 100000]"},
+		{1 << 24, 0, 1, true, ""}, // 512 pieces, without a step per row
+		{65535, 0, 1, true, "[0 65535]"}, // a tail of 32767 merged
 	} {
-		if got := fmt.Sprint(pieceCuts(tc.rows, tc.tail, tc.bs, tc.fixed)); got != tc.want {
+		cuts := pieceCuts(tc.rows, tc.tail, tc.bs, tc.fixed)
+		if tc.want == "" {
+			if len(cuts) != tc.rows/minPieceRows+1 || cuts[1] != minPieceRows {
+				t.Errorf("pieceCuts(%d, %d, %d, %v): %d cuts from %v", tc.rows, tc.tail, tc.bs, tc.fixed, len(cuts), cuts[:2])
+			}
+			continue
+		}
+		if got := fmt.Sprint(cuts); got != tc.want {
 			t.Errorf("pieceCuts(%d, %d, %d, %v) = %s, want %s", tc.rows, tc.tail, tc.bs, tc.fixed, got, tc.want)
 		}
 	}

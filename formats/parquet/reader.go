@@ -305,11 +305,14 @@ var minPieceRows = 32768
 func pieceCuts(rows, tail, bs int, fixed bool) []int {
 	cuts := []int{0}
 	if fixed && bs > 0 {
-		c := bs - tail%bs // the first batch end within the row group
-		for ; c < rows; c += bs {
-			if c-cuts[len(cuts)-1] >= minPieceRows && rows-c >= minPieceRows {
-				cuts = append(cuts, c)
+		last, c := 0, bs-tail%bs // c: the first batch end within the row group
+		for c < rows && rows-c >= minPieceRows {
+			if short := last + minPieceRows - c; short > 0 {
+				c += (short + bs - 1) / bs * bs // the first batch end at minPieceRows or more
+				continue
 			}
+			cuts = append(cuts, c)
+			last, c = c, c+bs
 		}
 	}
 	return append(cuts, rows)
