@@ -207,7 +207,7 @@ func TestPieceCuts(t *testing.T) {
 		{40000, 0, 999, true, "[0 40000]"},
 		{100000, 0, 16384, true, "[0 32768 65536 100000]"},
 		{100000, 5, 7, true, "[0 32769 65543 100000]"},
-		{1 << 24, 0, 1, true, ""}, // 512 pieces, without a step per row
+		{1 << 24, 0, 1, true, ""},        // 512 pieces, without a step per row
 		{65535, 0, 1, true, "[0 65535]"}, // a tail of 32767 merged
 	} {
 		cuts := pieceCuts(tc.rows, tc.tail, tc.bs, tc.fixed)
