@@ -121,7 +121,7 @@ func (d *decoder) corrupt(row int, err error) *formats.Error {
 const rowChunk = 1024
 
 // decodeRowGroup decodes columns [lo, hi) of row group t.g of t.fp, piece
-// by piece: it takes the n pieces from ch in order, each under a worker
+// by piece: it takes the n pieces from pt in order, each under a worker
 // slot, and the last of the row group's tasks to end a piece closes its
 // done (finish). Scalar columns are decoded rowChunk rows at a time, all
 // columns of one chunk before the next; list columns whole, one after the
@@ -130,7 +130,8 @@ const rowChunk = 1024
 // decoded (later errors lie on later rows), and finish picks the lowest
 // row, then the first column, as decoding every column to its first error
 // would; the later pieces carry the same error.
-func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, ch <-chan *rgBuf, n int) {
+func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, pt *part, n int) {
+	ch := pt.ch
 	sc, _ := scratchPool.Get().(*scratch)
 	if sc == nil {
 		sc = new(scratch)
@@ -177,7 +178,6 @@ func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, ch <
 			select {
 			case r.slots <- struct{}{}:
 				held = true
-				r.busy.Add(1)
 			case <-ctx.Done():
 				return
 			}
@@ -198,21 +198,21 @@ func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, ch <
 		if b.parts.Add(-1) == 0 {
 			b.finish()
 		}
+		if pt.out.Add(-1) == 0 {
+			r.active.Add(-1)
+			select {
+			case r.idle <- struct{}{}:
+			default:
+			}
+		}
 		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
-// freeSlot gives back a worker slot and signals idle.
-func (r *Reader) freeSlot() {
-	r.busy.Add(-1)
-	<-r.slots
-	select {
-	case r.idle <- struct{}{}:
-	default:
-	}
-}
+// freeSlot gives back a worker slot.
+func (r *Reader) freeSlot() { <-r.slots }
 
 // scratchPool holds the decode buffers of tasks that have ended.
 var scratchPool sync.Pool

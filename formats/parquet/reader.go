@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -55,8 +56,10 @@ type Reader struct {
 	// BatchSize: the rows of the last batch begun but not completed by the
 	// row groups queued so far (see rgBuf.room).
 	tail int
-	busy atomic.Int32  // pieces being decoded (worker slots held)
-	idle chan struct{} // a piece has been decoded (cap 1, coalescing)
+	// active counts the tasks with a piece to decode (handed to them and
+	// not decoded yet): fewer than Workers leave a worker idle.
+	active atomic.Int32
+	idle   chan struct{} // active has fallen (cap 1, coalescing)
 	// slots holds a token per piece being decoded: at most Workers.
 	slots chan struct{}
 	done  chan struct{} // closed when the producer (and every task) has returned
@@ -252,9 +255,9 @@ func (r *Reader) produce(ctx context.Context) {
 				cuts := r.split(fp, g, after+fp.numRows-fp.rgStart[g])
 				pieces := pieceCuts(rows, r.tail, r.o.BatchSize, fp.fixed)
 				t := &rgTask{fp: fp, g: g, rows: rows, decs: make([]decoder, len(fp.cols))}
-				parts := make([]chan *rgBuf, len(cuts)-1)
+				parts := make([]*part, len(cuts)-1)
 				for p := range parts {
-					parts[p] = make(chan *rgBuf, len(pieces)-1) // never blocks
+					parts[p] = &part{ch: make(chan *rgBuf, len(pieces)-1)} // never blocks
 				}
 				for pi := range len(pieces) - 1 {
 					b := r.takeBuf(ctx)
@@ -265,15 +268,18 @@ func (r *Reader) produce(ctx context.Context) {
 					r.pieces++
 					b.parts.Store(int32(len(parts)))
 					r.jobs <- b // never blocks: jobs holds every buffer
-					for _, ch := range parts {
-						ch <- b
+					for _, p := range parts {
+						if p.out.Add(1) == 1 {
+							r.active.Add(1)
+						}
+						p.ch <- b
 					}
 					if pi > 0 {
 						continue
 					}
-					for p, ch := range parts {
+					for p, pt := range parts {
 						tasks.Go(func() error {
-							r.decodeRowGroup(ctx, t, cuts[p], cuts[p+1], ch, len(pieces)-1)
+							r.decodeRowGroup(ctx, t, cuts[p], cuts[p+1], pt, len(pieces)-1)
 							return nil
 						})
 					}
@@ -316,6 +322,13 @@ func pieceCuts(rows, tail, bs int, fixed bool) []int {
 		}
 	}
 	return append(cuts, rows)
+}
+
+// part is one task of a row group: the pieces handed to it, in order, and
+// how many of them it has not decoded yet.
+type part struct {
+	ch  chan *rgBuf
+	out atomic.Int32
 }
 
 // rgTask is a row group being decoded, piece by piece, by one or more tasks
@@ -391,9 +404,12 @@ func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 
 // takeBuf returns a free piece buffer, or nil when ctx is done. A new
 // buffer is made (up to 2·Workers+Prefetch) only when none is free and a
-// worker has nothing to decode: the consumer then holds the others, as
-// Prefetch allows. A fast consumer thus needs about Workers+2 buffers, each
-// of which costs the page faults of its first touch.
+// worker has nothing to decode (fewer than Workers tasks have a piece
+// handed to them and not decoded: a task's pieces are decoded one after
+// the other, so the second piece of a row group adds no work for a second
+// worker): the consumer then holds the others, as Prefetch allows. A fast
+// consumer thus needs about Workers+2 buffers, each of which costs the page
+// faults of its first touch.
 func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 	for {
 		select {
@@ -403,7 +419,25 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 			return nil
 		default:
 		}
-		if r.nbuf < cap(r.free) && int(r.busy.Load()) < r.o.Workers {
+		if r.nbuf < cap(r.free) && int(r.active.Load()) < r.o.Workers {
+			if r.nbuf > r.o.Workers {
+				// A worker is idle, but a buffer may come back as soon:
+				// the consumer frees one when the piece it waits for is
+				// decoded, which it often is already.
+				t := time.NewTimer(waitBeforeNew)
+				select {
+				case b := <-r.free:
+					t.Stop()
+					return b
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+				if int(r.active.Load()) >= r.o.Workers {
+					continue
+				}
+			}
 			r.nbuf++
 			var b *rgBuf
 			if r.pool.rec != nil {
@@ -426,6 +460,10 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 		}
 	}
 }
+
+// waitBeforeNew is how long takeBuf waits for a free buffer before making
+// one beyond Workers+1 for an idle worker.
+const waitBeforeNew = 2 * time.Millisecond
 
 // spareBufs holds the row group buffers of closed readers, for the next
 // reader; the garbage collector empties it. Readers given a
