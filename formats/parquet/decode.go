@@ -1082,7 +1082,10 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 					return d.corrupt(row, err)
 				}
 			}
-			data, err := d.inflate(src, int(usize), codec)
+			data, ok := snappyLiteral(src, int(usize), codec)
+			if !ok {
+				data, err = d.inflate(src, int(usize), codec)
+			}
 			if err != nil {
 				return d.corrupt(row, err)
 			}
@@ -1131,6 +1134,42 @@ func (d *decoder) moreValues(row, size int) *formats.Error {
 	}
 	d.take(size)
 	return nil
+}
+
+// snappyLiteral returns the n bytes that the snappy block src decompresses
+// to when the block is one literal (an incompressible page, as the dense
+// float columns of Criteo data are): they lie in src itself, so the page
+// is not copied into a decompression buffer. ok is false for any other
+// block, which inflate decodes (and checks).
+func snappyLiteral(src []byte, n int, codec compress.Compression) (lit []byte, ok bool) {
+	if codec != compress.Codecs.Snappy {
+		return nil, false
+	}
+	v, k := binary.Uvarint(src)
+	if k <= 0 || v != uint64(n) || n == 0 || k >= len(src) {
+		return nil, false
+	}
+	src = src[k:]
+	tag := src[0]
+	if tag&3 != 0 { // not a literal
+		return nil, false
+	}
+	hdr, l := 1, int(tag>>2)
+	if l >= 60 { // the length-1 in the next 1-4 bytes, little endian
+		nb := l - 59
+		if len(src) < 1+nb {
+			return nil, false
+		}
+		l = 0
+		for i := nb; i >= 1; i-- {
+			l = l<<8 | int(src[i])
+		}
+		hdr += nb
+	}
+	if l+1 != n || len(src)-hdr != n {
+		return nil, false
+	}
+	return src[hdr:], true
 }
 
 // inflate returns the n bytes that src decompresses to: src itself when

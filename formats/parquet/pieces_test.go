@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/formatstest"
@@ -220,5 +223,49 @@ func TestPieceCuts(t *testing.T) {
 		if got := fmt.Sprint(cuts); got != tc.want {
 			t.Errorf("pieceCuts(%d, %d, %d, %v) = %s, want %s", tc.rows, tc.tail, tc.bs, tc.fixed, got, tc.want)
 		}
+	}
+}
+
+// TestSnappyLiteral checks the single-literal shortcut against s2.Decode:
+// incompressible blocks of 1 byte to 1 MiB (every literal length
+// encoding) are viewed in place and equal to their decoding; compressible,
+// truncated, padded and mislabelled blocks are left to s2.Decode.
+func TestSnappyLiteral(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, n := range []int{1, 59, 60, 61, 255, 256, 257, 65535, 65536, 65537, 1 << 17, 1<<24 + 3} {
+		if n > 1<<20 && testing.Short() {
+			continue
+		}
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(rng.Uint32())
+		}
+		enc := s2.EncodeSnappy(nil, raw)
+		dec, err := s2.Decode(nil, enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lit, ok := snappyLiteral(enc, n, compress.Codecs.Snappy)
+		if !ok || !bytes.Equal(lit, dec) {
+			t.Fatalf("%d random bytes: ok %v, equal %v", n, ok, bytes.Equal(lit, dec))
+		}
+		for _, bad := range [][]byte{enc[:len(enc)-1], append(enc[:len(enc):len(enc)], 0)} {
+			if _, ok := snappyLiteral(bad, n, compress.Codecs.Snappy); ok {
+				t.Fatalf("%d bytes: a block of %d bytes taken as a literal", n, len(bad))
+			}
+		}
+		if _, ok := snappyLiteral(enc, n+1, compress.Codecs.Snappy); ok {
+			t.Fatalf("%d bytes: taken for %d", n, n+1)
+		}
+		if _, ok := snappyLiteral(enc, n, compress.Codecs.Zstd); ok {
+			t.Fatalf("%d bytes: a zstd page taken as a snappy literal", n)
+		}
+	}
+	zeros := s2.EncodeSnappy(nil, make([]byte, 4096))
+	if _, ok := snappyLiteral(zeros, 4096, compress.Codecs.Snappy); ok {
+		t.Fatal("a compressed block taken as a literal")
+	}
+	if _, ok := snappyLiteral(nil, 0, compress.Codecs.Snappy); ok {
+		t.Fatal("an empty block taken as a literal")
 	}
 }
