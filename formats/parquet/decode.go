@@ -1068,7 +1068,8 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			// a larger one into the task's scratch, so that windows stay
 			// small.
 			var src []byte
-			if int(body) <= max(len(st.buf), streamWindow) {
+			inWindow := int(body) <= max(len(st.buf), streamWindow)
+			if inWindow {
 				if err := st.fill(pool, int(body)); err != nil {
 					return d.corrupt(row, err)
 				}
@@ -1082,8 +1083,11 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 					return d.corrupt(row, err)
 				}
 			}
+			// A literal is viewed in the column's own window (which
+			// stays until the page is consumed), not in the task's
+			// scratch, which the task's next column reuses.
 			data, ok := snappyLiteral(src, int(usize), codec)
-			if !ok {
+			if !ok || !inWindow {
 				data, err = d.inflate(src, int(usize), codec)
 			}
 			if err != nil {
