@@ -391,19 +391,6 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 		var vals []T
 		if p := unsafe.Pointer(unsafe.SliceData(d.page)); uintptr(p)%uintptr(size) == 0 {
 			vals = unsafe.Slice((*T)(p), k)
-		} else if _, f32 := any(z).(float32); f32 && d.cp.group != gCat {
-			// Misaligned float labels or dense values (a page viewed in
-			// the window after a header of odd length) are scattered
-			// from the bytes, without a copy to align them.
-			f, W := d.b.labels, d.r.schema.LabelDim
-			if d.cp.group == gDense {
-				f, W = d.b.dense, d.r.schema.DenseDim
-			}
-			scatterLE32(f[row*W+d.cp.dst:], d.page[:k*4], W)
-			d.page = d.page[k*size:]
-			d.left -= k
-			row += k
-			continue
 		} else {
 			if cap(*vp) < k {
 				*vp = make([]T, max(k, chunkLevels))
@@ -696,21 +683,6 @@ func scatter[T number](dst []float32, vals []T, stride int) {
 	j := 0
 	for _, x := range vals {
 		dst[j] = float32(x)
-		j += stride
-	}
-}
-
-// scatterLE32 stores the little-endian float32 values of src at
-// dst[i·stride], as scatter does for aligned values.
-func scatterLE32(dst []float32, src []byte, stride int) {
-	n := len(src) / 4
-	if n == 0 {
-		return
-	}
-	dst = dst[:(n-1)*stride+1]
-	j := 0
-	for i := 0; i+4 <= len(src); i += 4 {
-		dst[j] = math.Float32frombits(binary.LittleEndian.Uint32(src[i:]))
 		j += stride
 	}
 }
