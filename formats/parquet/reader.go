@@ -420,6 +420,16 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 		default:
 		}
 		if r.nbuf < cap(r.free) && int(r.active.Load()) < r.o.Workers {
+			var b *rgBuf
+			if r.pool.rec != nil {
+				b, _ = r.pool.rec.Take(rgBufKey{}).(*rgBuf)
+			} else {
+				b, _ = spareBufs.Get().(*rgBuf)
+			}
+			if b != nil { // a closed reader's, already touched
+				r.nbuf++
+				return b
+			}
 			if r.nbuf > r.o.Workers {
 				// A worker is idle, but a buffer may come back as soon:
 				// the consumer frees one when the piece it waits for is
@@ -439,17 +449,8 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 				}
 			}
 			r.nbuf++
-			var b *rgBuf
-			if r.pool.rec != nil {
-				b, _ = r.pool.rec.Take(rgBufKey{}).(*rgBuf)
-			} else {
-				b, _ = spareBufs.Get().(*rgBuf)
-			}
-			if b == nil {
-				b = &rgBuf{}
-				r.made++
-			}
-			return b
+			r.made++
+			return &rgBuf{}
 		}
 		select {
 		case b := <-r.free:
