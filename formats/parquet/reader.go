@@ -47,9 +47,9 @@ type Reader struct {
 	pool  *poolAllocator
 
 	cancel context.CancelFunc
-	jobs   chan *rgBuf // row groups in hand-out order; closed by the producer at the end
-	free   chan *rgBuf // recycled row-group buffers
-	nbuf   int         // row-group buffers taken so far (at most cap(free))
+	jobs   chan *rgBuf // pieces of row groups in hand-out order; closed by the producer at the end
+	free   chan *rgBuf // recycled piece buffers
+	nbuf   int         // piece buffers taken so far (at most cap(free))
 	made   int         // of them made new, not recycled (tests)
 	pieces int         // pieces handed out (tests; written by the producer)
 	// tail is the producer's position in the stream of rows modulo
@@ -67,8 +67,8 @@ type Reader struct {
 	// Consumer state, touched only by Read, Next and Close.
 	own    *formats.Batch // Next's batch when it cannot lend a view
 	view   formats.Batch  // Next's view into a decoded row group
-	lent   *rgBuf         // the row group the view lies in, when it is no longer cur
-	peek   *rgBuf         // the next row group, decoded, taken from jobs early by Next
+	lent   *rgBuf         // the piece the view lies in, when it is no longer cur
+	peek   *rgBuf         // the next piece, decoded, taken from jobs early by Next
 	joined int64          // rows Next copied into a row group's room (tests)
 	ones   []int32        // CSR offsets 0, 1, …, BatchSize·S of one-hot batches
 	cur    *rgBuf
@@ -608,7 +608,7 @@ func roomFor(rows, bs int) int {
 	return rows / 2
 }
 
-// nextJob returns the next row group in hand-out order once it is decoded,
+// nextJob returns the next piece in hand-out order once it is decoded,
 // or nil (eof set) at the end of the stream.
 func (r *Reader) nextJob() *rgBuf {
 	if j := r.peek; j != nil {
