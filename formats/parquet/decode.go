@@ -1,12 +1,14 @@
 package parquet
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"sync"
 	"unsafe"
 
 	"github.com/klauspost/compress/s2"
@@ -31,13 +33,15 @@ type batchReader[T number] interface {
 	ReadBatch(batchSize int64, values []T, defLvls, repLvls []int16) (int64, int, error)
 }
 
-// decoder is the state of one (row group × column) task.
+// decoder is the state of one (row group × column) task; it decodes the
+// row group piece by piece, b being the piece being decoded.
 type decoder struct {
 	r        *Reader
 	b        *rgBuf
 	cp       *colPlan
 	sc       *scratch
 	chunkOff int64
+	rows     int // the row group's rows
 
 	// A column chunk is read either through arrow-go's typed column reader
 	// (cr) or, when it is a required scalar of plain pages without a
@@ -116,72 +120,166 @@ func (d *decoder) corrupt(row int, err error) *formats.Error {
 // columns are scattered into it.
 const rowChunk = 1024
 
-// decodeRowGroup decodes columns [lo, hi) of row group b.rg of b.fp into b
-// with the decode buffers sc; the last of the row group's parts to end
-// closes b.done (finish). Scalar columns are decoded rowChunk rows at a
-// time, all columns of one chunk before the next; list columns whole, one
-// after the other. Each column keeps its first error; after a chunk in
-// which a column failed no further chunk is decoded (later errors lie on
-// later rows), and finish picks the lowest row, then the first column, as
-// decoding every column to its first error would.
-func (r *Reader) decodeRowGroup(ctx context.Context, b *rgBuf, lo, hi int, sc *scratch) {
+// decodeRowGroup decodes columns [lo, hi) of row group t.g of t.fp, piece
+// by piece: it takes the n pieces from pt in order, each under a worker
+// slot, and the last of the row group's tasks to end a piece closes its
+// done (finish). Scalar columns are decoded rowChunk rows at a time, all
+// columns of one chunk before the next; list columns whole, one after the
+// other (a row group with list columns is one piece). Each column keeps its
+// first error; after a chunk in which a column failed no further chunk is
+// decoded (later errors lie on later rows), and finish picks the lowest
+// row, then the first column, as decoding every column to its first error
+// would; the later pieces carry the same error.
+func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, pt *part, n int) {
+	ch := pt.ch
+	sc, _ := scratchPool.Get().(*scratch)
+	if sc == nil {
+		sc = new(scratch)
+	}
+	defer scratchPool.Put(sc)
+	var f *os.File
+	var rd *file.Reader
+	decs := t.decs[lo:hi]
 	defer func() {
+		for ci := range decs {
+			if decs[ci].r != nil { // opened
+				decs[ci].close()
+			}
+		}
+		if rd != nil {
+			rd.Close()
+		} else if f != nil {
+			f.Close()
+		}
+	}()
+	var failed *formats.Error // the first error of these columns
+	held := false             // a worker slot, kept while the next piece has its buffer
+	defer func() {
+		if held {
+			r.freeSlot()
+		}
+	}()
+	for pi := 0; pi < n; pi++ {
+		var b *rgBuf
+		if held {
+			select {
+			case b = <-ch:
+			default:
+				held = false
+				r.freeSlot()
+			}
+		}
+		if b == nil {
+			select {
+			case b = <-ch:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case r.slots <- struct{}{}:
+				held = true
+			case <-ctx.Done():
+				return
+			}
+		}
+		if pi == 0 {
+			f, rd = r.openRowGroup(t, lo, hi, b, sc)
+			for ci := lo; ci < hi; ci++ {
+				failed = cmp.Or(failed, b.errs[ci])
+			}
+		}
+		if failed != nil {
+			if pi > 0 {
+				b.setErr(failed)
+			}
+		} else if e := r.decodePiece(ctx, t, lo, hi, b); e != nil {
+			failed = e
+		}
 		if b.parts.Add(-1) == 0 {
 			b.finish()
 		}
-	}()
-	fp := b.fp
+		if pt.out.Add(-1) == 0 {
+			r.active.Add(-1)
+			select {
+			case r.idle <- struct{}{}:
+			default:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// freeSlot gives back a worker slot.
+func (r *Reader) freeSlot() { <-r.slots }
+
+// scratchPool holds the decode buffers of tasks that have ended.
+var scratchPool sync.Pool
+
+// openRowGroup opens t's file and the column readers of columns [lo, hi)
+// for the first piece b with the decode buffers sc, recording errors in
+// b.errs (the file's as column lo's); rd is nil when the file could not be
+// opened or read, f nil when it could not be opened.
+func (r *Reader) openRowGroup(t *rgTask, lo, hi int, b *rgBuf, sc *scratch) (f *os.File, rd *file.Reader) {
+	fp := t.fp
 	f, err := os.Open(fp.path)
 	if err != nil {
-		b.setErr(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err})
-		return
+		b.errs[lo] = &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: err}
+		return nil, nil
 	}
-	rd, err := file.NewParquetReader(f, file.WithMetadata(fp.md), file.WithReadProps(r.props))
+	rd, err = file.NewParquetReader(f, file.WithMetadata(fp.md), file.WithReadProps(r.props))
 	if err != nil {
-		f.Close()
-		b.setErr(&formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)})
-		return
+		b.errs[lo] = &formats.Error{Format: "parquet", Path: fp.path, Offset: -1, Record: -1, Op: "open", Err: fmt.Errorf("%w: %w", formats.ErrCorrupt, err)}
+		return f, nil
 	}
-	defer rd.Close()
 	size := int64(-1) // plain column chunks are streamed from regular files (see decoder.streamed)
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
 		size = st.Size()
 	}
-	decs := b.decs[lo:hi]
-	defer func() {
-		for ci := range decs {
-			decs[ci].close()
-		}
-	}()
-	rg := rd.RowGroup(b.rg)
-	failed := false
+	rg := rd.RowGroup(t.g)
 	for ci := lo; ci < hi; ci++ {
-		b.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: sc, chunkOff: -1}
-		if e := b.decs[ci].open(rg, f, size); e != nil {
-			b.errs[ci], failed = e, true
+		t.decs[ci] = decoder{r: r, b: b, cp: &fp.cols[ci], sc: sc, chunkOff: -1, rows: t.rows}
+		if e := t.decs[ci].open(rg, f, size); e != nil {
+			b.errs[ci] = e
 		}
 	}
+	return f, rd
+}
+
+// decodePiece decodes columns [lo, hi) of piece b of t's row group and
+// returns the first error of those columns (recorded in b.errs).
+func (r *Reader) decodePiece(ctx context.Context, t *rgTask, lo, hi int, b *rgBuf) *formats.Error {
 	for ci := lo; ci < hi; ci++ {
-		if d := &b.decs[ci]; d.cr != nil && d.cp.list {
-			b.errs[ci] = d.run(0, 0)
+		t.decs[ci].b = b
+	}
+	var first *formats.Error
+	for ci := lo; ci < hi; ci++ {
+		if d := &t.decs[ci]; d.cr != nil && d.cp.list {
+			if e := d.run(0, 0); e != nil {
+				b.errs[ci] = e
+				first = cmp.Or(first, e)
+			}
 		}
 	}
-	for row := 0; row < b.rows && !failed; row += rowChunk {
+	for row := 0; row < b.rows && first == nil; row += rowChunk {
 		if ctx.Err() != nil {
-			b.setErr(errClosed)
-			return
+			b.setErr(errClosed) // the caller returns
+			return nil
 		}
 		n := min(rowChunk, b.rows-row)
 		for ci := lo; ci < hi; ci++ {
-			d := &b.decs[ci]
-			if (d.cr == nil && d.pr == nil && !d.streamed) || d.cp.list || b.errs[ci] != nil {
+			d := &t.decs[ci]
+			if (d.cr == nil && d.pr == nil && !d.streamed) || d.cp.list {
 				continue
 			}
 			if e := d.run(row, n); e != nil {
-				b.errs[ci], failed = e, true
+				b.errs[ci] = e
+				first = cmp.Or(first, e)
 			}
 		}
 	}
+	return first
 }
 
 // open opens the column chunk reader of d's column, or a stream of its pages
@@ -320,7 +418,7 @@ func (d *decoder) nextPage(row, size int) *formats.Error {
 		if err := d.pr.Err(); err != nil {
 			return d.corrupt(row, err)
 		}
-		return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", row, d.b.rows)
+		return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, d.rows)
 	}
 	var data []byte
 	var nv int
@@ -362,7 +460,7 @@ func decodeT[T number](d *decoder, rd batchReader[T], vp *[]T, row, n int) *form
 		*vp = make([]T, chunkLevels)
 	}
 	vals := (*vp)[:chunkLevels]
-	sc, cp, rows := d.sc, d.cp, d.b.rows
+	sc, cp, rows := d.sc, d.cp, d.rows
 	if cap(sc.def) < chunkLevels {
 		sc.def = make([]int16, chunkLevels)
 		sc.rep = make([]int16, chunkLevels)
@@ -379,7 +477,7 @@ func decodeT[T number](d *decoder, rd batchReader[T], vp *[]T, row, n int) *form
 				return d.corrupt(row, err)
 			}
 			if nl == 0 {
-				return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", row, rows)
+				return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, rows)
 			}
 			if int64(nv) != nl {
 				for i := 0; i < int(nl); i++ {
@@ -901,7 +999,7 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	d.stream, d.tail, d.left = false, 0, 0
 	for {
 		if st.left() == 0 {
-			return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", row, d.b.rows)
+			return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, d.rows)
 		}
 		h, n, err := d.pageHeader()
 		if err != nil {
@@ -970,7 +1068,8 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 			// a larger one into the task's scratch, so that windows stay
 			// small.
 			var src []byte
-			if int(body) <= max(len(st.buf), streamWindow) {
+			inWindow := int(body) <= max(len(st.buf), streamWindow)
+			if inWindow {
 				if err := st.fill(pool, int(body)); err != nil {
 					return d.corrupt(row, err)
 				}
@@ -984,7 +1083,13 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 					return d.corrupt(row, err)
 				}
 			}
-			data, err := d.inflate(src, int(usize), codec)
+			// A literal is viewed in the column's own window (which
+			// stays until the page is consumed), not in the task's
+			// scratch, which the task's next column reuses.
+			data, ok := snappyLiteral(src, int(usize), codec)
+			if !ok || !inWindow {
+				data, err = d.inflate(src, int(usize), codec)
+			}
 			if err != nil {
 				return d.corrupt(row, err)
 			}
@@ -1033,6 +1138,42 @@ func (d *decoder) moreValues(row, size int) *formats.Error {
 	}
 	d.take(size)
 	return nil
+}
+
+// snappyLiteral returns the n bytes that the snappy block src decompresses
+// to when the block is one literal (an incompressible page, as the dense
+// float columns of Criteo data are): they lie in src itself, so the page
+// is not copied into a decompression buffer. ok is false for any other
+// block, which inflate decodes (and checks).
+func snappyLiteral(src []byte, n int, codec compress.Compression) (lit []byte, ok bool) {
+	if codec != compress.Codecs.Snappy {
+		return nil, false
+	}
+	v, k := binary.Uvarint(src)
+	if k <= 0 || v != uint64(n) || n == 0 || k >= len(src) {
+		return nil, false
+	}
+	src = src[k:]
+	tag := src[0]
+	if tag&3 != 0 { // not a literal
+		return nil, false
+	}
+	hdr, l := 1, int(tag>>2)
+	if l >= 60 { // the length-1 in the next 1-4 bytes, little endian
+		nb := l - 59
+		if len(src) < 1+nb {
+			return nil, false
+		}
+		l = 0
+		for i := nb; i >= 1; i-- {
+			l = l<<8 | int(src[i])
+		}
+		hdr += nb
+	}
+	if l+1 != n || len(src)-hdr != n {
+		return nil, false
+	}
+	return src[hdr:], true
 }
 
 // inflate returns the n bytes that src decompresses to: src itself when

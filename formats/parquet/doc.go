@@ -88,12 +88,22 @@
 //
 // # Concurrency
 //
-// A producer goroutine walks the row groups in hand-out order, across files.
-// For each it takes a buffer from a fixed set of Workers+Prefetch (the
-// memory bound: at most that many decoded row groups exist), queues it, and
-// starts the tasks that decode it on an errgroup limited to Workers, so
-// row groups of one file and of different files decode in parallel. A row
-// group is split over Workers/2 tasks at column bounds that balance the
+// A producer goroutine walks the row groups in hand-out order, across files,
+// and cuts each into pieces of about a batch (at batch ends, at least 32768
+// rows; a row group with list cat columns is one piece). For each piece it
+// takes a buffer from a fixed set of 2·Workers+Prefetch (the memory bound:
+// at most that many decoded pieces exist; made only when a worker would
+// otherwise wait), queues it, and hands it to the
+// tasks of its row group, started with its first piece; a task decodes its
+// columns of every piece in turn (its column readers going on across
+// pieces), holding one of Workers slots while its next piece has a buffer,
+// so row groups of one file and of different files decode in parallel and
+// a fresh reader touches a few batch-sized buffers rather than a few row
+// groups' worth. Buffers go to pieces in hand-out order only, so the piece
+// the consumer waits for has its buffer. When a row group fails, the
+// batches of its pieces before the failing one are handed out first (a
+// row group decoded whole fails at its first batch); the error is the
+// same. A row group is split over Workers/2 tasks at column bounds that balance the
 // columns' uncompressed bytes (Reader.split), or over ⌈2·Workers/R⌉ in a
 // dataset of R < Workers row groups: whole row groups, each decoded by one
 // core among Workers busy ones, would reach the consumer in steps of
@@ -110,7 +120,7 @@
 // its values are converted, range-checked, offset and scattered straight
 // from the window or from the decompressed page. Other column chunks go through the typed ReadBatch of
 // arrow-go into reused value and level buffers; list columns are decoded
-// whole, one after the other. Read takes row groups from the queue in order,
+// whole, one after the other. Read takes pieces from the queue in order,
 // waits for each to be complete, and copies rows into the caller's batch
 // (memcpy for labels, dense and one-hot keys, split over up to Workers
 // goroutines). The output, and which error is reported (the lowest row of
@@ -124,7 +134,8 @@
 // allocator (recycled without clearing; from 64 KiB on cut from huge
 // pages), so steady-state reading allocates a few hundred small objects per
 // row group and no per-row memory. Options.MemoryLimit bounds the decoded
-// row groups, pages and windows by running fewer workers.
+// pieces (counted as whole row groups), pages and windows by running fewer
+// workers.
 //
 // # Writer
 //

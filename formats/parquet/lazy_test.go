@@ -41,7 +41,7 @@ func TestOpenReadsFootersLazily(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The first footer, and those of the files the producer reached:
-		// it stops at Workers+Prefetch row groups ahead.
+		// it stops at 2·Workers+Prefetch pieces ahead.
 		r.Close()
 		if got := footersRead.Load() - start; got > 8 {
 			t.Errorf("OpenFiles of %d entries read %d footers, want 1 (plus a few reached)", k, got)

@@ -109,12 +109,14 @@ func TestNextJoins(t *testing.T) {
 			if diff := formatstest.Diff(d, got); diff != "" {
 				t.Fatalf("%s workers=%d: %s", kt, workers, diff)
 			}
-			// Every row group but the first ends 52 rows into a batch
-			// that the next one completes (the last one's is the short
-			// last batch): 6 joins of 12 rows, where copying the batches
-			// would copy 6·64.
-			if joined != 6*12 {
-				t.Fatalf("%s workers=%d: %d rows joined, want %d", kt, workers, joined, 6*12)
+			// Every row group but the first ends inside a batch that the
+			// next one completes (the last one's is the short last batch):
+			// at rows 244, 372 (12 rows to the next batch end), 488, 616
+			// (24), 732, 860 (36, more than half a row group: copied
+			// before roomFor gave room for any head), where copying the
+			// batches would copy 6·64 rows.
+			if want := int64(2 * (12 + 24 + 36)); joined != want {
+				t.Fatalf("%s workers=%d: %d rows joined, want %d", kt, workers, joined, want)
 			}
 			// The short last batch is a view too, not a copy.
 			if r, err = OpenList(list, &s, o); err != nil {
@@ -131,8 +133,8 @@ func TestNextJoins(t *testing.T) {
 				}
 				last = b
 			}
-			if last.N != 976%64 || last == r.own {
-				t.Fatalf("%s workers=%d: last batch of %d rows, copied %v", kt, workers, last.N, last == r.own)
+			if last.N != 976%64 || last == r.own || r.own != nil {
+				t.Fatalf("%s workers=%d: last batch of %d rows, copied %v, a batch copied %v", kt, workers, last.N, last == r.own, r.own != nil)
 			}
 			r.Close()
 

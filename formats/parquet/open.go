@@ -26,9 +26,10 @@ type Options struct {
 	// OpenList or OpenFiles is given a nil schema (default KeyU32, HugeCTR's
 	// "i32"). It is ignored when a schema is given.
 	KeyType formats.KeyType
-	// Prefetch is the number of decoded row groups kept beyond one per
-	// worker (default 2; one of them is the row group being handed out).
-	// Memory is bounded by Workers+Prefetch decoded row groups, plus the
+	// Prefetch is the number of decoded pieces of row groups (about a
+	// batch each, see the package doc) kept beyond one per worker (default
+	// 2; one of them is the piece being handed out). Memory is bounded by
+	// 2·Workers+Prefetch decoded pieces (at most row groups), plus the
 	// page buffers of the row groups being decoded (one page per selected
 	// column and worker).
 	Prefetch int
@@ -530,9 +531,10 @@ func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) er
 }
 
 // fitMemory returns the workers and prefetch depth under o.MemoryLimit
-// (o's own when there is none). A worker holds one decoded row group (the
-// sample-major rgBuf), one decompressed page and one window per selected
-// column, and a prefetched row group its rgBuf. Row groups are sized by the
+// (o's own when there is none). A worker holds two decoded pieces of a row
+// group (the sample-major rgBuf it decodes and one decoded ahead), one
+// decompressed page and one window per selected column, and a prefetched
+// piece its rgBuf. Row groups are sized by the
 // largest in the files, pages by the first of each column in the first
 // file (pageSizes).
 func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefetch int) {
@@ -548,8 +550,14 @@ func fitMemory(files []*filePlan, s *formats.Schema, o Options) (workers, prefet
 		ncols = max(ncols, len(fp.cols))
 	}
 	perRow := int64(4*(s.LabelDim+s.DenseDim) + s.KeyType.Size()*max(s.MaxKeysPerSample(), len(s.Slots)))
-	decoded := (rows + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow // with its room (rgBuf.room)
-	worker := decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow)
+	// A piece of a row group (pieceCuts; Reader.setup sizes its buffer so)
+	// with its room (rgBuf.room).
+	piece := rows
+	if o.BatchSize > 0 {
+		piece = min(rows, int64(o.BatchSize)+2*int64(minPieceRows))
+	}
+	decoded := (piece + int64(roomFor(int(min(rows, math.MaxInt32)), o.BatchSize))) * perRow
+	worker := 2*decoded + pageSizes(files[0]) + int64(ncols)*int64(streamWindow) // a piece decoded, one ahead
 	workers, prefetch = o.Workers, o.Prefetch
 	for workers > 1 && int64(workers)*worker+int64(prefetch)*decoded > o.MemoryLimit {
 		workers--

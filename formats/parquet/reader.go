@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -46,23 +47,28 @@ type Reader struct {
 	pool  *poolAllocator
 
 	cancel context.CancelFunc
-	jobs   chan *rgBuf // row groups in hand-out order; closed by the producer at the end
-	free   chan *rgBuf // recycled row-group buffers
-	nbuf   int         // row-group buffers taken so far (at most cap(free))
+	jobs   chan *rgBuf // pieces of row groups in hand-out order; closed by the producer at the end
+	free   chan *rgBuf // recycled piece buffers
+	nbuf   int         // piece buffers taken so far (at most cap(free))
 	made   int         // of them made new, not recycled (tests)
+	pieces int         // pieces handed out (tests; written by the producer)
 	// tail is the producer's position in the stream of rows modulo
 	// BatchSize: the rows of the last batch begun but not completed by the
 	// row groups queued so far (see rgBuf.room).
 	tail int
-	busy atomic.Int32  // decoding tasks started and not finished
-	idle chan struct{} // a task has finished (cap 1, coalescing)
-	done chan struct{} // closed when the producer (and every task) has returned
+	// active counts the tasks with a piece to decode (handed to them and
+	// not decoded yet): fewer than Workers leave a worker idle.
+	active atomic.Int32
+	idle   chan struct{} // active has fallen (cap 1, coalescing)
+	// slots holds a token per piece being decoded: at most Workers.
+	slots chan struct{}
+	done  chan struct{} // closed when the producer (and every task) has returned
 
 	// Consumer state, touched only by Read, Next and Close.
 	own    *formats.Batch // Next's batch when it cannot lend a view
 	view   formats.Batch  // Next's view into a decoded row group
-	lent   *rgBuf         // the row group the view lies in, when it is no longer cur
-	peek   *rgBuf         // the next row group, decoded, taken from jobs early by Next
+	lent   *rgBuf         // the piece the view lies in, when it is no longer cur
+	peek   *rgBuf         // the next piece, decoded, taken from jobs early by Next
 	joined int64          // rows Next copied into a row group's room (tests)
 	ones   []int32        // CSR offsets 0, 1, …, BatchSize·S of one-hot batches
 	cur    *rgBuf
@@ -71,13 +77,15 @@ type Reader struct {
 	closed bool
 }
 
-// rgBuf is one row group, decoded by its tasks: the producer fills the header
-// fields before starting the task; the consumer reads it after done is
-// closed.
+// rgBuf is one piece of a row group (rows [at, at+rows) of it; see
+// pieceCuts), decoded by its row group's tasks: the producer fills the
+// header fields before handing it to them; the consumer reads it after done
+// is closed.
 type rgBuf struct {
 	fp    *filePlan
 	rg    int
-	start int64 // first row of the row group within the file
+	at    int   // first row of the piece within its row group
+	start int64 // first row of the piece within the file
 	rows  int
 	// room is how many rows the sample-major arrays hold beyond rows: the
 	// head of the next row group that completes the batch begun in this
@@ -94,12 +102,9 @@ type rgBuf struct {
 	s32           [][]uint32 // variable layout: per slot keys
 	s64           [][]int64
 
-	sc   scratch          // the (first) task's decode buffers
-	subs []scratch        // those of the other tasks of a split row group
-	decs []decoder        // per selected column
-	errs []*formats.Error // per selected column: its first error
-	// parts counts the tasks decoding the row group that have not ended:
-	// one, or several over disjoint columns (see Reader.split).
+	errs []*formats.Error // per selected column: its first error in this piece
+	// parts counts the tasks decoding the row group that have not decoded
+	// this piece: one, or several over disjoint columns (see Reader.split).
 	parts atomic.Int32
 	mu    sync.Mutex // guards err while tasks run
 	done  chan struct{}
@@ -161,13 +166,16 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	} else if len(o.KeyRanges) > 0 {
 		r.ranges = append([]KeyRange(nil), o.KeyRanges...)
 	}
-	// At most one row group per worker being decoded, Prefetch more decoded
-	// ahead, one being handed out; the buffers are made as needed (see
-	// takeBuf), as each costs its first touch.
-	nbuf := o.Workers + o.Prefetch
+	// At most two pieces per worker being decoded or decoded ahead of the
+	// piece the consumer waits for (row groups decoded side by side end
+	// their pieces out of order), Prefetch more decoded ahead, one being
+	// handed out; the buffers are made as needed (see takeBuf), as each
+	// costs its first touch.
+	nbuf := 2*o.Workers + o.Prefetch
 	r.jobs = make(chan *rgBuf, nbuf)
 	r.free = make(chan *rgBuf, nbuf)
 	r.idle = make(chan struct{}, 1)
+	r.slots = make(chan struct{}, o.Workers)
 	r.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -208,13 +216,18 @@ func (r *Reader) order(epoch uint64) []int {
 	return rand.New(rand.NewPCG(r.o.Seed, epoch)).Perm(len(r.files))
 }
 
-// produce schedules the row groups in hand-out order: for each one it takes
-// a free buffer (the memory bound), queues it on jobs and starts the tasks
-// that decode it (over disjoint columns: split), under the Workers limit.
+// produce schedules the row groups in hand-out order, piece by piece
+// (pieceCuts): for each piece it takes a free buffer (the memory bound),
+// queues it on jobs and hands it to the tasks of its row group, started with
+// its first piece (over disjoint columns: split). A task decodes its columns
+// of every piece of its row group in turn, its column readers going on from
+// piece to piece, each piece under one of Workers slots (not the whole row
+// group, so that a task waiting for its next piece's buffer holds none).
+// Buffers go to pieces in hand-out order only, so the piece the consumer
+// waits for always has its buffer, and a task its next piece in time.
 // Row groups of one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
-	var tasks errgroup.Group
-	tasks.SetLimit(r.o.Workers)
+	var tasks errgroup.Group // bounded: a task has a buffered piece, or is its row group's last
 	defer close(r.done)
 	defer close(r.jobs)
 	defer tasks.Wait()
@@ -235,35 +248,41 @@ func (r *Reader) produce(ctx context.Context) {
 				}
 			}
 			for g := 0; g < len(fp.rgStart)-1; g++ {
-				if fp.rgStart[g+1] == fp.rgStart[g] {
+				rows := int(fp.rgStart[g+1] - fp.rgStart[g])
+				if rows == 0 {
 					continue
 				}
-				b := r.takeBuf(ctx)
-				if b == nil {
-					return
-				}
-				r.setup(b, fp, g)
 				cuts := r.split(fp, g, after+fp.numRows-fp.rgStart[g])
-				for len(b.subs) < len(cuts)-2 {
-					b.subs = append(b.subs, scratch{})
+				pieces := pieceCuts(rows, r.tail, r.o.BatchSize, fp.fixed)
+				t := &rgTask{fp: fp, g: g, rows: rows, decs: make([]decoder, len(fp.cols))}
+				parts := make([]*part, len(cuts)-1)
+				for p := range parts {
+					parts[p] = &part{ch: make(chan *rgBuf, len(pieces)-1)} // never blocks
 				}
-				b.parts.Store(int32(len(cuts) - 1))
-				r.jobs <- b // never blocks: jobs holds every buffer
-				for p := range len(cuts) - 1 {
-					sc := &b.sc
-					if p > 0 {
-						sc = &b.subs[p-1]
+				for pi := range len(pieces) - 1 {
+					b := r.takeBuf(ctx)
+					if b == nil {
+						return
 					}
-					r.busy.Add(1)
-					tasks.Go(func() error {
-						r.decodeRowGroup(ctx, b, cuts[p], cuts[p+1], sc)
-						r.busy.Add(-1)
-						select {
-						case r.idle <- struct{}{}:
-						default:
+					r.setup(b, fp, g, pieces[pi], pieces[pi+1])
+					r.pieces++
+					b.parts.Store(int32(len(parts)))
+					r.jobs <- b // never blocks: jobs holds every buffer
+					for _, p := range parts {
+						if p.out.Add(1) == 1 {
+							r.active.Add(1)
 						}
-						return nil
-					})
+						p.ch <- b
+					}
+					if pi > 0 {
+						continue
+					}
+					for p, pt := range parts {
+						tasks.Go(func() error {
+							r.decodeRowGroup(ctx, t, cuts[p], cuts[p+1], pt, len(pieces)-1)
+							return nil
+						})
+					}
 				}
 			}
 			if ctx.Err() != nil {
@@ -274,6 +293,52 @@ func (r *Reader) produce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// minPieceRows is the fewest rows of a piece of a row group (pieceCuts);
+// a variable so that tests can cut small row groups into pieces.
+var minPieceRows = 32768
+
+// pieceCuts returns the pieces a row group of rows rows is decoded in, as
+// row bounds 0 = cuts[0] < … < cuts[k] = rows, for a row group whose first
+// row is row tail of a batch of bs: pieces end at batch ends and hold at
+// least minPieceRows rows (a shorter head or tail is merged into its
+// neighbour), so every batch but those spanning row groups lies in one
+// piece, and a piece buffer is about a batch rather than a row group (the
+// fewer and smaller buffers a fresh reader touches first, and the sooner
+// the consumer gets the first rows). Row groups with list cat columns
+// (not fixed) are decoded whole.
+func pieceCuts(rows, tail, bs int, fixed bool) []int {
+	cuts := []int{0}
+	if fixed && bs > 0 {
+		last, c := 0, bs-tail%bs // c: the first batch end within the row group
+		for c < rows && rows-c >= minPieceRows {
+			if short := last + minPieceRows - c; short > 0 {
+				c += (short + bs - 1) / bs * bs // the first batch end at minPieceRows or more
+				continue
+			}
+			cuts = append(cuts, c)
+			last, c = c, c+bs
+		}
+	}
+	return append(cuts, rows)
+}
+
+// part is one task of a row group: the pieces handed to it, in order, and
+// how many of them it has not decoded yet.
+type part struct {
+	ch  chan *rgBuf
+	out atomic.Int32
+}
+
+// rgTask is a row group being decoded, piece by piece, by one or more tasks
+// over disjoint columns; decs[ci] is column ci's decoder, which goes on
+// from piece to piece.
+type rgTask struct {
+	fp   *filePlan
+	g    int
+	rows int
+	decs []decoder
 }
 
 // fail hands err to the consumer in place of the next row group.
@@ -337,11 +402,14 @@ func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	return append(cuts, nc)
 }
 
-// takeBuf returns a free row group buffer, or nil when ctx is done. A new
-// buffer is made (up to Workers+Prefetch) only when none is free and a
-// worker has nothing to decode: the consumer then holds the others, as
-// Prefetch allows. A fast consumer thus needs about Workers+1 buffers, each
-// of which costs the page faults of its first touch.
+// takeBuf returns a free piece buffer, or nil when ctx is done. A new
+// buffer is made (up to 2·Workers+Prefetch) only when none is free and a
+// worker has nothing to decode (fewer than Workers tasks have a piece
+// handed to them and not decoded: a task's pieces are decoded one after
+// the other, so the second piece of a row group adds no work for a second
+// worker): the consumer then holds the others, as Prefetch allows. A fast
+// consumer thus needs about Workers+2 buffers, each of which costs the page
+// faults of its first touch.
 func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 	for {
 		select {
@@ -351,19 +419,38 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 			return nil
 		default:
 		}
-		if r.nbuf < cap(r.free) && int(r.busy.Load()) < r.o.Workers {
-			r.nbuf++
+		if r.nbuf < cap(r.free) && int(r.active.Load()) < r.o.Workers {
 			var b *rgBuf
 			if r.pool.rec != nil {
 				b, _ = r.pool.rec.Take(rgBufKey{}).(*rgBuf)
 			} else {
 				b, _ = spareBufs.Get().(*rgBuf)
 			}
-			if b == nil {
-				b = &rgBuf{}
-				r.made++
+			if b != nil { // a closed reader's, already touched
+				r.nbuf++
+				return b
 			}
-			return b
+			if r.nbuf > r.o.Workers {
+				// A worker is idle, but a buffer may come back as soon:
+				// the consumer frees one when the piece it waits for is
+				// decoded, which it often is already.
+				t := time.NewTimer(waitBeforeNew)
+				select {
+				case b := <-r.free:
+					t.Stop()
+					return b
+				case <-ctx.Done():
+					t.Stop()
+					return nil
+				case <-t.C:
+				}
+				if int(r.active.Load()) >= r.o.Workers {
+					continue
+				}
+			}
+			r.nbuf++
+			r.made++
+			return &rgBuf{}
 		}
 		select {
 		case b := <-r.free:
@@ -374,6 +461,10 @@ func (r *Reader) takeBuf(ctx context.Context) *rgBuf {
 		}
 	}
 }
+
+// waitBeforeNew is how long takeBuf waits for a free buffer before making
+// one beyond Workers+1 for an idle worker.
+const waitBeforeNew = 2 * time.Millisecond
 
 // spareBufs holds the row group buffers of closed readers, for the next
 // reader; the garbage collector empties it. Readers given a
@@ -387,7 +478,6 @@ type rgBufKey struct{}
 // nil) or spareBufs.
 func (b *rgBuf) recycle(rec *formats.Recycler) {
 	b.fp, b.err, b.done = nil, nil, nil
-	clear(b.decs)
 	clear(b.errs)
 	if rec != nil {
 		rec.Keep(rgBufKey{}, b)
@@ -434,30 +524,36 @@ func makeBuf[T byte | float32 | int32 | uint32 | int64](n int) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
-// setup sizes b for row group g of fp.
-func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
+// setup sizes b for rows [lo, hi) of row group g of fp.
+func (r *Reader) setup(b *rgBuf, fp *filePlan, g, lo, hi int) {
 	s := r.schema
 	S := len(s.Slots)
-	b.fp, b.rg, b.start, b.nslots = fp, g, fp.rgStart[g], S
-	b.rows = int(fp.rgStart[g+1] - fp.rgStart[g])
+	b.fp, b.rg, b.at, b.start, b.nslots = fp, g, lo, fp.rgStart[g]+int64(lo), S
+	b.rows = hi - lo
 	b.pos, b.err = 0, nil
 	b.done = make(chan struct{})
 	b.room = 0
 	bs := r.o.BatchSize
+	// Only a row group's last piece can end inside a batch; its room is
+	// what the row group's would be (roomFor).
+	rg := int(fp.rgStart[g+1] - fp.rgStart[g])
 	if bs > 0 {
-		if t := (r.tail + b.rows) % bs; fp.fixed && t > 0 && bs-t <= roomFor(b.rows, bs) {
+		if t := (r.tail + b.rows) % bs; fp.fixed && t > 0 && bs-t <= roomFor(rg, bs) {
 			b.room = bs - t
 		}
 		r.tail = (r.tail + b.rows) % bs
 	}
-	// A new buffer is made with the most room its row count can get, so
-	// that row groups of one size with and without room (or of two sizes,
-	// as a file's last is shorter) share buffers; room not used is never
+	// A new buffer is made with the most room its row group can get, and
+	// for the longest piece of its row group (the head or tail piece holds
+	// up to about two minPieceRows more than a batch), so that pieces and
+	// row groups of one size with and without room (or of two sizes, as a
+	// file's last is shorter) share buffers; capacity not used is never
 	// touched, so costs no page faults.
 	all, most := b.rows+b.room, b.rows
 	if fp.fixed && bs > 0 {
-		most += roomFor(b.rows, bs)
+		most = max(most, min(rg, bs+2*minPieceRows)) + roomFor(rg, bs)
 	}
+	most = max(most, all)
 	b.labels = growF(b.labels, all*s.LabelDim, most*s.LabelDim)[:b.rows*s.LabelDim]
 	b.dense = growF(b.dense, all*s.DenseDim, most*s.DenseDim)[:b.rows*s.DenseDim]
 	i64 := s.KeyType == formats.KeyI64
@@ -493,19 +589,26 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g int) {
 	nc := len(fp.cols)
 	if cap(b.errs) < nc {
 		b.errs = make([]*formats.Error, nc)
-		b.decs = make([]decoder, nc)
 	}
-	b.errs, b.decs = b.errs[:nc], b.decs[:nc]
+	b.errs = b.errs[:nc]
 	clear(b.errs)
 }
 
 // roomFor is the most rows of room (rgBuf.room) a row group of rows rows
-// gets for batches of bs: half a batch, and no more than half the row group,
-// so that the room costs at most half the memory and a join copies at most
-// half of what a copied batch would.
-func roomFor(rows, bs int) int { return min(rows, bs) / 2 }
+// gets for batches of bs: any head of the next row group (bs-1 rows) when
+// the row group holds a batch, its last piece then holding at most about
+// two batches, which is less than a copied batch and the reader's own batch
+// buffer would (two of `ctrkit gen`'s boundaries of row groups of 131072
+// and 118928 rows need 36432 rows for batches of 65536); half the row group
+// for shorter ones, whose buffers the room would more than double.
+func roomFor(rows, bs int) int {
+	if rows >= bs {
+		return bs - 1
+	}
+	return rows / 2
+}
 
-// nextJob returns the next row group in hand-out order once it is decoded,
+// nextJob returns the next piece in hand-out order once it is decoded,
 // or nil (eof set) at the end of the stream.
 func (r *Reader) nextJob() *rgBuf {
 	if j := r.peek; j != nil {

@@ -135,9 +135,9 @@ func TestMemoryLimit(t *testing.T) {
 	if r.o.Workers != 8 || r.o.Prefetch != 2 {
 		t.Errorf("no limit: %d workers, prefetch %d; want 8 and 2", r.o.Workers, r.o.Prefetch)
 	}
-	// A row group with its room for the head of the next (rgBuf.room):
-	// half a batch.
-	decoded := int64((20000 + 1000/2) * (4*4 + 8*3))
+	// A row group (one piece: pieces hold at least 32768 rows) with its
+	// room for the head of the next (rgBuf.room): up to a batch.
+	decoded := int64((20000 + 1000 - 1) * (4*4 + 8*3))
 	pages := pageSizes(r.first)
 	r.Close()
 	// Four float columns of one 80000-byte page, three int64 columns whose
@@ -145,7 +145,7 @@ func TestMemoryLimit(t *testing.T) {
 	if wantPages := int64(4*20000*4 + 3*pageBytes); pages != wantPages {
 		t.Errorf("pageSizes %d, want %d", pages, wantPages)
 	}
-	worker := decoded + pages + 7*int64(streamWindow)
+	worker := 2*decoded + pages + 7*int64(streamWindow)
 	for _, c := range []struct {
 		limit             int64
 		workers, prefetch int
