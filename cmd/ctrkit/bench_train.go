@@ -60,7 +60,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
-				algorithmSearchFlag(),
+				algorithmSearchFlag(""),
 				&cli.BoolFlag{Name: "cuda-graph", Value: true, Usage: "train the steps as a CUDA graph on the GPU (HugeCTR's use_cuda_graph); --cuda-graph=false: eager steps"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
@@ -125,9 +125,11 @@ func runBenchTrain(c *cli.Context) error {
 	return nil
 }
 
-// algorithmSearchFlag is --algorithm-search (the solver's algorithm_search).
-func algorithmSearchFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "algorithm-search", Value: true, Usage: "on the GPU, time cuBLASLt's candidate algorithms for each GEMM shape once (in the first step) and keep the fastest; =false takes the heuristic's first choice (the solver's algorithm_search, default true as in HugeCTR)"}
+// algorithmSearchFlag is --algorithm-search (the solver's algorithm_search);
+// defaultText is its help's default ("": true; train's: the config's, else
+// true).
+func algorithmSearchFlag(defaultText string) cli.Flag {
+	return &cli.BoolFlag{Name: "algorithm-search", Value: true, DefaultText: defaultText, Usage: "on the GPU, time cuBLASLt's candidate algorithms for each GEMM shape once (in the first step) and keep the fastest; =false takes the heuristic's first choice (the solver's algorithm_search, default true as in HugeCTR)"}
 }
 
 // printAlgoSearch prints what a GPU backend's algorithm search cost (or

@@ -91,7 +91,7 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
 		&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs on the GPU (the solver's enable_tf32_compute)"},
 		&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs on the GPU (the solver's use_mixed_precision)"},
-		algorithmSearchFlag(),
+		algorithmSearchFlag("the config's, else true"),
 	}
 	if !train {
 		return fs
