@@ -75,7 +75,11 @@ func TestCrashTrain(t *testing.T) {
 			}
 		}
 		// The newest snapshot (the one a kill may have cut) resumes or is
-		// refused by name; a refused one is what a later run prunes.
+		// refused by name; a refused one is what a later run prunes. A run
+		// killed while it re-saved or pruned an older snapshot (the one
+		// before it resumed from, say) may have cut that one too: only the
+		// snapshot checked after the last run is resumed from.
+		good = -1
 		if have := iters(); len(have) > 0 {
 			n := have[len(have)-1]
 			code, o := run(0, -1, "--load-prefix", snap, "--load-iter", strconv.Itoa(n), "--max-iter", strconv.Itoa(n+1),
