@@ -332,7 +332,7 @@ func (m *Model) checkManifest(mpath string, data []byte, iter int64, need []stri
 		return &SnapshotError{mpath, fmt.Sprintf("manifest version %d, this ctrkit reads %d", mf.Version, manifestVersion)}
 	}
 	if !mf.Complete {
-		return &SnapshotError{mpath, fmt.Sprintf("the snapshot at iteration %d is incomplete: its save was interrupted", mf.Iter)}
+		return &SnapshotError{mpath, fmt.Sprintf("the snapshot at iteration %d is incomplete: its save, or its removal by --keep-snapshots, was interrupted", mf.Iter)}
 	}
 	if mf.Iter != iter {
 		return &SnapshotError{mpath, fmt.Sprintf("manifest of iteration %d, want %d", mf.Iter, iter)}

@@ -123,7 +123,7 @@ func TestSnapshotRefusals(t *testing.T) {
 	// An interrupted save.
 	undo = restore(ManifestFile(prefix, 10))
 	os.WriteFile(ManifestFile(prefix, 10), []byte(`{"ctrkit_snapshot": 1, "complete": false, "iter": 10}`), 0o644)
-	if err := load(LoadOptions{}); err == nil || !strings.Contains(err.Error(), "incomplete: its save was interrupted") {
+	if err := load(LoadOptions{}); err == nil || !strings.Contains(err.Error(), "incomplete: its save, or its removal by --keep-snapshots, was interrupted") {
 		t.Errorf("incomplete snapshot: %v", err)
 	}
 	undo()
