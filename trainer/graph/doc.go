@@ -22,11 +22,13 @@
 // parsers define is read; a key the reader never looks up (a misspelling
 // such as "learning_rat") is an error with the nearest known key, where
 // HugeCTR would drop it silently. Keys that only tune HugeCTR's scheduling
-// (algorithm_search, enable_overlap, holistic_cuda_graph,
-// device_layout, all_reduce, async_param.io_block_size,
-// num_iterations_statistics) are checked and accepted: they do not change
-// what is computed. cuda_graph (default true) is Solver.CUDAGraph: the GPU
-// trains each step as a CUDA graph, computing what the eager step does. Errors are *Error values naming the file and the JSON
+// (enable_overlap, holistic_cuda_graph, device_layout, all_reduce,
+// async_param.io_block_size, num_iterations_statistics) are checked and
+// accepted: they do not change what is computed. cuda_graph (default true)
+// is Solver.CUDAGraph: the GPU trains each step as a CUDA graph, computing
+// what the eager step does; algorithm_search (default true) is
+// Solver.NoAlgorithmSearch's opposite: the GPU times cuBLASLt's candidate
+// algorithms per GEMM shape once. Errors are *Error values naming the file and the JSON
 // path (layers[3].fc_param.num_output) and unwrapping to a sentinel; a JSON
 // syntax error names its line and column.
 //

@@ -395,11 +395,11 @@ func readSolver(n node) *Solver {
 	if n.has("device_layout") {
 		n.oneOf("device_layout", n.str("device_layout"), "LocalFirst", "NodeFirst")
 	}
-	for _, k := range []string{"algorithm_search", "enable_overlap", "holistic_cuda_graph"} {
+	for _, k := range []string{"enable_overlap", "holistic_cuda_graph"} {
 		n.optBool(k, false)
 	}
-	// algorithm_search (HugeCTR's default true): the GPU backend's cuBLASLt
-	// algorithm search (checked as a bool above).
+	// algorithm_search and cuda_graph (HugeCTR's defaults true): the GPU
+	// backend's cuBLASLt algorithm search and the training step's CUDA graph.
 	s.NoAlgorithmSearch = !n.optBool("algorithm_search", true)
 	s.CUDAGraph = n.optBool("cuda_graph", true)
 	s.Display = n.optCount("display", s.Display)
