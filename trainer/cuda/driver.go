@@ -13,7 +13,7 @@ type driverAPI struct {
 	cuCtxSetCurrent, cuCtxSynchronize, cuMemGetInfo                         uintptr
 	cuMemAlloc, cuMemFree, cuMemHostAlloc, cuMemFreeHost                    uintptr
 	cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuMemcpyDtoDAsync                 uintptr
-	cuMemsetD32Async, cuMemsetD8Async                                       uintptr
+	cuMemsetD32Async, cuMemsetD8Async, cuMemsetD16Async                     uintptr
 	cuStreamCreate, cuStreamDestroy, cuStreamSynchronize, cuStreamWaitEvent uintptr
 	cuEventCreate, cuEventDestroy, cuEventRecord, cuEventSynchronize        uintptr
 	cuEventElapsedTime, cuEventQuery                                        uintptr
@@ -47,6 +47,7 @@ func (d *driverAPI) bind(l *library) error {
 		&d.cuMemcpyDtoDAsync:         {"cuMemcpyDtoDAsync_v2"},
 		&d.cuMemsetD32Async:          {"cuMemsetD32Async"},
 		&d.cuMemsetD8Async:           {"cuMemsetD8Async"},
+		&d.cuMemsetD16Async:          {"cuMemsetD16Async"},
 		&d.cuStreamCreate:            {"cuStreamCreate"},
 		&d.cuStreamDestroy:           {"cuStreamDestroy_v2", "cuStreamDestroy"},
 		&d.cuStreamSynchronize:       {"cuStreamSynchronize"},

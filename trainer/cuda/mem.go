@@ -197,6 +197,17 @@ func (c *Ctx) Memset32(dst Ptr, v uint32, n int, s Stream) error {
 	return check("cuMemsetD32Async", call(drv.cuMemsetD32Async, uintptr(dst), uintptr(v), uintptr(n), uintptr(s)))
 }
 
+// Memset16 queues setting n 16-bit words at dst to v.
+func (c *Ctx) Memset16(dst Ptr, v uint16, n int, s Stream) error {
+	if c.tape != nil && c.tape.note("cuMemsetD16Async", 0, uint64(dst), uint64(v), uint64(n), uint64(s)) {
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	return check("cuMemsetD16Async", call(drv.cuMemsetD16Async, uintptr(dst), uintptr(v), uintptr(n), uintptr(s)))
+}
+
 // Memset8 queues setting n bytes at dst to v.
 func (c *Ctx) Memset8(dst Ptr, v byte, n int, s Stream) error {
 	if c.tape != nil && c.tape.note("cuMemsetD8Async", 0, uint64(dst), uint64(v), uint64(n), uint64(s)) {

@@ -17,6 +17,12 @@ const (
 	Int32
 	Int64
 	Uint32
+	// Float16 is IEEE binary16 and BFloat16 bfloat16 (the upper half of
+	// a float32): the GPU's half-precision activations and their
+	// gradients (SPEC §8, docs/PRECISION.md). Host values travel as
+	// float32 or float64 and are rounded to nearest even on upload.
+	Float16
+	BFloat16
 )
 
 // Size is the element size in bytes.
@@ -26,12 +32,17 @@ func (d DType) Size() int {
 		return 4
 	case Float64, Int64:
 		return 8
+	case Float16, BFloat16:
+		return 2
 	}
 	return 0
 }
 
-// IsFloat reports whether d is Float32 or Float64.
-func (d DType) IsFloat() bool { return d == Float32 || d == Float64 }
+// IsFloat reports whether d is a floating-point type.
+func (d DType) IsFloat() bool { return d == Float32 || d == Float64 || d == Float16 || d == BFloat16 }
+
+// IsHalf reports whether d is Float16 or BFloat16.
+func (d DType) IsHalf() bool { return d == Float16 || d == BFloat16 }
 
 func (d DType) String() string {
 	switch d {
@@ -45,6 +56,10 @@ func (d DType) String() string {
 		return "int64"
 	case Uint32:
 		return "uint32"
+	case Float16:
+		return "float16"
+	case BFloat16:
+		return "bfloat16"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(d))
 }

@@ -38,7 +38,7 @@ func (be *Backend) Alloc(dt tensor.DType, shape ...int) tensor.Tensor {
 	case n < 0:
 		be.fail("alloc", tensor.ErrShape, "negative shape %v", shape)
 		return t
-	case dt != tensor.Float32 && dt != tensor.Int32 && dt != tensor.Int64 && dt != tensor.Uint32:
+	case dt != tensor.Float32 && dt != tensor.Int32 && dt != tensor.Int64 && dt != tensor.Uint32 && !dt.IsHalf():
 		be.fail("alloc", tensor.ErrDType, "%v on %s", dt, be.Name())
 		return t
 	}
@@ -98,6 +98,26 @@ func (be *Backend) floats(op string, ts ...tensor.Tensor) bool {
 	return true
 }
 
+// halves checks ownership and that every present tensor is Float32,
+// Float16 or BFloat16: the operands of an operation with half-precision
+// kernels (the kernels take each operand's dtype code, dt).
+func (be *Backend) halves(op string, ts ...tensor.Tensor) bool {
+	if !be.owned(op, ts...) {
+		return false
+	}
+	for _, t := range ts {
+		if t.Buf != nil && t.DType != tensor.Float32 && !t.DType.IsHalf() {
+			be.fail(op, tensor.ErrDType, "operands %v (float32, float16 or bfloat16 on the GPU)", ts)
+			return false
+		}
+	}
+	return true
+}
+
+// dt is t's dtype code for a kernel argument (common.cuh's DT_*: the
+// tensor.DType value).
+func dt(t tensor.Tensor) int { return int(t.DType) }
+
 // check records err, a tensor.Check* result, as the sticky error and
 // reports whether it was nil.
 func (be *Backend) check(err error) bool {
@@ -118,8 +138,34 @@ func hostBytes(x any) ([]byte, tensor.DType) {
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s)), tensor.Uint32
 	case []int64:
 		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s)), tensor.Int64
+	case f16s:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s)), tensor.Float16
+	case bf16s:
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s)), tensor.BFloat16
 	}
 	return nil, tensor.Invalid
+}
+
+// f16s and bf16s are host bit patterns of Float16 and BFloat16 tensors
+// (tensor.F16Bits, tensor.BF16Bits).
+type (
+	f16s  []uint16
+	bf16s []uint16
+)
+
+// halfBits rounds float32 host values to dt's bit patterns.
+func halfBits(dt tensor.DType, f []float32) any {
+	h := make([]uint16, len(f))
+	if dt == tensor.Float16 {
+		for i, v := range f {
+			h[i] = tensor.F16Bits(v)
+		}
+		return f16s(h)
+	}
+	for i, v := range f {
+		h[i] = tensor.BF16Bits(v)
+	}
+	return bf16s(h)
 }
 
 // Upload copies a host slice into dst through pinned staging memory
@@ -130,12 +176,15 @@ func (be *Backend) Upload(dst tensor.Tensor, src any) {
 	if !be.owned("upload", dst) {
 		return
 	}
-	if f64, ok := src.([]float64); ok && dst.DType == tensor.Float32 {
+	if f64, ok := src.([]float64); ok && (dst.DType == tensor.Float32 || dst.DType.IsHalf()) {
 		f := make([]float32, len(f64))
 		for i, v := range f64 {
 			f[i] = float32(v)
 		}
 		src = f
+	}
+	if f32, ok := src.([]float32); ok && dst.DType.IsHalf() {
+		src = halfBits(dst.DType, f32)
 	}
 	b, dt := hostBytes(src)
 	if dt == tensor.Invalid || dt != dst.DType || len(b) != dst.Len()*dt.Size() {
@@ -174,7 +223,8 @@ func (be *Backend) UploadAsync(c *cuda.Ctx, s cuda.Stream, dst tensor.Tensor, sr
 }
 
 // Download copies src to a host slice of its dtype and length (float32
-// tensors may also be read into []float64); it waits and returns Err.
+// tensors may also be read into []float64; Float16 and BFloat16 tensors
+// are read into []float32 or []float64, exactly); it waits and returns Err.
 func (be *Backend) Download(dst any, src tensor.Tensor) error {
 	be.graphBreak("Download")
 	be.JoinGrads() // side-stream weight gradients (fused.go)
@@ -183,9 +233,19 @@ func (be *Backend) Download(dst any, src tensor.Tensor) error {
 	}
 	target := dst
 	var f64 []float64
-	if d, ok := dst.([]float64); ok && src.DType == tensor.Float32 {
+	if d, ok := dst.([]float64); ok && (src.DType == tensor.Float32 || src.DType.IsHalf()) {
 		f64 = d
 		target = make([]float32, len(d))
+	}
+	var f32 []float32 // half bits to widen into it
+	var bits []uint16
+	if d, ok := target.([]float32); ok && src.DType.IsHalf() {
+		f32, bits = d, make([]uint16, len(d))
+		if src.DType == tensor.Float16 {
+			target = f16s(bits)
+		} else {
+			target = bf16s(bits)
+		}
 	}
 	b, dt := hostBytes(target)
 	if dt == tensor.Invalid || dt != src.DType || len(b) != src.Len()*dt.Size() {
@@ -210,8 +270,19 @@ func (be *Backend) Download(dst any, src tensor.Tensor) error {
 		}
 		return nil
 	})
+	for i, h := range bits {
+		if src.DType == tensor.Float16 {
+			f32[i] = tensor.F16Value(h)
+		} else {
+			f32[i] = tensor.BF16Value(h)
+		}
+	}
 	if f64 != nil {
-		for i, v := range target.([]float32) {
+		fs := f32
+		if fs == nil {
+			fs = target.([]float32)
+		}
+		for i, v := range fs {
 			f64[i] = float64(v)
 		}
 	}
@@ -235,6 +306,10 @@ func (be *Backend) Fill(t tensor.Tensor, v float64) {
 			return c.Memset32(Ptr(t), uint32(int32(v)), n, be.s)
 		case tensor.Uint32:
 			return c.Memset32(Ptr(t), uint32(v), n, be.s)
+		case tensor.Float16:
+			return c.Memset16(Ptr(t), tensor.F16Bits(float32(v)), n, be.s)
+		case tensor.BFloat16:
+			return c.Memset16(Ptr(t), tensor.BF16Bits(float32(v)), n, be.s)
 		}
 		x := int64(v)
 		if v == float64(tensor.EmptyKey) {

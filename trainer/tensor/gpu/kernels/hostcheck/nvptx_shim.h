@@ -31,3 +31,4 @@ static __device__ __forceinline__ unsigned atomicAdd(unsigned* p, unsigned v) { 
 static __device__ __forceinline__ int atomicMin(int* p, int v) { return __nvvm_atom_min_gen_i(p, v); }
 static __device__ __forceinline__ unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { return __nvvm_atom_cas_gen_ll((long long*)p, c, v); }
 static __device__ __forceinline__ unsigned __float_as_uint(float f) { return __builtin_bit_cast(unsigned, f); }
+static __device__ __forceinline__ float __uint_as_float(unsigned u) { return __builtin_bit_cast(float, u); }
