@@ -95,16 +95,31 @@ func (r *Recycler) Take(key any) any {
 	return v
 }
 
+// Releaser is a kept value (Keep) that holds memory allocated through the
+// Recycler: Drain hands it to the wrapped allocator with ReleaseTo before
+// dropping the value.
+type Releaser interface {
+	ReleaseTo(a Allocator)
+}
+
 // Drain frees the kept buffers with the wrapped allocator and drops the
-// kept values; the Recycler stays usable.
+// kept values (releasing a Releaser's memory first); the Recycler stays
+// usable.
 func (r *Recycler) Drain() {
 	r.mu.Lock()
-	free := r.free
+	free, kept := r.free, r.kept
 	r.free, r.kept, r.held = map[int][][]byte{}, map[any][]any{}, 0
 	r.mu.Unlock()
 	for _, l := range free {
 		for _, b := range l {
 			r.base.Free(b)
+		}
+	}
+	for _, l := range kept {
+		for _, v := range l {
+			if rl, ok := v.(Releaser); ok {
+				rl.ReleaseTo(r.base)
+			}
 		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/formatstest"
@@ -232,6 +234,108 @@ func TestRecyclerAcrossReaders(t *testing.T) {
 		}
 		if rec.Held() == 0 {
 			t.Errorf("epoch %d: the reader's own batch was not kept", epoch)
+		}
+	}
+}
+
+// trackAlloc is a heap allocator that records what it has handed out.
+type trackAlloc struct {
+	mu   sync.Mutex
+	live map[*byte]int
+}
+
+func (a *trackAlloc) Alloc(n int) ([]byte, error) {
+	b, err := formats.HeapAllocator{}.Alloc(n)
+	if err == nil && n > 0 {
+		a.mu.Lock()
+		a.live[&b[0]] = n
+		a.mu.Unlock()
+	}
+	return b, err
+}
+
+func (a *trackAlloc) Free(b []byte) {
+	if len(b) > 0 {
+		a.mu.Lock()
+		delete(a.live, &b[0])
+		a.mu.Unlock()
+	}
+}
+
+// holds reports whether the memory of s lies inside one live allocation.
+func (a *trackAlloc) holds(p unsafe.Pointer, n int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for base, size := range a.live {
+		lo := uintptr(unsafe.Pointer(base))
+		if uintptr(p) >= lo && uintptr(p)+uintptr(n) <= lo+uintptr(size) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNextLendsAllocatorMemory: given a formats.Recycler as Options.Alloc
+// (the trainer's, over the GPU's pinned allocator), Next lends one-hot
+// batches, views included, in memory from that allocator, so they upload
+// without a host copy; the next reader reuses it, and Drain hands every
+// byte back. Before the change the views lay in the reader's heap buffers
+// (each batch uploaded from pageable memory).
+func TestNextLendsAllocatorMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, kt := range []formats.KeyType{formats.KeyU32, formats.KeyI64} {
+		s := formats.NewSchema(1, 3, []int{1, 1, 1}, []int64{50, 70, 90}, kt)
+		d := formatstest.NewDataset(rng, s, 1000, 1, formatstest.AnyFloat)
+		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 256}, RowsPerFile: 500})
+		ta := &trackAlloc{live: map[*byte]int{}}
+		rec := formats.NewRecycler(ta)
+		for epoch := 0; epoch < 2; epoch++ {
+			r, err := OpenList(list, &s, Options{Options: formats.Options{BatchSize: 64, Workers: 2, Alloc: rec}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &formatstest.Dataset{Schema: s}
+			views := 0
+			for {
+				b, err := r.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b == &r.view {
+					views++
+				}
+				for name, m := range map[string]struct {
+					p unsafe.Pointer
+					n int
+				}{
+					"labels":  {unsafe.Pointer(unsafe.SliceData(b.Labels)), 4 * len(b.Labels)},
+					"dense":   {unsafe.Pointer(unsafe.SliceData(b.Dense)), 4 * len(b.Dense)},
+					"offsets": {unsafe.Pointer(unsafe.SliceData(b.Offsets)), 4 * len(b.Offsets)},
+					"keys32":  {unsafe.Pointer(unsafe.SliceData(b.Keys32)), 4 * len(b.Keys32)},
+					"keys64":  {unsafe.Pointer(unsafe.SliceData(b.Keys64)), 8 * len(b.Keys64)},
+				} {
+					if m.n > 0 && !ta.holds(m.p, m.n) {
+						t.Fatalf("%v epoch %d: a batch's %s (%d bytes) is not in the allocator's memory", kt, epoch, name, m.n)
+					}
+				}
+				for i := 0; i < b.N; i++ {
+					got.AppendFrom(b, i)
+				}
+			}
+			r.Close()
+			if views == 0 {
+				t.Fatalf("%v: no batch was lent as a view", kt)
+			}
+			if diff := formatstest.Diff(d, got); diff != "" {
+				t.Fatalf("%v epoch %d: %s", kt, epoch, diff)
+			}
+		}
+		rec.Drain()
+		if n := len(ta.live); n != 0 {
+			t.Errorf("%v: %d allocations not handed back after Drain", kt, n)
 		}
 	}
 }

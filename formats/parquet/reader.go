@@ -71,10 +71,13 @@ type Reader struct {
 	peek   *rgBuf         // the next piece, decoded, taken from jobs early by Next
 	joined int64          // rows Next copied into a row group's room (tests)
 	ones   []int32        // CSR offsets 0, 1, …, BatchSize·S of one-hot batches
-	cur    *rgBuf
-	err    error
-	eof    bool
-	closed bool
+	// onesRec is ones' memory when it came from the Recycler (kept there
+	// again at Close).
+	onesRec *onesBuf
+	cur     *rgBuf
+	err     error
+	eof     bool
+	closed  bool
 }
 
 // rgBuf is one piece of a row group (rows [at, at+rows) of it; see
@@ -98,9 +101,15 @@ type rgBuf struct {
 	labels, dense []float32 // sample-major, rows × LabelDim / DenseDim
 	k32           []uint32  // fixed layout: rows × S keys, sample-major
 	k64           []int64
-	off           [][]int32  // variable layout: per slot, rows+1 offsets into s32/s64
-	s32           [][]uint32 // variable layout: per slot keys
-	s64           [][]int64
+	// fromRec holds the memory of labels, dense, k32 and k64 (in that
+	// order) when it came from the reader's Recycler (Options.Alloc: the
+	// trainer's pinned allocator), so that one-hot views are lent in
+	// pinned memory and upload without a host copy; nil entries are Go
+	// heap memory (makeBuf).
+	fromRec [4][]byte
+	off     [][]int32  // variable layout: per slot, rows+1 offsets into s32/s64
+	s32     [][]uint32 // variable layout: per slot keys
+	s64     [][]int64
 
 	errs []*formats.Error // per selected column: its first error in this piece
 	// parts counts the tasks decoding the row group that have not decoded
@@ -501,13 +510,43 @@ func (b *rgBuf) finish() {
 	close(b.done)
 }
 
-// growF returns s with capacity for at least n values, a new buffer of
-// alloc ≥ n values when it has less.
-func growF(s []float32, n, alloc int) []float32 {
-	if cap(s) < n {
-		return makeBuf[float32](alloc)
+// viewBuf returns buf (b's view array i: labels, dense, k32, k64) with
+// capacity for at least n values, a new buffer of alloc ≥ n values when it
+// has less: from rec when lend and rec is not nil, else from the Go heap
+// (makeBuf); an outgrown buffer from rec goes back to it. A failed allocation from rec
+// falls back to the heap: the batch is then lent in pageable memory, which
+// uploads more slowly but correctly.
+func viewBuf[T float32 | uint32 | int64](b *rgBuf, i int, rec *formats.Recycler, lend bool, buf []T, n, alloc int) []T {
+	if cap(buf) >= n {
+		return buf[:n]
 	}
-	return s[:n]
+	if old := b.fromRec[i]; old != nil && rec != nil {
+		b.fromRec[i] = nil
+		rec.Free(old)
+	}
+	if rec != nil && lend && alloc > 0 {
+		var z T
+		size := int(unsafe.Sizeof(z))
+		if alloc <= math.MaxInt/size {
+			if mem, err := rec.Alloc(alloc * size); err == nil {
+				b.fromRec[i] = mem
+				return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(mem))), alloc)[:n]
+			}
+		}
+	}
+	return makeBuf[T](alloc)[:n]
+}
+
+// ReleaseTo implements formats.Releaser: a Recycler's Drain hands b's
+// memory from the Recycler back to a (b is dropped after it).
+func (b *rgBuf) ReleaseTo(a formats.Allocator) {
+	for i, m := range b.fromRec {
+		if m != nil {
+			a.Free(m)
+			b.fromRec[i] = nil
+		}
+	}
+	b.labels, b.dense, b.k32, b.k64 = nil, nil, nil, nil
 }
 
 const hugePage = hostmem.HugePage
@@ -554,21 +593,18 @@ func (r *Reader) setup(b *rgBuf, fp *filePlan, g, lo, hi int) {
 		most = max(most, min(rg, bs+2*minPieceRows)) + roomFor(rg, bs)
 	}
 	most = max(most, all)
-	b.labels = growF(b.labels, all*s.LabelDim, most*s.LabelDim)[:b.rows*s.LabelDim]
-	b.dense = growF(b.dense, all*s.DenseDim, most*s.DenseDim)[:b.rows*s.DenseDim]
+	// A multi-hot piece is copied into the reader's own (Options.Alloc)
+	// batch, never lent: its arrays need not come from the Recycler.
+	rec, lend := r.pool.rec, fp.fixed
+	b.labels = viewBuf(b, 0, rec, lend, b.labels, all*s.LabelDim, most*s.LabelDim)[:b.rows*s.LabelDim]
+	b.dense = viewBuf(b, 1, rec, lend, b.dense, all*s.DenseDim, most*s.DenseDim)[:b.rows*s.DenseDim]
 	i64 := s.KeyType == formats.KeyI64
 	if fp.fixed {
 		n := all * S
 		if i64 {
-			if cap(b.k64) < n {
-				b.k64 = makeBuf[int64](most * S)
-			}
-			b.k64 = b.k64[:b.rows*S]
+			b.k64 = viewBuf(b, 3, rec, lend, b.k64, n, most*S)[:b.rows*S]
 		} else {
-			if cap(b.k32) < n {
-				b.k32 = makeBuf[uint32](most * S)
-			}
-			b.k32 = b.k32[:b.rows*S]
+			b.k32 = viewBuf(b, 2, rec, lend, b.k32, n, most*S)[:b.rows*S]
 		}
 	} else {
 		for len(b.off) < S {
@@ -821,10 +857,51 @@ func (r *Reader) Next() (*formats.Batch, error) {
 	return v, nil
 }
 
-// makeOnes makes the CSR offsets of one-hot views.
+// makeOnes makes the CSR offsets of one-hot views: from the reader's
+// Recycler when it has one (pinned memory in training, kept for the next
+// reader: onesBuf), else the process's shared array.
 func (r *Reader) makeOnes() {
-	if r.ones == nil {
-		r.ones = sharedOnes(r.o.BatchSize*len(r.schema.Slots) + 1)
+	if r.ones != nil {
+		return
+	}
+	n := r.o.BatchSize*len(r.schema.Slots) + 1
+	if rec := r.pool.rec; rec != nil {
+		o, _ := rec.Take(onesKey{}).(*onesBuf)
+		if o != nil && len(o.a) < n {
+			o.ReleaseTo(rec)
+			o = nil
+		}
+		if o == nil {
+			if mem, err := rec.Alloc(4 * n); err == nil {
+				o = &onesBuf{mem: mem, a: unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(mem))), n)}
+				for i := range o.a {
+					o.a[i] = int32(i)
+				}
+			}
+		}
+		if o != nil {
+			r.onesRec = o
+			r.ones = o.a[:n:n]
+			return
+		}
+	}
+	r.ones = sharedOnes(n)
+}
+
+// onesBuf is a reader's one-hot offsets 0, 1, …, n-1 in its Recycler's
+// memory, kept there between readers (onesKey).
+type onesBuf struct {
+	mem []byte
+	a   []int32
+}
+
+type onesKey struct{}
+
+// ReleaseTo implements formats.Releaser.
+func (o *onesBuf) ReleaseTo(a formats.Allocator) {
+	if o.mem != nil {
+		a.Free(o.mem)
+		o.mem, o.a = nil, nil
 	}
 }
 
@@ -950,6 +1027,10 @@ func (r *Reader) Close() error {
 		}
 	}
 	r.cur, r.lent, r.peek = nil, nil, nil
+	if r.onesRec != nil {
+		r.pool.rec.Keep(onesKey{}, r.onesRec)
+		r.onesRec, r.ones = nil, nil
+	}
 	for b := range r.jobs {
 		r.free <- b
 	}
