@@ -66,6 +66,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				vflag("reader", withValue("sync")),
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
 				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
+				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run (reader, pipeline and host side of the steps) to `FILE` (go tool pprof)"},
 			),
 			Action: runBenchTrain,
 		})
@@ -95,6 +96,11 @@ func runBenchTrain(c *cli.Context) error {
 	if l, _ := collective.FromEnv(nil); c.IsSet("gpus") || l.Size > 1 {
 		return benchTrainRanks(c, d, s)
 	}
+	stop, err := startCPUProfile(c.String("cpuprofile"))
+	if err != nil {
+		return err
+	}
+	defer stop()
 	be, err := model.OpenBackend(c.String("device"), s, c.App.ErrWriter)
 	if err != nil {
 		return err
