@@ -15,7 +15,7 @@ import (
 // epilogue matmuls of the fused InnerProduct ran 2–3× slower than the plain
 // GEMM of the same shape with it. With a search, the first call of each
 // descriptor (ltKey: shape, transposes, leading dimensions, epilogue,
-// arithmetic, the operands' alignment) asks the heuristic for up to
+// arithmetic, element types, the operands' alignment) asks the heuristic for up to
 // AlgoSearch.Candidates algorithms, drops those that report a failure or
 // need more than the workspace, runs each on the call's own operands once
 // untimed, then AlgoSearch.Reps rounds in which every candidate still in
@@ -276,7 +276,7 @@ func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
 	// C is read (beta ≠ 0): keep it, so the timed runs leave it as the
 	// call found it. Without the memory for a copy, no search.
 	var saved Ptr
-	size := 4 * (cl.ldc*(cl.n-1) + cl.m)
+	size := key.ty.C.Size() * (cl.ldc*(cl.n-1) + cl.m)
 	if cl.beta != 0 {
 		if saved, err = c.Malloc(size); err != nil {
 			return nil
