@@ -249,6 +249,11 @@ func (c *Ctx) searchEvents(n int) ([]Event, error) {
 	return c.lt.events[:n], nil
 }
 
+// cBytes is the extent in bytes of a column-major C [m, n] (n ≥ 1) of
+// leading dimension ldc in the element type of ty: what the search saves
+// and restores.
+func cBytes(ty Types, m, n, ldc int) int { return ty.C.Size() * (ldc*(n-1) + m) }
+
 // searchPlan times p's candidates on cl's operands and keeps the fastest
 // in p (see the comment at the top of this file).
 func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
@@ -276,7 +281,7 @@ func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
 	// C is read (beta ≠ 0): keep it, so the timed runs leave it as the
 	// call found it. Without the memory for a copy, no search.
 	var saved Ptr
-	size := key.ty.C.Size() * (cl.ldc*(cl.n-1) + cl.m)
+	size := cBytes(key.ty, cl.m, cl.n, cl.ldc)
 	if cl.beta != 0 {
 		if saved, err = c.Malloc(size); err != nil {
 			return nil

@@ -89,3 +89,24 @@ func TestDryTapeGemmTypes(t *testing.T) {
 		t.Errorf("float32 A/B into a float16 C (search): %v, %d items recorded", err, len(tp.Items))
 	}
 }
+
+// TestSearchSavesC: the bytes of C the search saves around its timed runs
+// (beta ≠ 0) are C's extent in its own element type: a half C is half as
+// many bytes as a float32 one (copying 4-byte elements would write past
+// it, over whatever the allocator put next).
+func TestSearchSavesC(t *testing.T) {
+	for _, tc := range []struct {
+		ty        Types
+		m, n, ldc int
+		want      int
+	}{
+		{Types{}, 37, 29, 37, 4 * (37*28 + 37)},
+		{Types{R16F, R32F}, 37, 29, 40, 4 * (40*28 + 37)},
+		{Types{R16F, R16F}, 37, 29, 37, 2 * (37*28 + 37)},
+		{Types{R16BF, R16BF}, 1, 1, 1, 2},
+	} {
+		if got := cBytes(tc.ty, tc.m, tc.n, tc.ldc); got != tc.want {
+			t.Errorf("%v C [%d, %d] ld %d: %d bytes, want %d", tc.ty, tc.m, tc.n, tc.ldc, got, tc.want)
+		}
+	}
+}
