@@ -90,10 +90,10 @@ func blasCheck(name string, r int) error {
 type Math uint8
 
 // GEMM arithmetic of float32 operands: FP32 (IEEE), TF32 tensor cores, and
-// BF16 tensor cores (cuBLAS rounds the float32 operands to bfloat16 inside
-// the GEMM, CUBLAS_COMPUTE_32F_FAST_16BF; float32 accumulation and output).
-// BF16 is not the bf16 precision mode, whose GEMMs take BFloat16 tensors
-// (Types{AB: R16BF}) and round nothing.
+// BF16: CUBLAS_COMPUTE_32F_FAST_16BF, which lets cuBLAS round the float32
+// operands to bfloat16 inside the GEMM — or run TF32 kernels, which on the
+// H200 it did (docs/PERFORMANCE.md). BF16 is not the bf16 precision mode,
+// whose GEMMs take BFloat16 tensors (Types{AB: R16BF}) and convert nothing.
 const (
 	FP32 Math = iota
 	TF32

@@ -112,7 +112,7 @@ func (be *Backend) GemmBiasReLUMask(x, w, bias, y, mask tensor.Tensor) bool {
 		return false
 	}
 	m, k, n, ty, ok := be.gemmShape(op, false, false, x, w, y)
-	if !ok || !be.floats(op, bias) || !be.check(tensor.CheckWant(op, bias, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+	if !ok || !be.f32Bias(op, bias) || !be.check(tensor.CheckWant(op, bias, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
 		return true // the error is sticky; nothing more to run
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias), Ptr(mask)) {
@@ -129,7 +129,7 @@ func (be *Backend) GemmDReLUBgrad(dy, w, mask, dx, db tensor.Tensor) bool {
 		return false
 	}
 	m, k, n, ty, ok := be.gemmShape(op, false, true, dy, w, dx) // dx [m=B, n=in], k = out
-	if !ok || !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+	if !ok || !be.f32Bias(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
 		return true
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(dy), Ptr(w), Ptr(dx), Ptr(db), Ptr(mask)) {
@@ -152,7 +152,7 @@ func (be *Backend) GemmBgrad(x, dy, dw, db tensor.Tensor, side bool) bool {
 	}
 	args := cuda.LtArgs{Epilogue: cuda.EpilogueNone, Types: ty}
 	if !db.IsZero() {
-		if !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) {
+		if !be.f32Bias(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) {
 			return true
 		}
 		args = cuda.LtArgs{Epilogue: cuda.EpilogueBGradA, Bias: Ptr(db), Types: ty}

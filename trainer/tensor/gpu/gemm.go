@@ -43,7 +43,7 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 		return false
 	}
 	m, k, n, ty, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
-	if !ok || !be.floats("gemm_bias_act", bias) ||
+	if !ok || !be.f32Bias("gemm_bias_act", bias) ||
 		!be.check(tensor.CheckWant("gemm_bias_act", bias, tensor.Float32, n)) {
 		return true
 	}
@@ -80,6 +80,19 @@ func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tens
 		return 0, 0, 0, ty, false
 	}
 	return m, k, n, cuda.Types{AB: cudaType(a.DType), C: cudaType(c.DType)}, true
+}
+
+// f32Bias checks a bias or bias gradient of a GEMM epilogue: Float32
+// whatever the GEMM's dtypes.
+func (be *Backend) f32Bias(op string, bias tensor.Tensor) bool {
+	if !be.owned(op, bias) {
+		return false
+	}
+	if bias.Buf != nil && bias.DType != tensor.Float32 {
+		be.fail(op, tensor.ErrDType, "bias %v (biases and their gradients are float32)", bias)
+		return false
+	}
+	return true
 }
 
 // cudaType is the cuBLAS element type of a float dtype the GPU stores.
