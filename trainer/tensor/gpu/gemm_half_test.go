@@ -237,6 +237,56 @@ func TestGemmHalfSearchKeys(t *testing.T) {
 	}
 }
 
+// TestGemmHalfCapture: a half GEMM captured into a CUDA graph (its
+// descriptor first met there: not searched, the heuristic's choice)
+// computes the right product on replay, and its next eager call searches.
+func TestGemmHalfCapture(t *testing.T) {
+	be := searchBackend(t, cuda.TF32, true)
+	h := newHarness(t)
+	h.g = be
+	// An eager GEMM first makes the stream's cuBLASLt workspace (nothing
+	// may be allocated inside the capture).
+	w0a, w0b, w0c := h.RandDT(tensor.Float16, -1, 1, 64, 64), h.RandDT(tensor.Float16, -1, 1, 64, 64), h.OutDT(tensor.Float16, 64, 64)
+	be.Gemm(false, false, 1, w0a.G, w0b.G, 0, w0c.G)
+	h.Sync()
+	for _, dt := range halfDTypes {
+		const m, k, n = 261, 136, 72
+		a, b, c := h.RandDT(dt, -1, 1, m, k), h.RandDT(dt, -1, 1, k, n), h.OutDT(dt, m, n)
+		before := be.AlgoSearch()
+		var g *cuda.Graph
+		if err := be.dev.Do(func(x *cuda.Ctx) error { return x.BeginCapture(be.s) }); err != nil {
+			t.Fatal(err)
+		}
+		be.Gemm(false, false, 1, a.G, b.G, 0, c.G)
+		err := be.dev.Do(func(x *cuda.Ctx) error {
+			var err error
+			g, err = x.EndCapture(be.s)
+			return err
+		})
+		if err != nil || be.Err() != nil {
+			t.Fatalf("%v: capturing a half GEMM of a new shape: %v / %v", dt, err, be.Err())
+		}
+		if during := be.AlgoSearch(); during.Descriptors != before.Descriptors || during.Deferred != before.Deferred+1 {
+			t.Errorf("%v: during the capture: %v → %v (want no search, one deferred)", dt, before, during)
+		}
+		if err := be.dev.Do(func(x *cuda.Ctx) error { return x.LaunchGraph(g, be.s) }); err != nil {
+			t.Fatal(err)
+		}
+		h.c.Gemm(false, false, 1, a.C, b.C, 0, c.C)
+		h.RoundC(dt, c)
+		h.Check(fmt.Sprintf("%v graph", dt), c, halfOutTol(dt))
+		be.dev.Do(func(x *cuda.Ctx) error { x.DestroyGraph(g); return nil })
+		n0 := be.AlgoSearch().Descriptors
+		be.Gemm(false, false, 1, a.G, b.G, 0, c.G)
+		h.Check(fmt.Sprintf("%v eager after the capture", dt), c, halfOutTol(dt))
+		if after := be.AlgoSearch(); after.Descriptors != n0+1 {
+			t.Errorf("%v: the eager call after the capture did not search: %d → %d descriptors", dt, n0, after.Descriptors)
+		}
+		h.Free(a, b, c)
+	}
+	h.Free(w0a, w0b, w0c)
+}
+
 // hostHalf is a half operand held on the host as its rounded float32
 // values (the large tests' reference reads them directly).
 type hostHalf struct {
