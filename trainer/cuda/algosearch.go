@@ -15,7 +15,7 @@ import (
 // epilogue matmuls of the fused InnerProduct ran 2–3× slower than the plain
 // GEMM of the same shape with it. With a search, the first call of each
 // descriptor (ltKey: shape, transposes, leading dimensions, epilogue,
-// arithmetic, the operands' alignment) asks the heuristic for up to
+// arithmetic, element types, the operands' alignment) asks the heuristic for up to
 // AlgoSearch.Candidates algorithms, drops those that report a failure or
 // need more than the workspace, runs each on the call's own operands once
 // untimed, then AlgoSearch.Reps rounds in which every candidate still in
@@ -249,6 +249,11 @@ func (c *Ctx) searchEvents(n int) ([]Event, error) {
 	return c.lt.events[:n], nil
 }
 
+// cBytes is the extent in bytes of a column-major C [m, n] (n ≥ 1) of
+// leading dimension ldc in the element type of ty: what the search saves
+// and restores.
+func cBytes(ty Types, m, n, ldc int) int { return ty.C.Size() * (ldc*(n-1) + m) }
+
 // searchPlan times p's candidates on cl's operands and keeps the fastest
 // in p (see the comment at the top of this file).
 func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
@@ -276,7 +281,7 @@ func (c *Ctx) searchPlan(key ltKey, p *ltPlan, cl *ltCall, ws Ptr) error {
 	// C is read (beta ≠ 0): keep it, so the timed runs leave it as the
 	// call found it. Without the memory for a copy, no search.
 	var saved Ptr
-	size := 4 * (cl.ldc*(cl.n-1) + cl.m)
+	size := cBytes(key.ty, cl.m, cl.n, cl.ldc)
 	if cl.beta != 0 {
 		if saved, err = c.Malloc(size); err != nil {
 			return nil

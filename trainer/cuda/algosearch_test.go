@@ -166,6 +166,8 @@ func TestLtKey(t *testing.T) {
 	bias.Epilogue, bias.Aux, bias.AuxLD = EpilogueBias, 0, 0
 	wideMask := x
 	wideMask.AuxLD = 256
+	withTypes := func(ty Types) LtArgs { y := x; y.Types = ty; return y }
+	f16, f16c32, bf16 := withTypes(Types{R16F, R16F}), withTypes(Types{R16F, R32F}), withTypes(Types{R16BF, R16BF})
 	for name, k := range map[string]ltKey{
 		"fp32":           key(FP32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, x, false),
 		"transA":         key(TF32, true, 96, 300, 64, 64, base, base+1<<20, base+2<<20, x, false),
@@ -180,10 +182,25 @@ func TestLtKey(t *testing.T) {
 		"mask ld":        key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, wideMask, false),
 		"no search":      key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, noSearch, false),
 		"cuBLAS too":     key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, x, true),
+		"float16":        key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, f16, false),
+		"float16 → f32":  key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, f16c32, false),
+		"bfloat16":       key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, bf16, false),
 	} {
 		if k == k0 {
 			t.Errorf("%s: same key as the base descriptor", name)
 		}
+	}
+	// Half operands compute in float32 whatever the Math: one descriptor.
+	h0, h1 := key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, f16, false), key(FP32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, f16, false)
+	if h0 != h1 {
+		t.Errorf("float16 in TF32 and FP32: keys %+v and %+v", h0, h1)
+	}
+	if h0 == key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, f16c32, false) ||
+		h0 == key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, bf16, false) {
+		t.Error("float16 with a half C, with a float32 C and bfloat16: keys not all different")
+	}
+	if _, err := ltKeyOf(TF32, false, false, 96, 300, 64, base, 96, base, 64, base, 96, withTypes(Types{R16BF, R16F}), false); !errors.Is(err, ErrTypes) {
+		t.Errorf("bfloat16 A/B into a float16 C: %v", err)
 	}
 	bad := x
 	bad.AuxLD = 100

@@ -84,18 +84,28 @@ func blasCheck(name string, r int) error {
 	return &Error{Call: name, Code: r, Name: s}
 }
 
-// Math is the arithmetic of a float32 GEMM.
+// Math is the arithmetic of a GEMM on float32 operands. GEMMs on half
+// operands (Types) always compute in float32 on the tensor cores and
+// ignore it.
 type Math uint8
 
-// GEMM arithmetic: FP32 (IEEE), TF32 tensor cores, BF16 tensor cores
-// (operands rounded to bfloat16, fp32 accumulation and output).
+// GEMM arithmetic of float32 operands: FP32 (IEEE), TF32 tensor cores, and
+// BF16: CUBLAS_COMPUTE_32F_FAST_16BF, which lets cuBLAS round the float32
+// operands to bfloat16 inside the GEMM — or run TF32 kernels, which on the
+// H200 it did (docs/PERFORMANCE.md). BF16 is not the bf16 precision mode,
+// whose GEMMs take BFloat16 tensors (Types{AB: R16BF}) and convert nothing.
 const (
 	FP32 Math = iota
 	TF32
 	BF16
 )
 
-func (m Math) String() string { return [...]string{"fp32", "tf32", "bf16"}[m] }
+func (m Math) String() string {
+	if int(m) < 3 {
+		return [...]string{"fp32", "tf32", "bf16"}[m]
+	}
+	return fmt.Sprintf("Math(%d)", uint8(m))
+}
 
 // cublasComputeType_t.
 func (m Math) computeType() uintptr {
@@ -105,14 +115,78 @@ func (m Math) computeType() uintptr {
 	case BF16:
 		return 75 // CUBLAS_COMPUTE_32F_FAST_16BF
 	}
-	return 68 // CUBLAS_COMPUTE_32F
+	return compute32F
 }
 
-// cudaDataType_t.
+// compute32F is CUBLAS_COMPUTE_32F: float32 arithmetic (for half operands,
+// on the tensor cores with float32 accumulation).
+const compute32F = 68
+
+// DataType is the element type of a GEMM operand (cudaDataType_t).
+type DataType int32
+
+// GEMM element types.
 const (
-	cudaR32F  = 0
-	cudaR16BF = 14
+	R32F  DataType = 0  // CUDA_R_32F: float32
+	R16F  DataType = 2  // CUDA_R_16F: IEEE binary16
+	R16BF DataType = 14 // CUDA_R_16BF: bfloat16
 )
+
+func (t DataType) String() string {
+	switch t {
+	case R32F:
+		return "float32"
+	case R16F:
+		return "float16"
+	case R16BF:
+		return "bfloat16"
+	}
+	return fmt.Sprintf("cudaDataType(%d)", int32(t))
+}
+
+// Size is the size of one element in bytes.
+func (t DataType) Size() int {
+	if t == R32F {
+		return 4
+	}
+	return 2
+}
+
+// Types are a GEMM's element types: A and B are AB, C and D are C. The
+// zero value is float32 throughout. Float32 A and B take a float32 C and
+// compute in the call's Math; half A and B (R16F, R16BF) take a float32 C
+// or one of their own type and compute in float32 on the tensor cores
+// (CUBLAS_COMPUTE_32F: products of half values are exact in float32, the
+// sums are float32; a half D is the float32 result rounded once), whatever
+// the Math. alpha and beta are float32 in every case (scale type 32F).
+type Types struct{ AB, C DataType }
+
+// ErrTypes is returned for a combination of GEMM element types that Types
+// does not allow.
+var ErrTypes = errors.New("cuBLAS: unsupported GEMM element types")
+
+func (t Types) check() error {
+	switch {
+	case t.AB == R32F && t.C == R32F,
+		(t.AB == R16F || t.AB == R16BF) && (t.C == R32F || t.C == t.AB):
+		return nil
+	}
+	return fmt.Errorf("%w: A and B %v, C %v (float32 A and B take a float32 C; float16 or bfloat16 ones a float32 C or one of their type)", ErrTypes, t.AB, t.C)
+}
+
+// half reports whether A and B are half precision.
+func (t Types) half() bool { return t.AB != R32F }
+
+// compute is the cublasComputeType_t of a GEMM of these types in math.
+func (t Types) compute(m Math) uintptr {
+	if t.half() {
+		return compute32F
+	}
+	return m.computeType()
+}
+
+// cudaR32F is CUDA_R_32F, the scale type (alpha, beta) of every GEMM.
+const cudaR32F = uintptr(R32F)
 
 func (c *Ctx) blasInit() error {
 	if err := blasCheck("cublasCreate_v2", call(blas.cublasCreate, uintptr(unsafe.Pointer(&c.blasH)))); err != nil {
@@ -149,9 +223,20 @@ func (c *Ctx) blasClose() {
 }
 
 // Gemm is column-major C[m,n] = alpha·op(A)·op(B) + beta·C on stream s in
-// the given arithmetic (cublasGemmEx; cublasSgemm for FP32).
+// the given arithmetic, all operands float32 (cublasSgemm for FP32,
+// cublasGemmEx otherwise): GemmEx with the zero Types.
 func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
-	if c.tape != nil && c.tapeArgs("cublasGemm", s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
+	return c.GemmEx(s, math, Types{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+}
+
+// GemmEx is Gemm on operands of the element types ty (leading dimensions
+// in elements): cublasSgemm for float32 operands in FP32, cublasGemmEx
+// with ty's types and compute type otherwise (see Types).
+func (c *Ctx) GemmEx(s Stream, math Math, ty Types, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
+	if err := ty.check(); err != nil {
+		return err
+	}
+	if c.tape != nil && c.tapeArgs("cublasGemm", s, math, ty, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
 		return nil
 	}
 	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
@@ -160,32 +245,16 @@ func (c *Ctx) Gemm(s Stream, math Math, transA, transB bool, m, n, k int, alpha 
 	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
 	sc[0], sc[1] = alpha, beta
 	ta, tb := op(transA), op(transB)
-	if math == FP32 {
+	if math == FP32 && !ty.half() {
 		return blasCheck("cublasSgemm_v2", call(blas.cublasSgemm, c.blasH, ta, tb, uintptr(m), uintptr(n), uintptr(k),
 			uintptr(unsafe.Pointer(&sc[0])), uintptr(a), uintptr(lda), uintptr(b), uintptr(ldb),
 			uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), uintptr(ldc)))
 	}
 	const algoDefault = ^uintptr(0) // CUBLAS_GEMM_DEFAULT = -1
+	ab, ct := uintptr(ty.AB), uintptr(ty.C)
 	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, ta, tb, uintptr(m), uintptr(n), uintptr(k),
-		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR32F, uintptr(lda), uintptr(b), cudaR32F, uintptr(ldb),
-		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), math.computeType(), algoDefault))
-}
-
-// GemmBF16 is Gemm with bfloat16 A and B (cudaR16BF), float32 C, FP32
-// accumulation (CUBLAS_COMPUTE_32F): the mixed-precision GEMM.
-func (c *Ctx) GemmBF16(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int) error {
-	if c.tape != nil && c.tapeArgs("cublasGemmBF16", s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc) {
-		return nil
-	}
-	if err := blasCheck("cublasSetStream_v2", call(blas.cublasSetStream, c.blasH, uintptr(s))); err != nil {
-		return err
-	}
-	sc := (*[2]float32)(unsafe.Pointer(&c.scal[0]))
-	sc[0], sc[1] = alpha, beta
-	const compute32F, algoDefault = 68, ^uintptr(0)
-	return blasCheck("cublasGemmEx", call(blas.cublasGemmEx, c.blasH, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
-		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), cudaR16BF, uintptr(lda), uintptr(b), cudaR16BF, uintptr(ldb),
-		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), cudaR32F, uintptr(ldc), compute32F, algoDefault))
+		uintptr(unsafe.Pointer(&sc[0])), uintptr(a), ab, uintptr(lda), uintptr(b), ab, uintptr(ldb),
+		uintptr(unsafe.Pointer(&sc[1])), uintptr(cc), ct, uintptr(ldc), ty.compute(math), algoDefault))
 }
 
 // GemmStridedBatched is column-major C_i = alpha·op(A_i)·op(B_i) + beta·C_i
@@ -281,8 +350,9 @@ type ltKey struct {
 	// the heuristic only offers algorithms these allow).
 	alA, alB, alC  uint16
 	search, legacy bool
-	// bf16AB: A and B are bfloat16 (GemmBF16's operands), FP32 compute.
-	bf16AB bool
+	// ty are the element types (the same shape in float16 and float32 is
+	// another descriptor); math is FP32 for half ones (they ignore it).
+	ty Types
 }
 
 // ltPlan is a matmul descriptor, its layouts and its algorithm, built once
@@ -323,6 +393,7 @@ const (
 	ltDescTransB   = 4
 	ltDescEpilogue = 7
 	ltDescBias     = 8  // CUBLASLT_MATMUL_DESC_BIAS_POINTER
+	ltDescBiasType = 26 // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE (int32 cudaDataType_t)
 	ltDescAux      = 11 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
 	ltDescAuxLD    = 12 // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (int64, bits)
 	ltPrefMaxWS    = 1
@@ -349,11 +420,8 @@ func alignOf(p Ptr) uint16 {
 // infers their alignment from them).
 func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize]byte, error) {
 	p := &ltPlan{}
-	compute, abType := k.math.computeType(), uintptr(cudaR32F)
-	if k.bf16AB {
-		compute, abType = 68, cudaR16BF // CUBLAS_COMPUTE_32F
-	}
-	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), compute, cudaR32F)); err != nil {
+	abType, cType := uintptr(k.ty.AB), uintptr(k.ty.C)
+	if err := blasCheck("cublasLtMatmulDescCreate", call(blasLt.descCreate, uintptr(unsafe.Pointer(&p.desc)), k.ty.compute(k.math), cudaR32F)); err != nil {
 		return nil, nil, err
 	}
 	ok := false
@@ -378,6 +446,19 @@ func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize
 	if k.epi.usesBias() {
 		if err := p.setPtr(ltDescBias, bias); err != nil {
 			return nil, nil, err
+		}
+		// The bias (or bias gradient) is float32; cuBLASLt's default is
+		// D's type. A cuBLASLt that refuses a float32 bias with a half D
+		// refuses the descriptor (ErrNoAlgorithm: the caller falls back).
+		if k.ty.C != R32F {
+			x := []int32{int32(R32F)}
+			r := call(blasLt.descSet, p.desc, ltDescBiasType, uintptr(unsafe.Pointer(&x[0])), 4)
+			if r == 15 || r == 7 {
+				return nil, nil, ErrNoAlgorithm
+			}
+			if err := blasCheck("cublasLtMatmulDescSetAttribute", r); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	if k.epi.aux() {
@@ -406,7 +487,7 @@ func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize
 	if err := layout(&p.lb, abType, br, bc, k.ldb); err != nil {
 		return nil, nil, err
 	}
-	if err := layout(&p.lc, cudaR32F, k.m, k.n, k.ldc); err != nil {
+	if err := layout(&p.lc, cType, k.m, k.n, k.ldc); err != nil {
 		return nil, nil, err
 	}
 	var pref uintptr
@@ -526,6 +607,9 @@ type LtArgs struct {
 	// the first time by timing the heuristic's candidates (AlgoSearch);
 	// nil takes the heuristic's first choice.
 	Search *AlgoSearch
+	// Types are the element types of A, B and C (zero: float32). The bias
+	// and the bias gradient are float32 whatever C is.
+	Types Types
 }
 
 // LtMatmul is column-major C[m,n] = epilogue(alpha·op(A)·op(B) + beta·C +
@@ -554,8 +638,14 @@ func (c *Ctx) LtMatmulEx(s Stream, math Math, transA, transB bool, m, n, k int, 
 // addresses enter only through their alignment, the epilogue's pointers
 // not at all (they are set on the plan per call).
 func ltKeyOf(math Math, transA, transB bool, m, n, k int, a Ptr, lda int, b Ptr, ldb int, cc Ptr, ldc int, x LtArgs, legacy bool) (ltKey, error) {
+	if err := x.Types.check(); err != nil {
+		return ltKey{}, err
+	}
+	if x.Types.half() {
+		math = FP32 // half operands compute in float32 whatever the Math
+	}
 	key := ltKey{math: math, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue,
-		alA: alignOf(a), alB: alignOf(b), alC: alignOf(cc), search: x.Search != nil, legacy: legacy}
+		alA: alignOf(a), alB: alignOf(b), alC: alignOf(cc), search: x.Search != nil, legacy: legacy, ty: x.Types}
 	if x.Epilogue.aux() {
 		if x.AuxLD < m || x.AuxLD%128 != 0 || x.Aux == 0 {
 			return ltKey{}, fmt.Errorf("cublasLt: ReLU mask leading dimension %d for %d rows (want a multiple of 128, at least the rows)", x.AuxLD, m)
@@ -570,36 +660,25 @@ func ltKeyOf(math Math, transA, transB bool, m, n, k int, a Ptr, lda int, b Ptr,
 // the call's operands and keeps the fastest for the calls after it. A nil
 // as is Gemm.
 func (c *Ctx) GemmSearch(s Stream, math Math, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
+	return c.GemmExSearch(s, math, Types{}, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as)
+}
+
+// GemmExSearch is GemmEx with the algorithm search as (see GemmSearch):
+// the element types are part of the descriptor, so the same shape in
+// float16, bfloat16 and float32 are searched (and planned) apart. A nil as
+// is GemmEx.
+func (c *Ctx) GemmExSearch(s Stream, math Math, ty Types, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
 	legacy := func() error {
-		return c.Gemm(s, math, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
+		return c.GemmEx(s, math, ty, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
 	}
 	if as == nil || m == 0 || n == 0 || k == 0 {
 		return legacy()
 	}
-	return c.gemmSearch(s, math, false, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
-}
-
-// GemmBF16Search is GemmBF16 with the algorithm search as (see
-// GemmSearch); a nil as is GemmBF16.
-func (c *Ctx) GemmBF16Search(s Stream, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch) error {
-	legacy := func() error {
-		return c.GemmBF16(s, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc)
-	}
-	if as == nil || m == 0 || n == 0 || k == 0 {
-		return legacy()
-	}
-	return c.gemmSearch(s, BF16, true, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, cc, ldc, as, legacy)
-}
-
-// gemmSearch runs a plain GEMM through its searched plan, cuBLAS's own
-// GEMM (legacy) being one of the candidates.
-func (c *Ctx) gemmSearch(s Stream, math Math, bf16AB, transA, transB bool, m, n, k int, alpha float32, a Ptr, lda int, b Ptr, ldb int, beta float32, cc Ptr, ldc int, as *AlgoSearch, legacy func() error) error {
-	x := LtArgs{Epilogue: EpilogueNone, Search: as}
+	x := LtArgs{Epilogue: EpilogueNone, Search: as, Types: ty}
 	key, err := ltKeyOf(math, transA, transB, m, n, k, a, lda, b, ldb, cc, ldc, x, true)
 	if err != nil {
 		return err
 	}
-	key.bf16AB = bf16AB
 	err = c.ltMatmul(key, &ltCall{s: s, alpha: alpha, beta: beta, a: a, b: b, cc: cc, m: m, n: n, ldc: ldc, x: x, legacy: legacy})
 	if errors.Is(err, ErrNoAlgorithm) {
 		return legacy()
@@ -623,6 +702,9 @@ func (c *Ctx) ltMatmul(key ltKey, cl *ltCall) error {
 		var cands [][ltResultSize]byte
 		var err error
 		if p, cands, err = c.newLtPlan(key, cl.x.Bias, cl.x.Aux, n); err != nil {
+			if errors.Is(err, ErrNoAlgorithm) {
+				c.lt.plans[key] = nil // cached refusal
+			}
 			return err
 		}
 		if len(cands) > 0 {
@@ -672,7 +754,7 @@ func (c *Ctx) ltMatmul(key ltKey, cl *ltCall) error {
 	if p.legacy {
 		return cl.legacy() // Gemm records itself on a tape
 	}
-	if c.tape != nil && c.tapeArgs("cublasLtMatmul", cl.s, key.math, key.ta, key.tb, key.m, key.n, key.k, cl.alpha, cl.a, key.lda, cl.b, key.ldb, cl.beta, cl.cc, key.ldc, cl.x, key.bf16AB, Ptr(unsafe.Pointer(p)), ws, algoWord(&p.algo)) {
+	if c.tape != nil && c.tapeArgs("cublasLtMatmul", cl.s, key.math, key.ta, key.tb, key.m, key.n, key.k, cl.alpha, cl.a, key.lda, cl.b, key.ldb, cl.beta, cl.cc, key.ldc, cl.x, key.ty, Ptr(unsafe.Pointer(p)), ws, algoWord(&p.algo)) {
 		return nil
 	}
 	r := c.ltRun(p, &p.algo, cl, ws)

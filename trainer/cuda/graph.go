@@ -141,8 +141,11 @@ func (c *Ctx) tapeArgs(call string, args ...any) bool {
 			ws = append(ws, uint64(x))
 		case Math:
 			ws = append(ws, uint64(x))
+		case Types:
+			ws = append(ws, uint64(uint32(x.AB))<<32|uint64(uint32(x.C)))
 		case LtArgs:
-			ws = append(ws, uint64(x.Epilogue), uint64(x.Bias), uint64(x.Aux), uint64(x.AuxLD), uint64(x.Workspace))
+			ws = append(ws, uint64(x.Epilogue), uint64(x.Bias), uint64(x.Aux), uint64(x.AuxLD), uint64(x.Workspace),
+				uint64(uint32(x.Types.AB))<<32|uint64(uint32(x.Types.C)))
 		default: // not among the calls' types today: hash its printed value
 			h := uint64(fnvOffset)
 			for _, b := range []byte(fmt.Sprintf("%T %v", x, x)) {

@@ -132,9 +132,10 @@ func testSearchedGemms(t *testing.T, h *harness, be *Backend, tol float64, i int
 	}
 }
 
-// TestAlgoSearchBF16: the BF16 GEMMs (bfloat16 copies of the operands,
-// FP32 accumulation) through the search equal the reference within the
-// BF16 bound.
+// TestAlgoSearchBF16: float32 GEMMs in BF16 arithmetic
+// (CUBLAS_COMPUTE_32F_FAST_16BF: bfloat16 tensor cores or better, FP32
+// accumulation) through the search equal the reference within the BF16
+// bound. GEMMs on BFloat16 tensors are TestGemmHalf's.
 func TestAlgoSearchBF16(t *testing.T) {
 	be := searchBackend(t, cuda.BF16, true)
 	h := newHarness(t)

@@ -6,8 +6,9 @@
 //
 // Floating-point tensors are Float32 (Float64 is the CPU reference's type
 // and is refused with ErrDType); integer tensors are Int32, Int64 and
-// Uint32. GEMMs run through cuBLAS in the arithmetic Options.Math selects
-// (FP32, TF32 or BF16 tensor cores); everything else is ctrkit's own
+// Uint32. GEMMs run through cuBLAS: on Float32 operands in the arithmetic
+// Options.Math selects (FP32, TF32 or BF16 tensor cores), on Float16 and
+// BFloat16 ones on the tensor cores in float32 (gemm.go); everything else is ctrkit's own
 // kernels (kernels/*.cu, compiled by NVRTC for the device and cached on
 // disk, see package cuda).
 //
@@ -36,7 +37,8 @@ var kernelFS embed.FS
 type Options struct {
 	// Device is the CUDA ordinal.
 	Device int
-	// Math is the GEMM arithmetic (cuda.FP32, TF32, BF16).
+	// Math is the arithmetic of GEMMs on Float32 operands (cuda.FP32,
+	// TF32, BF16); GEMMs on half operands ignore it (gemm.go).
 	Math cuda.Math
 	// Debug synchronises after every operation, so a failing kernel is
 	// named by the operation that launched it.

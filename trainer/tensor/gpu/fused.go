@@ -43,10 +43,8 @@ type sideStream struct {
 	pending bool       // side GEMMs issued since the last join
 }
 
-// FusesDense implements tensor.FusedDense: on with Options.Fused, and
-// for FP32 and TF32 arithmetic (BF16 GEMMs round their operands to
-// bfloat16 copies per call, which the epilogue path does not do).
-func (be *Backend) FusesDense() bool { return be.opts.Fused && be.opts.Math != cuda.BF16 }
+// FusesDense implements tensor.FusedDense: on with Options.Fused.
+func (be *Backend) FusesDense() bool { return be.opts.Fused }
 
 // SetUnfused turns the fused kernels off (true) or on (Options.Fused).
 // Safe at any time: a model built while they were on runs the plain
@@ -113,15 +111,15 @@ func (be *Backend) GemmBiasReLUMask(x, w, bias, y, mask tensor.Tensor) bool {
 	if !be.FusesDense() || be.err != nil {
 		return false
 	}
-	m, k, n, ok := be.gemmShape(op, false, false, x, w, y)
-	if !ok || !be.floats(op, bias) || !be.check(tensor.CheckWant(op, bias, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+	m, k, n, ty, ok := be.gemmShape(op, false, false, x, w, y)
+	if !ok || !be.f32Bias(op, bias) || !be.check(tensor.CheckWant(op, bias, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
 		return true // the error is sticky; nothing more to run
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias), Ptr(mask)) {
 		return false
 	}
 	return be.lt(op, be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n,
-		cuda.LtArgs{Epilogue: cuda.EpilogueReLUAuxBias, Bias: Ptr(bias), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n)})
+		cuda.LtArgs{Epilogue: cuda.EpilogueReLUAuxBias, Bias: Ptr(bias), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n), Types: ty})
 }
 
 // GemmDReLUBgrad implements tensor.FusedDense (DRELU_BGRAD).
@@ -130,15 +128,15 @@ func (be *Backend) GemmDReLUBgrad(dy, w, mask, dx, db tensor.Tensor) bool {
 	if !be.FusesDense() || be.err != nil {
 		return false
 	}
-	m, k, n, ok := be.gemmShape(op, false, true, dy, w, dx) // dx [m=B, n=in], k = out
-	if !ok || !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
+	m, k, n, ty, ok := be.gemmShape(op, false, true, dy, w, dx) // dx [m=B, n=in], k = out
+	if !ok || !be.f32Bias(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) || !be.checkMask(op, mask, m, n) {
 		return true
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(dy), Ptr(w), Ptr(dx), Ptr(db), Ptr(mask)) {
 		return false
 	}
 	return be.lt(op, be.s, true, false, n, m, k, Ptr(w), w.Cols(), Ptr(dy), dy.Cols(), Ptr(dx), n,
-		cuda.LtArgs{Epilogue: cuda.EpilogueDReLUBGrad, Bias: Ptr(db), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n)})
+		cuda.LtArgs{Epilogue: cuda.EpilogueDReLUBGrad, Bias: Ptr(db), Aux: Ptr(mask), AuxLD: cuda.AuxLD(n), Types: ty})
 }
 
 // GemmBgrad implements tensor.FusedDense (BGRADA, or no epilogue without
@@ -148,16 +146,16 @@ func (be *Backend) GemmBgrad(x, dy, dw, db tensor.Tensor, side bool) bool {
 	if !be.FusesDense() || be.err != nil {
 		return false
 	}
-	m, k, n, ok := be.gemmShape(op, true, false, x, dy, dw) // dw [m=in, n=out], k = B
+	m, k, n, ty, ok := be.gemmShape(op, true, false, x, dy, dw) // dw [m=in, n=out], k = B
 	if !ok {
 		return true
 	}
-	args := cuda.LtArgs{Epilogue: cuda.EpilogueNone}
+	args := cuda.LtArgs{Epilogue: cuda.EpilogueNone, Types: ty}
 	if !db.IsZero() {
-		if !be.floats(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) {
+		if !be.f32Bias(op, db) || !be.check(tensor.CheckWant(op, db, tensor.Float32, n)) {
 			return true
 		}
-		args = cuda.LtArgs{Epilogue: cuda.EpilogueBGradA, Bias: Ptr(db)}
+		args = cuda.LtArgs{Epilogue: cuda.EpilogueBGradA, Bias: Ptr(db), Types: ty}
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(dy), Ptr(dw), Ptr(db)) {
 		return false

@@ -8,56 +8,42 @@ import (
 // Gemm: C = alpha·op(A)·op(B) + beta·C in row-major. cuBLAS is
 // column-major, and a row-major matrix is its transpose in column-major, so
 // the call computes Cᵀ = op(B)ᵀ·op(A)ᵀ: operands swapped, same transposes.
+//
+// A and B are both Float32 (C Float32, arithmetic Options.Math), both
+// Float16 or both BFloat16 (C Float32 — a weight gradient xᵀ·dy — or of
+// their dtype — an activation x·W or an input gradient dy·Wᵀ). Half
+// operands multiply on the tensor cores in float32 (cuda.Types): their
+// products are exact and the sums float32, and a half C is the float32
+// result rounded once; nothing is converted per call. Other mixes fail
+// with ErrDType.
+//
 // With the algorithm search (Options.NoAlgorithmSearch false) the first
-// call of each shape times cuBLASLt's candidates against cuBLAS's own
-// GEMM and keeps the fastest (cuda.GemmSearch; for BF16, over the
-// operands' bfloat16 copies, cuda.GemmBF16Search).
+// call of each descriptor (shape, dtypes, alignment) times cuBLASLt's
+// candidates against cuBLAS's own GEMM and keeps the fastest
+// (cuda.GemmExSearch).
 func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor) {
-	m, k, n, ok := be.gemmShape("gemm", transA, transB, a, b, c)
+	m, k, n, ty, ok := be.gemmShape("gemm", transA, transB, a, b, c)
 	if !ok || m == 0 || n == 0 {
 		return
 	}
-	if be.opts.Math == cuda.BF16 {
-		be.gemmBF16(transA, transB, alpha, a, b, beta, c, m, n, k)
-		return
-	}
 	be.do("gemm", func(x *cuda.Ctx) error {
-		return x.GemmSearch(be.s, be.opts.Math, transB, transA, n, m, k, float32(alpha),
+		return x.GemmExSearch(be.s, be.opts.Math, ty, transB, transA, n, m, k, float32(alpha),
 			Ptr(b), b.Cols(), Ptr(a), a.Cols(), float32(beta), Ptr(c), n, be.srch)
-	})
-}
-
-// gemmBF16 rounds A and B to bfloat16 copies in the workspace and
-// multiplies them with fp32 accumulation (what autocast does for a matmul;
-// activations, weights and gradients stay fp32).
-func (be *Backend) gemmBF16(transA, transB bool, alpha float64, a, b tensor.Tensor, beta float64, c tensor.Tensor, m, n, k int) {
-	na, nb := a.Len(), b.Len()
-	offB := (2*na + 255) &^ 255
-	be.do("gemm", func(x *cuda.Ctx) error {
-		ws, err := be.workspace(x, offB+2*nb)
-		if err != nil {
-			return err
-		}
-		if err := be.launch1(x, "f32_to_bf16", na, ws, p(a), int64(na)); err != nil {
-			return err
-		}
-		if err := be.launch1(x, "f32_to_bf16", nb, ws.Add(offB), p(b), int64(nb)); err != nil {
-			return err
-		}
-		return x.GemmBF16Search(be.s, transB, transA, n, m, k, float32(alpha), ws.Add(offB), b.Cols(), ws, a.Cols(), float32(beta), Ptr(c), n, be.srch)
 	})
 }
 
 // GemmBiasAct: y = act(x·W + bias) in one cuBLASLt call (the fused
 // InnerProduct forward) for Identity and ReLU; other activations fall back
-// to Gemm then BiasAct, as do shapes cuBLASLt has no kernel for. It
+// to Gemm then BiasAct, as do shapes cuBLASLt has no kernel for. x, W and
+// y are of Gemm's dtypes, bias is Float32 (with a half y, a cuBLASLt
+// without float32-bias epilogues for half outputs falls back). It
 // reports whether the fused path ran.
 func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor) bool {
-	if (a != tensor.Identity && a != tensor.ReLU) || be.opts.Math == cuda.BF16 {
+	if a != tensor.Identity && a != tensor.ReLU {
 		return false
 	}
-	m, k, n, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
-	if !ok || !be.floats("gemm_bias_act", bias) ||
+	m, k, n, ty, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
+	if !ok || !be.f32Bias("gemm_bias_act", bias) ||
 		!be.check(tensor.CheckWant("gemm_bias_act", bias, tensor.Float32, n)) {
 		return true
 	}
@@ -71,24 +57,53 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 	if k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias)) {
 		return false
 	}
-	return be.lt("gemm_bias_act", be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n, cuda.LtArgs{Epilogue: epi, Bias: Ptr(bias)})
+	return be.lt("gemm_bias_act", be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n, cuda.LtArgs{Epilogue: epi, Bias: Ptr(bias), Types: ty})
 }
 
-// gemmShape checks Gemm's operands: float32, shapes (tensor.GemmShape) and
-// C aliasing neither A nor B.
-func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tensor) (m, k, n int, ok bool) {
-	if !be.floats(op, a, b, c) {
-		return 0, 0, 0, false
+// gemmShape checks Gemm's operands: their dtypes (see Gemm), shapes
+// (tensor.GemmShape) and C aliasing neither A nor B. ty are the element
+// types of the cuBLAS call.
+func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tensor) (m, k, n int, ty cuda.Types, ok bool) {
+	if !be.halves(op, a, b, c) {
+		return 0, 0, 0, ty, false
+	}
+	if a.DType != b.DType || (c.DType != tensor.Float32 && c.DType != a.DType) {
+		be.fail(op, tensor.ErrDType, "A %v, B %v, C %v: A and B of one dtype (float32, float16 or bfloat16), C float32 or of theirs", a, b, c)
+		return 0, 0, 0, ty, false
 	}
 	m, k, n, err := tensor.GemmShape(op, transA, transB, a, b, c)
 	if !be.check(err) {
-		return 0, 0, 0, false
+		return 0, 0, 0, ty, false
 	}
 	if Ptr(c) == Ptr(a) || Ptr(c) == Ptr(b) {
 		be.fail(op, tensor.ErrShape, "C aliases an operand")
-		return 0, 0, 0, false
+		return 0, 0, 0, ty, false
 	}
-	return m, k, n, true
+	return m, k, n, cuda.Types{AB: cudaType(a.DType), C: cudaType(c.DType)}, true
+}
+
+// f32Bias checks a bias or bias gradient of a GEMM epilogue: Float32
+// whatever the GEMM's dtypes.
+func (be *Backend) f32Bias(op string, bias tensor.Tensor) bool {
+	if !be.owned(op, bias) {
+		return false
+	}
+	if bias.Buf != nil && bias.DType != tensor.Float32 {
+		be.fail(op, tensor.ErrDType, "bias %v (biases and their gradients are float32)", bias)
+		return false
+	}
+	return true
+}
+
+// cudaType is the cuBLAS element type of a float dtype the GPU stores.
+func cudaType(dt tensor.DType) cuda.DataType {
+	switch dt {
+	case tensor.Float16:
+		return cuda.R16F
+	case tensor.BFloat16:
+		return cuda.R16BF
+	}
+	return cuda.R32F
 }
 
 // AlgoSearch is what the backend's cuBLASLt algorithm search has done (the

@@ -82,6 +82,7 @@ type ltSig struct {
 	m, n, k, lda, ldb, ldc int
 	epi                    cuda.Epilogue
 	auxLD                  int
+	ty                     cuda.Types
 }
 
 var _ tensor.StepGraphs = (*Backend)(nil)
@@ -442,5 +443,5 @@ func (be *Backend) ltRefused(s cuda.Stream, transA, transB bool, m, n, k, lda, l
 }
 
 func ltSigOf(s cuda.Stream, transA, transB bool, m, n, k, lda, ldb, ldc int, x cuda.LtArgs) ltSig {
-	return ltSig{s: s, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue, auxLD: x.AuxLD}
+	return ltSig{s: s, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue, auxLD: x.AuxLD, ty: x.Types}
 }

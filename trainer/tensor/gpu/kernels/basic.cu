@@ -43,17 +43,3 @@ extern "C" __global__ void convert(void* dst, int ddt, const void* src, int sdt,
         }
     }
 }
-
-// f32_to_bf16 rounds to bfloat16 (nearest even; NaN stays NaN): the
-// operands of a BF16 GEMM.
-extern "C" __global__ void f32_to_bf16(unsigned short* dst, const float* src, i64 n) {
-    FOR(i, n) {
-        u32 u = __float_as_uint(src[i]);
-        if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu) != 0u) {
-            dst[i] = (unsigned short)((u >> 16) | 0x40u);
-        } else {
-            u += 0x7fffu + ((u >> 16) & 1u);
-            dst[i] = (unsigned short)(u >> 16);
-        }
-    }
-}
