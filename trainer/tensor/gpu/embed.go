@@ -367,10 +367,11 @@ func aucKeyNaN(k uint32) bool { return k > 0xff800000 || k < 0x007fffff }
 // pairs, a float64 scan of the sorted labels, compaction of the tie-group
 // boundaries and a float64 reduction over the groups (metrics.AUC's
 // formula); one 32-byte download at the end. NaN when a class has no
-// weight or a score is NaN (as metrics.AUC).
+// weight or a score is NaN (as metrics.AUC). Scores and labels may be
+// Float32, Float16 or BFloat16 (their values, widened exactly).
 func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 	const op = "auc"
-	if !be.floats(op, scores, labels) || !be.check(tensor.CheckSameLen(op, scores, labels)) {
+	if !be.halves(op, scores, labels) || !be.check(tensor.CheckSameLen(op, scores, labels)) {
 		return 0, be.err
 	}
 	n := scores.Len()
@@ -396,7 +397,7 @@ func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 		if err != nil {
 			return err
 		}
-		if err := be.launch1(c, "emb_auc_prep", n, p(scores), p(labels), srt.keys[0], srt.vals[0], int64(n)); err != nil {
+		if err := be.launch1(c, "emb_auc_prep", n, p(scores), dt(scores), p(labels), dt(labels), srt.keys[0], srt.vals[0], int64(n)); err != nil {
 			return err
 		}
 		i, err := srt.run(be, c, 0, 32)

@@ -260,3 +260,52 @@ func TestEmbKernelsPerType(t *testing.T) {
 		}
 	}
 }
+
+// TestAUCHalf: half scores (and labels) give the CPU's AUC of the rounded
+// values exactly (0/1 labels: every term exact), ties from the rounding,
+// ±0, ±Inf (a float16 beyond 65504) and a NaN score included.
+func TestAUCHalf(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []int{1, 3, 2049, 100000} {
+		for _, dt := range embHalfDTypes {
+			for _, mode := range []string{"normal", "zeros", "inf", "nan"} {
+				s, l := make([]float64, n), make([]float64, n)
+				for i := range s {
+					s[i] = h.rng.NormFloat64()
+					l[i] = float64(h.rng.IntN(2))
+					switch mode {
+					case "zeros":
+						if h.rng.IntN(2) == 0 {
+							s[i] = math.Copysign(0, s[i])
+						}
+					case "inf":
+						if h.rng.IntN(10) == 0 {
+							s[i] = float64(l[i]*2-1) * 1e5 // ±Inf in float16
+						}
+					}
+				}
+				if mode == "nan" {
+					s[h.rng.IntN(n)] = math.NaN()
+				}
+				for _, ldt := range []tensor.DType{tensor.Float32, dt} {
+					sc, lb := h.FloatsDT(dt, s, n), h.FloatsDT(ldt, l, n)
+					g, err := h.g.AUC(sc.G, lb.G)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c, err := h.c.AUC(sc.C, lb.C)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !(math.IsNaN(g) && math.IsNaN(c)) && g != c {
+						t.Errorf("AUC n=%d %v scores, %v labels, %s: gpu %v, cpu %v", n, dt, ldt, mode, g, c)
+					}
+					if mode == "nan" && !math.IsNaN(g) {
+						t.Errorf("AUC n=%d %v with a NaN score: %v, want NaN", n, dt, g)
+					}
+					h.Free(sc, lb)
+				}
+			}
+		}
+	}
+}

@@ -700,13 +700,15 @@ extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
 
 // emb_auc_prep: −0 is keyed as +0 (they compare equal); negative floats
 // have all bits flipped, positive ones the sign bit, so u32 order is float
-// order.
-extern "C" __global__ void emb_auc_prep(const float* scores, const float* labels, u32* keys, u32* vals, i64 n) {
+// order. Scores and labels of dtype codes sdt, ldt (float32 or half, read
+// widened: exact).
+extern "C" __global__ void emb_auc_prep(const void* scores, int sdt, const void* labels, int ldt, u32* keys, u32* vals,
+                                        i64 n) {
     FOR(i, n) {
-        u32 u = __float_as_uint(scores[i]);
+        u32 u = __float_as_uint(ldv(scores, sdt, i));
         if ((u << 1) == 0u) u = 0u;  // −0 → +0, on the bits (immune to fast-math)
         keys[i] = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-        vals[i] = __float_as_uint(labels[i]);
+        vals[i] = __float_as_uint(ldv(labels, ldt, i));
     }
 }
 
