@@ -7,7 +7,10 @@
 // collectives, and checks them against a float64 reference: the team
 // layouts, the window pieces of hot rows and their list appends, the block
 // reduction of the hottest rows and the grid-strides,
-// for several shapes and grids. The sort and scans come from the host here
+// for several shapes and grids; the float16/bfloat16 variants (a half
+// pooled output equal to the float32 one rounded, a half dOut giving the
+// float32 kernels' sums of the same values, bit for bit, with the host
+// models of the conversions). The sort and scans come from the host here
 // (sort.cu has its own GPU tests). check_kernels.sh builds it with embed.cu
 // and optim.cu included whole. No CUDA needed; results only, no timing.
 #include <algorithm>
