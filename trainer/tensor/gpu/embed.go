@@ -149,15 +149,25 @@ func (be *Backend) RecordSlots(rowSlots, rows, offsets tensor.Tensor, numSlots i
 	})
 }
 
-// embTeam is the team shape for V-wide vectors: W = 4 (16-byte accesses)
-// when V % 4 == 0 and every pointer is 16-byte aligned, else 1; ts lanes
-// (a power of two ≤ 32) cover ⌈V/W⌉ columns.
-func embTeam(v int, ptrs ...cuda.Ptr) (w, ts int) {
+// embPtr is an operand of a team kernel: its address and element size.
+type embPtr struct {
+	p    cuda.Ptr
+	size int
+}
+
+// embOp is t as a team kernel operand.
+func embOp(t tensor.Tensor) embPtr { return embPtr{p(t), t.DType.Size()} }
+
+// embTeam is the team shape for V-wide vectors: W = 4 (one access of 4
+// elements: 16 bytes of float32, 8 of halves) when V % 4 == 0 and every
+// pointer is aligned to 4 of its elements, else 1; ts lanes (a power of
+// two ≤ 32) cover ⌈V/W⌉ columns.
+func embTeam(v int, ptrs ...embPtr) (w, ts int) {
 	w = 1
 	if v%4 == 0 {
 		w = 4
 		for _, q := range ptrs {
-			if q%16 != 0 {
+			if q.p%cuda.Ptr(4*q.size) != 0 {
 				w = 1
 			}
 		}
@@ -182,6 +192,36 @@ func (be *Backend) launchTeams(c *cuda.Ctx, name string, w, ts, items int, args 
 	return be.launch(c, name, cuda.D1(max(blocks, 1)), cuda.D1(256), 0, args...)
 }
 
+// embKernel is the name of team kernel name for an operand of t's dtype
+// (embed.cu's per-type kernels: _f16, _bf16; float32 has no suffix).
+func embKernel(name string, t tensor.Tensor) string {
+	switch t.DType {
+	case tensor.Float16:
+		return name + "_f16"
+	case tensor.BFloat16:
+		return name + "_bf16"
+	}
+	return name
+}
+
+// embHalves checks the operands of EmbeddingBag and EmbeddingBagGrad: act
+// (the pooled output or its gradient) Float32, Float16 or BFloat16, f32
+// (the table, or the per-row gradient sums) Float32.
+func (be *Backend) embHalves(op string, act, f32 tensor.Tensor, actName, f32Name string) bool {
+	if !be.owned(op, act, f32) {
+		return false
+	}
+	if f32.Buf != nil && f32.DType != tensor.Float32 {
+		be.fail(op, tensor.ErrDType, "%s %v: embedding tables and their gradients are float32 on the GPU", f32Name, f32)
+		return false
+	}
+	if act.Buf != nil && act.DType != tensor.Float32 && !act.DType.IsHalf() {
+		be.fail(op, tensor.ErrDType, "%s %v (float32, float16 or bfloat16 on the GPU)", actName, act)
+		return false
+	}
+	return true
+}
+
 func embMean(c tensor.Combiner) int {
 	if c == tensor.Mean {
 		return 1
@@ -194,10 +234,12 @@ const embFwdBags = 4
 
 // EmbeddingBag pools table rows per bag, one team per embFwdBags bags (their
 // rows four loads ahead, each added to its bag in order); a row ≥ the
-// table's rows is ErrRange at the next Sync.
+// table's rows is ErrRange at the next Sync. The table is Float32; out may
+// be Float32, Float16 or BFloat16: the float32 sum (or mean) rounded once,
+// so a half out is the float32 out rounded, bit for bit.
 func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag"
-	if !be.floats(op, out, table) || !be.owned(op, rows, offsets) ||
+	if !be.embHalves(op, out, table, "out", "table") || !be.owned(op, rows, offsets) ||
 		!be.check(tensor.CheckEmbeddingBag(op, out, table, rows, offsets)) {
 		return
 	}
@@ -210,9 +252,10 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 	if bags == 0 || v == 0 {
 		return
 	}
-	w, ts := embTeam(v, p(out), p(table))
+	w, ts := embTeam(v, embOp(out), embOp(table))
+	name := embKernel("emb_bag_fwd", out)
 	be.do(op, func(x *cuda.Ctx) error {
-		return be.launchTeams(x, "emb_bag_fwd", w, ts, (bags+embFwdBags-1)/embFwdBags, p(out), p(table), p(rows),
+		return be.launchTeams(x, name, w, ts, (bags+embFwdBags-1)/embFwdBags, p(out), p(table), p(rows),
 			p(offsets), int64(bags), v, table.Rows(), embMean(c), ts, int64(rows.Len()), be.flag, opEmbedding)
 	})
 }
@@ -229,9 +272,14 @@ func (be *Backend) EmbeddingBag(out, table, rows, offsets tensor.Tensor, c tenso
 // same in every key only copy), heads, scan, rle, the short-segment sums,
 // the hot-row piece sums (which also list the long segments) and the two
 // finishing kernels (one team, or one block for the hottest rows).
+//
+// dOut may be Float32, Float16 or BFloat16 (read widened to float32);
+// uniqGrad is Float32, summed in the same order whatever dOut's dtype, so a
+// half dOut gives the uniqGrad of the float32 dOut holding its values, bit
+// for bit.
 func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, offsets tensor.Tensor, c tensor.Combiner) {
 	const op = "embedding_bag_grad"
-	if !be.floats(op, uniqGrad, dOut) || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
+	if !be.embHalves(op, dOut, uniqGrad, "dOut", "uniqGrad") || !be.owned(op, uniqRows, numUniq, rows, offsets) ||
 		!be.check(tensor.CheckEmbeddingBagGrad(op, uniqRows, uniqGrad, numUniq, dOut, rows, offsets)) {
 		return
 	}
@@ -267,7 +315,7 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 		if err != nil {
 			return err
 		}
-		w, ts := embTeam(v, p(dOut), p(uniqGrad), partial)
+		w, ts := embTeam(v, embOp(dOut), embOp(uniqGrad), embPtr{partial, 4})
 		if err := be.launch1(x, "emb_grad_prep", bags, p(rows), p(offsets), int64(bags), int64(n), srt.keys[0], srt.vals[0]); err != nil {
 			return err
 		}
@@ -289,13 +337,13 @@ func (be *Backend) EmbeddingBagGrad(uniqRows, uniqGrad, numUniq, dOut, rows, off
 			return nil
 		}
 		mean := embMean(c)
-		if err := be.launchTeams(x, "emb_grad_sum", w, ts, n, p(uniqGrad), p(dOut), bag, p(offsets), seg, p(numUniq),
+		if err := be.launchTeams(x, embKernel("emb_grad_sum", dOut), w, ts, n, p(uniqGrad), p(dOut), bag, p(offsets), seg, p(numUniq),
 			v, mean, ts, embLong); err != nil {
 			return err
 		}
 		// Hot rows: piece sums (and the lists of long segments) → per-row
 		// sums of the partials.
-		if err := be.launchTeams(x, "emb_grad_chunk", w, ts, pieces, partial, p(dOut), bag, p(offsets), keys, hpos, seg,
+		if err := be.launchTeams(x, embKernel("emb_grad_chunk", dOut), w, ts, pieces, partial, p(dOut), bag, p(offsets), keys, hpos, seg,
 			list0, list1, nl, int64(n), v, mean, ts, embFinTeam); err != nil {
 			return err
 		}
@@ -319,10 +367,11 @@ func aucKeyNaN(k uint32) bool { return k > 0xff800000 || k < 0x007fffff }
 // pairs, a float64 scan of the sorted labels, compaction of the tie-group
 // boundaries and a float64 reduction over the groups (metrics.AUC's
 // formula); one 32-byte download at the end. NaN when a class has no
-// weight or a score is NaN (as metrics.AUC).
+// weight or a score is NaN (as metrics.AUC). Scores and labels may be
+// Float32, Float16 or BFloat16 (their values, widened exactly).
 func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 	const op = "auc"
-	if !be.floats(op, scores, labels) || !be.check(tensor.CheckSameLen(op, scores, labels)) {
+	if !be.halves(op, scores, labels) || !be.check(tensor.CheckSameLen(op, scores, labels)) {
 		return 0, be.err
 	}
 	n := scores.Len()
@@ -348,7 +397,7 @@ func (be *Backend) AUC(scores, labels tensor.Tensor) (float64, error) {
 		if err != nil {
 			return err
 		}
-		if err := be.launch1(c, "emb_auc_prep", n, p(scores), p(labels), srt.keys[0], srt.vals[0], int64(n)); err != nil {
+		if err := be.launch1(c, "emb_auc_prep", n, p(scores), dt(scores), p(labels), dt(labels), srt.keys[0], srt.vals[0], int64(n)); err != nil {
 			return err
 		}
 		i, err := srt.run(be, c, 0, 32)

@@ -43,6 +43,7 @@ type embBenchData struct {
 	keys, rows, off, slotOff, slotSize tensor.Tensor
 	table, s1, out, dOut               tensor.Tensor
 	uniqRows, uniqGrad, numUniq        tensor.Tensor
+	outH, dOutH                        map[tensor.DType]tensor.Tensor // half pooled outputs and gradients
 	nnz, bags, uniq, tableRows, v      int
 }
 
@@ -93,6 +94,11 @@ func embBenchSetup(b *testing.B, be *Backend, sh embBenchShape) *embBenchData {
 	d.out = be.Alloc(tensor.Float32, d.bags, sh.v)
 	d.dOut = be.Alloc(tensor.Float32, d.bags, sh.v)
 	be.Fill(d.dOut, 0.001)
+	d.outH, d.dOutH = map[tensor.DType]tensor.Tensor{}, map[tensor.DType]tensor.Tensor{}
+	for _, dt := range embHalfDTypes {
+		d.outH[dt], d.dOutH[dt] = be.Alloc(dt, d.bags, sh.v), be.Alloc(dt, d.bags, sh.v)
+		be.Fill(d.dOutH[dt], 0.001)
+	}
 	d.uniqRows = be.Alloc(tensor.Int32, d.nnz)
 	d.uniqGrad = be.Alloc(tensor.Float32, d.nnz, sh.v)
 	d.numUniq = be.Alloc(tensor.Int32, 1)
@@ -145,6 +151,33 @@ func BenchmarkEmbedding(b *testing.B) {
 			}
 			b.ReportMetric(float64(d.uniq), "uniq")
 		})
+		// The same with a half pooled output / gradient (the table and
+		// uniqGrad stay float32).
+		for _, dt := range embHalfDTypes {
+			half := int64(2 * sh.v)
+			b.Run(sh.name+"/fwd_"+dt.String(), func(b *testing.B) {
+				be := gpuBackend(b)
+				d := embBenchSetup(b, be, sh)
+				b.SetBytes(int64(d.nnz)*4 + int64(d.bags+1)*4 + int64(d.uniq)*row + int64(d.bags)*half)
+				for range b.N {
+					be.EmbeddingBag(d.outH[dt], d.table, d.rows, d.off, tensor.Sum)
+					if err := be.Sync(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(sh.name+"/bwd_"+dt.String(), func(b *testing.B) {
+				be := gpuBackend(b)
+				d := embBenchSetup(b, be, sh)
+				b.SetBytes(int64(d.nnz)*(8+4*20) + int64(d.bags)*half + int64(d.uniq)*row)
+				for range b.N {
+					be.EmbeddingBagGrad(d.uniqRows, d.uniqGrad, d.numUniq, d.dOutH[dt], d.rows, d.off, tensor.Sum)
+					if err := be.Sync(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(sh.name+"/update", func(b *testing.B) {
 			be := gpuBackend(b)
 			d := embBenchSetup(b, be, sh)

@@ -5,8 +5,17 @@
 // "Team" kernels give each bag / distinct row / chunk a team of ts lanes (a
 // power of two ≤ 32 dividing the block, so a team never straddles a warp):
 // lane tl of the team owns columns tl·W + k·ts·W of the V-wide vector,
-// W = 4 (16-byte loads) when V % 4 == 0 and the pointers are 16-byte
-// aligned, else 1. Teams grid-stride over their items.
+// W = 4 (16-byte loads of float32, 8-byte loads and stores of 4 halves)
+// when V % 4 == 0 and every pointer is aligned to W elements, else 1.
+// Teams grid-stride over their items.
+//
+// Half precision: the pooled output of EmbeddingBag and the output
+// gradient EmbeddingBagGrad reads may be float16 or bfloat16 (storage type
+// T: half_t, bf16_t; float for float32); tables, partials and uniqGrad are
+// float32. Sums are float32 in the same order for every T, and a half
+// output is the float32 result rounded once, so a half run equals the
+// float32 run rounded (forward) or fed the rounded gradient (backward), bit
+// for bit. Kernels per T are named <kernel>[_f16|_bf16]_v<W>.
 
 #define EMB_EMPTY ((i64)0x8000000000000000ull)  // tensor.EmptyKey
 #define EMB_SKIP ((i64)0x8000000000000001ull)   // tensor.SkipKey
@@ -23,9 +32,30 @@ static __device__ __forceinline__ void emb_zero(emb_vec<W>& a) {
     for (int e = 0; e < W; e++) a.v[e] = 0.f;
 }
 
-template <int W>
-static __device__ __forceinline__ emb_vec<W> emb_load(const float* p) {
-    return *(const emb_vec<W>*)p;
+// emb_tv is W elements of storage type T, aligned as one access (16 bytes
+// of float32 or 8 bytes of halves for W = 4).
+template <class T, int W>
+struct alignas(sizeof(T) * W) emb_tv {
+    T v[W];
+};
+
+// emb_load: W elements at p (one vector access) widened to float32.
+template <int W, class T>
+static __device__ __forceinline__ emb_vec<W> emb_load(const T* p) {
+    const emb_tv<T, W> s = *(const emb_tv<T, W>*)p;
+    emb_vec<W> a;
+#pragma unroll
+    for (int e = 0; e < W; e++) a.v[e] = ldt(s.v, e);
+    return a;
+}
+
+// emb_store: a rounded to T, written at p as one vector access.
+template <int W, class T>
+static __device__ __forceinline__ void emb_store(T* p, const emb_vec<W>& a) {
+    emb_tv<T, W> s;
+#pragma unroll
+    for (int e = 0; e < W; e++) stt(s.v, e, a.v[e]);
+    *(emb_tv<T, W>*)p = s;
 }
 
 // emb_axpy: a += x·s, elementwise in order.
@@ -281,20 +311,19 @@ static __device__ __forceinline__ i64 emb_clamp_off(i64 x, i64 lo, i64 nnz) {
     return x < lo ? lo : x;
 }
 
-template <int W>
-static __device__ __forceinline__ void emb_bag_store(float* out, emb_vec<W>& a, i64 b, int V, int c, int mean,
-                                                     i64 cnt) {
+template <class T, int W>
+static __device__ __forceinline__ void emb_bag_store(T* out, emb_vec<W>& a, i64 b, int V, int c, int mean, i64 cnt) {
     if (mean && cnt > 1) {
         const float scale = 1.0f / (float)cnt;
 #pragma unroll
         for (int k = 0; k < W; k++) a.v[k] *= scale;
     }
-    *(emb_vec<W>*)(out + b * V + c) = a;
+    emb_store<W>(out + b * V + c, a);
     emb_zero(a);
 }
 
-template <int W>
-static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* tab, const int* rows, const int* off,
+template <class T, int W>
+static __device__ __forceinline__ void emb_bag_fwd_t(T* out, const float* tab, const int* rows, const int* off,
                                                      i64 bags, int V, int nrows, int mean, int ts, i64 nnz, u64* flag,
                                                      int op) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -336,7 +365,7 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
                 for (int k = 0; k < 4; k++) {  // guarded, not broken off: fully unrolled, x stays in registers
                     if (j + k < E) {
                         while (j + k >= hi) {  // bag cur (and any empty ones) ended
-                            emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                            emb_bag_store<T, W>(out, a, b0 + cur, V, c, mean, hi - lo);
                             cur++;
                             lo = hi;
                             hi = EMB_FWD_NEXT(cur + 1);
@@ -346,7 +375,7 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
                 }
             }
             for (; cur < nb; cur++) {  // the last bag summed, then any empty ones
-                emb_bag_store<W>(out, a, b0 + cur, V, c, mean, hi - lo);
+                emb_bag_store<T, W>(out, a, b0 + cur, V, c, mean, hi - lo);
                 lo = hi;
                 hi = EMB_FWD_NEXT(cur + 2);
             }
@@ -355,14 +384,18 @@ static __device__ __forceinline__ void emb_bag_fwd_t(float* out, const float* ta
     }
 }
 
-extern "C" __global__ void emb_bag_fwd_v1(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
-    emb_bag_fwd_t<1>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
-}
-extern "C" __global__ void emb_bag_fwd_v4(float* out, const float* tab, const int* rows, const int* off, i64 bags, int V,
-                                          int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {
-    emb_bag_fwd_t<4>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);
-}
+// EMB_BAG_FWD stamps emb_bag_fwd for output type T and width W.
+#define EMB_BAG_FWD(name, T, W)                                                                                   \
+    extern "C" __global__ void name(T* out, const float* tab, const int* rows, const int* off, i64 bags, int V,     \
+                                    int nrows, int mean, int ts, i64 nnz, u64* flag, int op) {                      \
+        emb_bag_fwd_t<T, W>(out, tab, rows, off, bags, V, nrows, mean, ts, nnz, flag, op);                          \
+    }
+EMB_BAG_FWD(emb_bag_fwd_v1, float, 1)
+EMB_BAG_FWD(emb_bag_fwd_v4, float, 4)
+EMB_BAG_FWD(emb_bag_fwd_f16_v1, half_t, 1)
+EMB_BAG_FWD(emb_bag_fwd_f16_v4, half_t, 4)
+EMB_BAG_FWD(emb_bag_fwd_bf16_v1, bf16_t, 1)
+EMB_BAG_FWD(emb_bag_fwd_bf16_v4, bf16_t, 4)
 
 // ---- EmbeddingBagGrad ----
 // Occurrence j becomes the pair (key = row+1, or 0 for a row < 0; value =
@@ -427,8 +460,8 @@ extern "C" __global__ void emb_grad_rle(const u32* k, const u32* hpos, int* uniq
 
 // emb_grad_range adds, in order, dOut[bag[k], c..c+W) (÷ the bag's nnz for
 // Mean) over the sorted occurrences k ∈ [s, e), 4 loads ahead.
-template <int W>
-static __device__ __forceinline__ void emb_grad_range(emb_vec<W>& a, const float* dOut, const u32* bag, const int* off,
+template <class T, int W>
+static __device__ __forceinline__ void emb_grad_range(emb_vec<W>& a, const T* dOut, const u32* bag, const int* off,
                                                       int V, int c, int mean, i64 s, i64 e) {
     i64 k = s;
     for (; k + 4 <= e; k += 4) {
@@ -454,8 +487,8 @@ static __device__ __forceinline__ void emb_grad_range(emb_vec<W>& a, const float
 }
 
 // emb_grad_sum: one team per distinct row u < numUniq with a short segment.
-template <int W>
-static __device__ __forceinline__ void emb_grad_sum_t(float* ug, const float* dOut, const u32* bag, const int* off,
+template <class T, int W>
+static __device__ __forceinline__ void emb_grad_sum_t(float* ug, const T* dOut, const u32* bag, const int* off,
                                                       const u32* seg, const int* numUniq, int V, int mean, int ts,
                                                       int longLen) {
     const i64 tid = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -468,20 +501,24 @@ static __device__ __forceinline__ void emb_grad_sum_t(float* ug, const float* dO
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, s, e);
+            emb_grad_range<T, W>(a, dOut, bag, off, V, c, mean, s, e);
             *(emb_vec<W>*)(ug + u * V + c) = a;
         }
     }
 }
 
-extern "C" __global__ void emb_grad_sum_v1(float* ug, const float* dOut, const u32* bag, const int* off, const u32* seg,
-                                           const int* numUniq, int V, int mean, int ts, int longLen) {
-    emb_grad_sum_t<1>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
-}
-extern "C" __global__ void emb_grad_sum_v4(float* ug, const float* dOut, const u32* bag, const int* off, const u32* seg,
-                                           const int* numUniq, int V, int mean, int ts, int longLen) {
-    emb_grad_sum_t<4>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);
-}
+// EMB_GRAD_SUM stamps emb_grad_sum for gradient type T and width W.
+#define EMB_GRAD_SUM(name, T, W)                                                                                  \
+    extern "C" __global__ void name(float* ug, const T* dOut, const u32* bag, const int* off, const u32* seg,      \
+                                    const int* numUniq, int V, int mean, int ts, int longLen) {                     \
+        emb_grad_sum_t<T, W>(ug, dOut, bag, off, seg, numUniq, V, mean, ts, longLen);                               \
+    }
+EMB_GRAD_SUM(emb_grad_sum_v1, float, 1)
+EMB_GRAD_SUM(emb_grad_sum_v4, float, 4)
+EMB_GRAD_SUM(emb_grad_sum_f16_v1, half_t, 1)
+EMB_GRAD_SUM(emb_grad_sum_f16_v4, half_t, 4)
+EMB_GRAD_SUM(emb_grad_sum_bf16_v1, bf16_t, 1)
+EMB_GRAD_SUM(emb_grad_sum_bf16_v4, bf16_t, 4)
 
 // Hot rows are cut at the 64-position windows of the sorted order: window
 // k holds sorted positions [64k, 64k+64), and a long segment (more than 64
@@ -506,8 +543,8 @@ static __device__ __forceinline__ i64 emb_grad_piece(i64 s, i64 j) {
 // on nl[0] or nl[1] (zeroed by emb_grad_rle): at most one per long
 // segment, so contention is low; the lists' order varies from run to run
 // but only decides which team or block sums a segment, not the order.
-template <int W>
-static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const float* dOut, const u32* bag,
+template <class T, int W>
+static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const T* dOut, const u32* bag,
                                                         const int* off, const u32* keys, const u32* hpos,
                                                         const u32* seg, u32* list0, u32* list1, u32* nl, i64 n,
                                                         int V, int mean, int ts, int finTeam) {
@@ -536,21 +573,26 @@ static __device__ __forceinline__ void emb_grad_chunk_t(float* partial, const fl
         for (int c = tl * W; c < V; c += ts * W) {
             emb_vec<W> a;
             emb_zero(a);
-            emb_grad_range<W>(a, dOut, bag, off, V, c, mean, ps, pe);
+            emb_grad_range<T, W>(a, dOut, bag, off, V, c, mean, ps, pe);
             *(emb_vec<W>*)(partial + q * V + c) = a;
         }
     }
 }
 
-#define EMB_CHUNK_PARAMS                                                                                            \
-    float *partial, const float *dOut, const u32 *bag, const int *off, const u32 *keys, const u32 *hpos,           \
-        const u32 *seg, u32 *list0, u32 *list1, u32 *nl, i64 n, int V, int mean, int ts, int finTeam
-extern "C" __global__ void emb_grad_chunk_v1(EMB_CHUNK_PARAMS) {
-    emb_grad_chunk_t<1>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
-}
-extern "C" __global__ void emb_grad_chunk_v4(EMB_CHUNK_PARAMS) {
-    emb_grad_chunk_t<4>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts, finTeam);
-}
+// EMB_GRAD_CHUNK stamps emb_grad_chunk for gradient type T and width W.
+#define EMB_GRAD_CHUNK(name, T, W)                                                                                \
+    extern "C" __global__ void name(float* partial, const T* dOut, const u32* bag, const int* off, const u32* keys, \
+                                    const u32* hpos, const u32* seg, u32* list0, u32* list1, u32* nl, i64 n, int V, \
+                                    int mean, int ts, int finTeam) {                                                \
+        emb_grad_chunk_t<T, W>(partial, dOut, bag, off, keys, hpos, seg, list0, list1, nl, n, V, mean, ts,          \
+                               finTeam);                                                                            \
+    }
+EMB_GRAD_CHUNK(emb_grad_chunk_v1, float, 1)
+EMB_GRAD_CHUNK(emb_grad_chunk_v4, float, 4)
+EMB_GRAD_CHUNK(emb_grad_chunk_f16_v1, half_t, 1)
+EMB_GRAD_CHUNK(emb_grad_chunk_f16_v4, half_t, 4)
+EMB_GRAD_CHUNK(emb_grad_chunk_bf16_v1, bf16_t, 1)
+EMB_GRAD_CHUNK(emb_grad_chunk_bf16_v4, bf16_t, 4)
 
 // emb_grad_fin: one team per entry u of lists[0] (at most finTeam pieces):
 // uniqGrad[u] = its partials added in window order.
@@ -658,13 +700,15 @@ extern "C" __global__ void __launch_bounds__(EMB_FINB_THREADS)
 
 // emb_auc_prep: −0 is keyed as +0 (they compare equal); negative floats
 // have all bits flipped, positive ones the sign bit, so u32 order is float
-// order.
-extern "C" __global__ void emb_auc_prep(const float* scores, const float* labels, u32* keys, u32* vals, i64 n) {
+// order. Scores and labels of dtype codes sdt, ldt (float32 or half, read
+// widened: exact).
+extern "C" __global__ void emb_auc_prep(const void* scores, int sdt, const void* labels, int ldt, u32* keys, u32* vals,
+                                        i64 n) {
     FOR(i, n) {
-        u32 u = __float_as_uint(scores[i]);
+        u32 u = __float_as_uint(ldv(scores, sdt, i));
         if ((u << 1) == 0u) u = 0u;  // −0 → +0, on the bits (immune to fast-math)
         keys[i] = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-        vals[i] = __float_as_uint(labels[i]);
+        vals[i] = __float_as_uint(ldv(labels, ldt, i));
     }
 }
 

@@ -7,7 +7,10 @@
 // collectives, and checks them against a float64 reference: the team
 // layouts, the window pieces of hot rows and their list appends, the block
 // reduction of the hottest rows and the grid-strides,
-// for several shapes and grids. The sort and scans come from the host here
+// for several shapes and grids; the float16/bfloat16 variants (a half
+// pooled output equal to the float32 one rounded, a half dOut giving the
+// float32 kernels' sums of the same values, bit for bit, with the host
+// models of the conversions). The sort and scans come from the host here
 // (sort.cu has its own GPU tests). check_kernels.sh builds it with embed.cu
 // and optim.cu included whole. No CUDA needed; results only, no timing.
 #include <algorithm>
@@ -147,10 +150,20 @@ static int team(int v, int w) {
     return ts;
 }
 
+// host_round is a float rounded to dtype code dt (the value a half stores).
+static float host_round(int dt, float x) {
+    if (dt == DT_F16) return host_h2f(host_f2h(x));
+    if (dt == DT_BF16) return b2f(host_f2b(x));
+    return x;
+}
+
 // One case: bags of rows drawn with a hot row taking fraction hot of the
-// occurrences; grid blocks of the team kernels.
+// occurrences; grid blocks of the team kernels. dt: the dtype code of
+// dOut (its values rounded to dt; half storage read by the _f16/_bf16
+// kernels unless asFloat, which passes the rounded values as float32 to the
+// float32 kernels).
 static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mean, int grid, std::mt19937& rng,
-                     std::vector<float>* out = nullptr) {
+                     std::vector<float>* out = nullptr, int dt = DT_F32, bool asFloat = false) {
     std::vector<int> off(bags + 1), rows;
     std::uniform_real_distribution<double> U(0, 1);
     for (int b = 0; b < bags; b++) {
@@ -166,7 +179,11 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
     const i64 n = (i64)rows.size();
     if (n == 0) return 0;
     std::vector<float> dOut((size_t)bags * V);
-    for (auto& x : dOut) x = (float)(U(rng) * 2 - 1);
+    for (auto& x : dOut) x = host_round(dt, (float)(U(rng) * 2 - 1));
+    std::vector<half_t> dH(dOut.size());
+    std::vector<bf16_t> dB(dOut.size());
+    for (size_t i = 0; i < dOut.size(); i++) { dH[i].x = host_f2h(dOut[i]); dB[i].x = host_f2b(dOut[i]); }
+    const int kt = asFloat ? DT_F32 : dt;  // the kernels' dOut type
     // The sorted pairs (key = row+1, bag), stable.
     std::vector<std::pair<u32, u32>> pr;
     for (int b = 0; b < bags; b++)
@@ -192,10 +209,25 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
     const i64 pieces = 2 * ((n + 63) / 64);
     std::vector<float> partial((size_t)pieces * V, NAN);
     auto teams = [&](auto k1, auto k4) { if (w == 4) launch(grid, 256, k4); else launch(grid, 256, k1); };
-    teams([&] { emb_grad_sum_v1(ug.data(), dOut.data(), bag.data(), off.data(), seg.data(), nu.data(), V, mean, ts, 64); },
-          [&] { emb_grad_sum_v4(ug.data(), dOut.data(), bag.data(), off.data(), seg.data(), nu.data(), V, mean, ts, 64); });
-    teams([&] { emb_grad_chunk_v1(partial.data(), dOut.data(), bag.data(), off.data(), keys.data(), hpos.data(), seg.data(), list0.data(), list1.data(), nl.data(), n, V, mean, ts, 32); },
-          [&] { emb_grad_chunk_v4(partial.data(), dOut.data(), bag.data(), off.data(), keys.data(), hpos.data(), seg.data(), list0.data(), list1.data(), nl.data(), n, V, mean, ts, 32); });
+    // The dOut readers per type: (kernel, dOut) pairs.
+#define EMB_SUM(K, D) [&] { K(ug.data(), D, bag.data(), off.data(), seg.data(), nu.data(), V, mean, ts, 64); }
+#define EMB_CHUNK(K, D)                                                                                         \
+    [&] {                                                                                                         \
+        K(partial.data(), D, bag.data(), off.data(), keys.data(), hpos.data(), seg.data(), list0.data(),          \
+          list1.data(), nl.data(), n, V, mean, ts, 32);                                                           \
+    }
+    if (kt == DT_F16) {
+        teams(EMB_SUM(emb_grad_sum_f16_v1, dH.data()), EMB_SUM(emb_grad_sum_f16_v4, dH.data()));
+        teams(EMB_CHUNK(emb_grad_chunk_f16_v1, dH.data()), EMB_CHUNK(emb_grad_chunk_f16_v4, dH.data()));
+    } else if (kt == DT_BF16) {
+        teams(EMB_SUM(emb_grad_sum_bf16_v1, dB.data()), EMB_SUM(emb_grad_sum_bf16_v4, dB.data()));
+        teams(EMB_CHUNK(emb_grad_chunk_bf16_v1, dB.data()), EMB_CHUNK(emb_grad_chunk_bf16_v4, dB.data()));
+    } else {
+        teams(EMB_SUM(emb_grad_sum_v1, dOut.data()), EMB_SUM(emb_grad_sum_v4, dOut.data()));
+        teams(EMB_CHUNK(emb_grad_chunk_v1, dOut.data()), EMB_CHUNK(emb_grad_chunk_v4, dOut.data()));
+    }
+#undef EMB_SUM
+#undef EMB_CHUNK
     teams([&] { emb_grad_fin_v1(ug.data(), partial.data(), seg.data(), list0.data(), nl.data(), V, ts); },
           [&] { emb_grad_fin_v4(ug.data(), partial.data(), seg.data(), list0.data(), nl.data(), V, ts); });
     if (w == 4) launch(std::max(1, grid / 2), 1024, [&] { emb_grad_finb_v4(ug.data(), partial.data(), seg.data(), list1.data(), nl.data(), V, ts); });
@@ -234,8 +266,8 @@ static int grad_case(int bags, int maxPer, int nrows, int V, double hot, int mea
         }
     }
     double e = std::sqrt(num / std::max(den, 1e-300));
-    printf("grad bags %d nnz %lld V %d hot %.2f mean %d grid %d: uniq %zu, lists %u+%u, rel err %.2g\n", bags, n, V, hot,
-           mean, grid, rr.size(), nl[0], nl[1], e);
+    printf("grad bags %d nnz %lld V %d hot %.2f mean %d grid %d dOut dt %d%s: uniq %zu, lists %u+%u, rel err %.2g\n", bags,
+           n, V, hot, mean, grid, dt, asFloat ? " as float32" : "", rr.size(), nl[0], nl[1], e);
     if (!(e < 1e-5)) bad++;
     if (out != nullptr) *out = ug;
     return bad;
@@ -282,8 +314,29 @@ static int fwd_cases(std::mt19937& rng) {
                         printf("bag fwd V %d maxPer %d grid %d mean %d: differs from the in-order sum\n", V, maxPer, grid, mean);
                         bad++;
                     }
+                    // Half outputs: the in-order float sum rounded once, bit
+                    // for bit; each poisoned first.
+                    std::vector<half_t> oh((size_t)bags * V, half_t{0x7e01});
+                    std::vector<bf16_t> ob((size_t)bags * V, bf16_t{0x7fc1});
+#define EMB_FWD(K, O) [&] { K(O, tab.data(), rows.data(), off.data(), bags, V, nrows, mean, ts, nnz, flag, 3); }
+                    if (w == 4) {
+                        launch(grid, 256, EMB_FWD(emb_bag_fwd_f16_v4, oh.data()));
+                        launch(grid, 256, EMB_FWD(emb_bag_fwd_bf16_v4, ob.data()));
+                    } else {
+                        launch(grid, 256, EMB_FWD(emb_bag_fwd_f16_v1, oh.data()));
+                        launch(grid, 256, EMB_FWD(emb_bag_fwd_bf16_v1, ob.data()));
+                    }
+#undef EMB_FWD
+                    for (size_t i = 0; i < ref.size(); i++)
+                        if (oh[i].x != host_f2h(ref[i]) || ob[i].x != host_f2b(ref[i])) {
+                            printf("bag fwd half V %d maxPer %d grid %d mean %d [%zu]: %04x %04x want %04x %04x\n", V, maxPer,
+                                   grid, mean, i, oh[i].x, ob[i].x, host_f2h(ref[i]), host_f2b(ref[i]));
+                            bad++;
+                            break;
+                        }
+                    if (flag[0] != 0) { printf("bag fwd half: spurious error\n"); bad++; }
                 }
-    printf("bag fwd: %d of 60 cases differ\n", bad);
+    printf("bag fwd (float32, float16, bfloat16 outputs): %d of 60 cases differ\n", bad);
     return bad;
 }
 
@@ -405,6 +458,20 @@ int main() {
             bad++;
         }
     }
+    // A half dOut: within the reference, and bit-identical to the float32
+    // kernels fed the same rounded values (hot rows, both widths).
+    for (int dt : {DT_F16, DT_BF16})
+        for (int V : {128, 13, 1})
+            for (int mean = 0; mean < 2; mean++) {
+                std::vector<float> a, b;
+                std::mt19937 r1(9 + V), r2(9 + V);
+                bad += grad_case(3000, 6, 30, V, 0.6, mean, 2, r1, &a, dt, false);
+                bad += grad_case(3000, 6, 30, V, 0.6, mean, 2, r2, &b, dt, true);
+                if (a.size() != b.size() || std::memcmp(a.data(), b.data(), 4 * a.size()) != 0) {
+                    printf("grad dOut dt %d V %d mean %d: half and float32 kernels differ\n", dt, V, mean);
+                    bad++;
+                }
+            }
     bad += fwd_cases(rng);
     bad += prep_bad_offsets(rng);
     bad += slot_cases(rng);
