@@ -90,14 +90,16 @@ func (be *Backend) GuardBegin() {
 }
 
 // GuardCheck implements tensor.OverflowGuard: guard_check over t (Float32,
-// Float16 or BFloat16; other dtypes fail with ErrDType). A check outside
-// GuardBegin…GuardEnd raises the flag of the next step only until its
-// GuardBegin clears it.
+// Float16 or BFloat16; other dtypes fail with ErrDType). It joins the
+// fused path's side stream first (JoinGrads), so t may be a weight
+// gradient computed there. A check outside GuardBegin…GuardEnd raises the
+// flag only until the next GuardBegin clears it.
 func (be *Backend) GuardCheck(t tensor.Tensor) {
 	const op = "guard_check"
 	if !be.halves(op, t) || t.Len() == 0 || !be.guardInit() {
 		return
 	}
+	be.JoinGrads()
 	n, code, flag := t.Len(), dt(t), be.guard.mem.Add(guardFlag)
 	be.do(op, func(c *cuda.Ctx) error {
 		return be.launch1(c, "guard_check", (n*t.DType.Size()+15)/16, Ptr(t), code, int64(n), flag)
