@@ -106,6 +106,18 @@ func (be *Backend) GuardCheck(t tensor.Tensor) {
 	})
 }
 
+// GuardFlag is the step's flag as an Int32 [1] tensor (0 clear, 1
+// raised), owned by the guard (never Free it): with several GPUs, an
+// all-reduce of it with Max between the checks and the updates makes every
+// rank skip a step that overflowed on any (each rank's flag is its own
+// otherwise). Call GuardBegin first; the zero tensor after an error.
+func (be *Backend) GuardFlag() tensor.Tensor {
+	if be.err != nil || !be.guardInit() {
+		return tensor.Tensor{}
+	}
+	return tensor.Tensor{DType: tensor.Int32, Shape: []int{1}, Buf: &store{be: be, p: be.guard.mem.Add(guardFlag), n: 1}}
+}
+
 // GuardEnd implements tensor.OverflowGuard: it counts the step when the
 // flag is raised and disarms; a no-op when no step is armed.
 func (be *Backend) GuardEnd() {

@@ -603,3 +603,45 @@ func TestGPUGuardGraph(t *testing.T) {
 		t.Errorf("%d replays, want 8", be.GraphReplays())
 	}
 }
+
+// TestGPUGuardFlag: GuardFlag is the step's flag: 0 after GuardBegin, 1
+// after a check that found Inf; a flag raised through it (as an all-reduce
+// with another rank's would) skips the step's updates and counts it.
+func TestGPUGuardFlag(t *testing.T) {
+	o := guardOps{t, graphTestBackend(t, Options{})}
+	be := o.be
+	rng := rand.New(rand.NewPCG(31, 37))
+	flag := be.GuardFlag()
+	read := func() int32 {
+		t.Helper()
+		v := make([]int32, 1)
+		if err := be.Download(v, flag); err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	x := o.overflowing(rng, tensor.BFloat16, 100, 50, float32(math.Inf(1)))
+	be.GuardBegin()
+	be.GuardCheck(x)
+	if f := read(); f != 1 {
+		t.Fatalf("flag %d after an Inf, want 1", f)
+	}
+	be.GuardEnd()
+	be.GuardBegin()
+	if f := read(); f != 0 {
+		t.Fatalf("flag %d after GuardBegin, want 0", f)
+	}
+	s := o.newOptSet(rng, tensor.MomentumSGD, 64, 1, nil)
+	g := o.up(tensor.Float32, randF32(rng, 64, -1, 1), 64)
+	before := o.snapshot(s.all()...)
+	be.GuardCheck(g)
+	be.Fill(flag, 1)
+	be.DenseUpdate(optParams(tensor.MomentumSGD, tensor.Local, 1, 1), s.w, g, s.s1, s.s2)
+	be.GuardEnd()
+	o.unchanged("a flag raised from outside", before, s.all()...)
+	if n := o.skipped(); n != 2 {
+		t.Errorf("%d steps skipped, want 2", n)
+	}
+	o.free(x, g)
+	o.free(s.all()...)
+}
