@@ -178,6 +178,30 @@ func (o guardOps) overflowing(rng *rand.Rand, dt tensor.DType, n, pos int, bad f
 	return o.up(dt, v, n)
 }
 
+// TestGuardSkipHost: the update kernels' skip argument is null without a
+// guard and while it is disarmed, the flag's address while a step is armed;
+// GuardEnd of a disarmed guard queues nothing (this backend has no device).
+func TestGuardSkipHost(t *testing.T) {
+	be := hostGraphBackend()
+	if p := be.guardSkip(); p != 0 {
+		t.Fatalf("no guard: skip %#x", p)
+	}
+	be.guard = &guardState{mem: 0x200000}
+	if p := be.guardSkip(); p != 0 {
+		t.Fatalf("disarmed: skip %#x", p)
+	}
+	be.GuardEnd()
+	be.guard.armed = true
+	if p := be.guardSkip(); p != 0x200000+guardFlag {
+		t.Fatalf("armed: skip %#x", p)
+	}
+	be.graph.deferring = true // GuardEnd keeps its work for the graph step instead of queuing it
+	be.GuardEnd()
+	if be.guard.armed || be.guardSkip() != 0 || len(be.graph.ops) != 1 || be.graph.ops[0].op != "guard_end" {
+		t.Fatalf("after GuardEnd: armed %v, skip %#x, kept %v", be.guard.armed, be.guardSkip(), be.graph.ops)
+	}
+}
+
 // TestGPUGuardDenseUpdate: for every optimizer and every dtype of the
 // checked tensor, a step with Inf or NaN leaves w and the moments as they
 // were (with a float32 gradient that itself holds the bad value, so an
