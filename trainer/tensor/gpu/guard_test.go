@@ -669,3 +669,34 @@ func TestGPUGuardFlag(t *testing.T) {
 	o.free(x, g)
 	o.free(s.all()...)
 }
+
+// BenchmarkGuardCheck times a guarded step's scan of one finite tensor
+// (GuardBegin, GuardCheck, GuardEnd), the calls queued back to back and
+// synchronised once at the end, so ns/op is the device time per step;
+// SetBytes is the tensor's size (MB/s reads against the H200's ≈ 4 TB/s).
+// Run on the GPU machine:
+//
+//	gpu.test -test.run '^$' -test.bench 'GuardCheck' -test.benchtime 200x
+func BenchmarkGuardCheck(b *testing.B) {
+	be := gpuBackend(b)
+	for _, dt := range guardDTypes {
+		for _, n := range []int{1 << 16, 1 << 20, 1 << 24} {
+			b.Run(fmt.Sprintf("%v/%d", dt, n), func(b *testing.B) {
+				x := be.Alloc(dt, n)
+				be.Fill(x, 1)
+				defer be.Free(x)
+				b.SetBytes(int64(n * dt.Size()))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					be.GuardBegin()
+					be.GuardCheck(x)
+					be.GuardEnd()
+				}
+				if err := be.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+	}
+}
