@@ -88,6 +88,7 @@ type Backend struct {
 	side  *sideStream      // weight-gradient stream (fused.go); nil until used
 	srch  *cuda.AlgoSearch // nil: no algorithm search (gemm.go)
 	graph *graphState      // the training step's CUDA graph (graph.go); nil until used
+	guard *guardState      // the overflow guard (guard.go); nil until used
 	ltNo  map[ltSig]bool
 }
 
@@ -207,6 +208,7 @@ func (be *Backend) Close() error {
 		}
 		be.closeSide(c)
 		be.closeGraph(c)
+		be.closeGuard(c)
 		return c.DestroyStream(be.s)
 	})
 	if be.own {

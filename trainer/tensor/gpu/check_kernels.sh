@@ -35,12 +35,12 @@ if [ $# -eq 0 ]; then
 		echo "hostcheck/embed_sim.cpp failed" >&2
 		status=1
 	fi
-	# embed.cu and optim.cu through clang's NVPTX back end (when installed):
+	# embed.cu, optim.cu and guard.cu through clang's NVPTX back end (when installed):
 	# every kernel must stay out of local memory. A compile failure is only
 	# a warning (hostcheck/nvptx_shim.h may lack a built-in NVRTC has).
 	CLANG=${CLANG:-$(command -v clang-14 || command -v clang || true)}
 	if [ -n "$CLANG" ]; then
-		for f in embed optim; do
+		for f in embed optim guard; do
 			{ cat common.cuh; printf '\n#line 1 "%s.cu"\n' "$f"; cat "$f.cu"; } >"$tmp/$f.cu"
 			if ! "$CLANG" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -Xclang -target-feature \
 				-Xclang +ptx70 -O3 -std=c++17 -include hostcheck/nvptx_shim.h -S "$tmp/$f.cu" -o "$tmp/$f.ptx"; then
@@ -50,6 +50,14 @@ if [ $# -eq 0 ]; then
 				status=1
 			fi
 		done
+	fi
+	# The overflow guard's finite check on the host (hostcheck/guard_sim.cpp,
+	# guard.cu included whole).
+	if ! $CXX -std=c++20 -O1 -Wall -Wno-unknown-pragmas -Wno-unused-function hostcheck/guard_sim.cpp -o "$tmp/gsim" ||
+		! "$tmp/gsim" >"$tmp/glog"; then
+		cat "$tmp/glog" 2>/dev/null
+		echo "hostcheck/guard_sim.cpp failed" >&2
+		status=1
 	fi
 	rm -rf "$tmp"
 	# The cross-layer kernels on the host (hostcheck/multicross_sim.cpp).

@@ -85,7 +85,9 @@ func (be *Backend) optRowGrid(c *cuda.Ctx, name string, n, g int, args ...any) e
 	return be.launch(c, name, cuda.D1(blocks), cuda.D1(256), 0, args...)
 }
 
-// DenseUpdate applies one optimizer step elementwise (opt_dense).
+// DenseUpdate applies one optimizer step elementwise (opt_dense). Every
+// update kernel takes the overflow guard's skip argument (guard.go): null
+// unless a guarded step is armed.
 func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 	const op = "dense_update"
 	if !be.floats(op, w, g, s1, s2) || !be.check(tensor.CheckSameLen(op, w, g)) ||
@@ -96,7 +98,7 @@ func (be *Backend) DenseUpdate(p tensor.OptParams, w, g, s1, s2 tensor.Tensor) {
 	if n == 0 {
 		return
 	}
-	args := append([]any{Ptr(w), Ptr(g), Ptr(s1), Ptr(s2), int64(n)}, be.optCoef(p)...)
+	args := append([]any{Ptr(w), Ptr(g), Ptr(s1), Ptr(s2), int64(n), be.guardSkip()}, be.optCoef(p)...)
 	be.do(op, func(c *cuda.Ctx) error { return be.launch1(c, "opt_dense", n, args...) })
 }
 
@@ -140,12 +142,12 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 	}
 	coef := be.optCoef(p)
 	step := be.optStep(p) // here, while the step is held back: not in the closure, which runs after
-	flag, opc := be.flag, uint64(opSparseUpdate)
+	flag, opc, skip := be.flag, uint64(opSparseUpdate), be.guardSkip()
 	be.do(op, func(c *cuda.Ctx) error {
 		switch mode {
 		case tensor.Local:
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
-				int64(capacity), int64(rows), v, gl, flag, opc}, coef...)
+				int64(capacity), int64(rows), v, gl, flag, opc, skip}, coef...)
 			return be.optRowGrid(c, "opt_sparse_local"+sfx, capacity, gl, args...)
 		case tensor.Global:
 			pos, err := be.workspace(c, 4*max(rows, 1))
@@ -162,12 +164,12 @@ func (be *Backend) SparseUpdate(p tensor.OptParams, table, s1, s2, lastStep, uni
 			if err != nil || rows == 0 {
 				return err
 			}
-			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), pos, Ptr(uniqGrad), int64(rows), v, gl}, coef...)
+			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), pos, Ptr(uniqGrad), int64(rows), v, gl, skip}, coef...)
 			return be.optRowGrid(c, "opt_sparse_global"+sfx, rows, gl, args...)
 		default: // LazyGlobal Adam (scalar lanes: the catch-up is per element)
 			gl := optGroup(v)
 			args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), Ptr(uniqRows), Ptr(uniqGrad), Ptr(numUniq),
-				int64(capacity), int64(rows), v, gl, step, flag, opc}, coef...)
+				int64(capacity), int64(rows), v, gl, step, flag, opc, skip}, coef...)
 			args = append(args, optLazy(p)...)
 			return be.optRowGrid(c, "opt_sparse_lazy", capacity, gl, args...)
 		}
@@ -192,6 +194,6 @@ func (be *Backend) LazyFlush(p tensor.OptParams, table, s1, s2, lastStep tensor.
 		return
 	}
 	gl := optGroup(v)
-	args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), int64(rows), v, gl, p.Step}, optLazy(p)...)
+	args := append([]any{Ptr(table), Ptr(s1), Ptr(s2), Ptr(lastStep), int64(rows), v, gl, p.Step, be.guardSkip()}, optLazy(p)...)
 	be.do(op, func(c *cuda.Ctx) error { return be.optRowGrid(c, "opt_lazy_flush", rows, gl, args...) })
 }

@@ -77,8 +77,16 @@ struct OptDyn {
         float lrT, const OptDyn *dyn
 #define OPT_COEF {kind, dyn ? dyn->lr : lr, mu, opmu, b1, omb1, b2, omb2, eps, is, dyn ? dyn->lrT : lrT}
 
+// optim_skipped reads the overflow guard's flag (guard.cu, gpu/guard.go):
+// skip is null when no guard is armed; when the flag is raised (a gradient
+// of the step holds Inf or NaN) an update changes no weight, state or last
+// step. The flag is the same for every thread of the grid.
+static __device__ __forceinline__ bool optim_skipped(const int* skip) { return skip && *skip; }
+
 // opt_dense: DenseUpdate, one thread per element (grid-stride).
-extern "C" __global__ void opt_dense(float* w, const float* g, float* s1, float* s2, i64 n, OPT_COEF_PARAMS) {
+extern "C" __global__ void opt_dense(float* w, const float* g, float* s1, float* s2, i64 n, const int* skip,
+                                     OPT_COEF_PARAMS) {
+    if (optim_skipped(skip)) return;
     const OptCoef c = OPT_COEF;
     FOR(i, n) optim_step(c, w, s1, s2, i, g[i]);
 }
@@ -272,10 +280,12 @@ static __device__ __forceinline__ void optim_row(const OptCoef& c, float* w, flo
 
 // sparse_local: Local update, a group per unique entry u < numUniq
 // (capacity cap = the grid's extent): row uniqRows[u] += step(uniqGrad[u]).
+// A skipped step (sk) only checks the count and the rows, as the scatter
+// of a Global one does.
 template <int W>
 static __device__ __forceinline__ void sparse_local(float* w, float* s1, float* s2, const int* uniqRows,
                                                     const float* ug, const int* numUniq, i64 cap, i64 rows, int V,
-                                                    int G, u64* flag, u64 op, const OptCoef& c) {
+                                                    int G, u64* flag, u64 op, bool sk, const OptCoef& c) {
     const i64 nu = optim_nuniq(numUniq, cap, flag, op);
     const OptGrid g = optim_grid(G);
     for (i64 wb = g.first; wb < nu; wb += g.stride) {
@@ -286,6 +296,7 @@ static __device__ __forceinline__ void sparse_local(float* w, float* s1, float* 
             if (g.lane == 0) report(flag, ERR_RANGE, op, u, r);
             continue;
         }
+        if (sk) continue;
         optim_row<W>(c, w, s1, s2, r, ug + u * V, V, G, g.lane);
     }
 }
@@ -306,23 +317,26 @@ static __device__ __forceinline__ void sparse_global(float* w, float* s1, float*
 
 // opt_sparse_local, opt_sparse_global: the updates with G lanes per row (a
 // power of two ≥ V, at most 32); the _v4 kernels with 16-byte accesses (V
-// % 4 == 0, every pointer 16-byte aligned; G ≥ V/4).
+// % 4 == 0, every pointer 16-byte aligned; G ≥ V/4). skip: optim_skipped
+// (a skipped Global step returns at once: its scatter checked the rows).
 extern "C" __global__ void opt_sparse_local(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
                                             const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
-                                            OPT_COEF_PARAMS) {
-    sparse_local<1>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, OPT_COEF);
+                                            const int* skip, OPT_COEF_PARAMS) {
+    sparse_local<1>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, optim_skipped(skip), OPT_COEF);
 }
 extern "C" __global__ void opt_sparse_local_v4(float* w, float* s1, float* s2, const int* uniqRows, const float* ug,
                                                const int* numUniq, i64 cap, i64 rows, int V, int G, u64* flag, u64 op,
-                                               OPT_COEF_PARAMS) {
-    sparse_local<4>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, OPT_COEF);
+                                               const int* skip, OPT_COEF_PARAMS) {
+    sparse_local<4>(w, s1, s2, uniqRows, ug, numUniq, cap, rows, V, G, flag, op, optim_skipped(skip), OPT_COEF);
 }
 extern "C" __global__ void opt_sparse_global(float* w, float* s1, float* s2, const int* pos, const float* ug, i64 rows,
-                                             int V, int G, OPT_COEF_PARAMS) {
+                                             int V, int G, const int* skip, OPT_COEF_PARAMS) {
+    if (optim_skipped(skip)) return;
     sparse_global<1>(w, s1, s2, pos, ug, rows, V, G, OPT_COEF);
 }
 extern "C" __global__ void opt_sparse_global_v4(float* w, float* s1, float* s2, const int* pos, const float* ug,
-                                                i64 rows, int V, int G, OPT_COEF_PARAMS) {
+                                                i64 rows, int V, int G, const int* skip, OPT_COEF_PARAMS) {
+    if (optim_skipped(skip)) return;
     sparse_global<4>(w, s1, s2, pos, ug, rows, V, G, OPT_COEF);
 }
 
@@ -342,11 +356,16 @@ extern "C" __global__ void opt_sparse_scatter(int* pos, const int* uniqRows, con
 
 // opt_sparse_lazy: LazyGlobal Adam, a group per unique entry: the row
 // catches up its skipped steps lastStep[r]+1 … step−1, then takes step
-// `step` with its gradient; lane 0 alone reads and writes lastStep[r].
+// `step` with its gradient; lane 0 alone reads and writes lastStep[r]. A
+// step the guard skips (optim_skipped) only checks the count and the rows:
+// lastStep stays, so the next step's catch-up takes the skipped step as
+// one without a gradient for these rows.
 extern "C" __global__ void opt_sparse_lazy(float* w, float* s1, float* s2, int* lastStep, const int* uniqRows,
                                            const float* ug, const int* numUniq, i64 cap, i64 rows, int V, int G,
-                                           i64 step, u64* flag, u64 op, OPT_COEF_PARAMS, OPT_LAZY_PARAMS) {
+                                           i64 step, u64* flag, u64 op, const int* skip, OPT_COEF_PARAMS,
+                                           OPT_LAZY_PARAMS) {
     if (dyn) step = dyn->step;
+    const bool sk = optim_skipped(skip);
     const OptCoef c = OPT_COEF;
     const OptLazy L = OPT_LAZY;
     const i64 nu = optim_nuniq(numUniq, cap, flag, op);
@@ -360,6 +379,7 @@ extern "C" __global__ void opt_sparse_lazy(float* w, float* s1, float* s2, int* 
             if (lane == 0) report(flag, ERR_RANGE, op, u, r);
             active = false;
         }
+        if (sk) continue;  // the same on the whole grid: no shuffle is left half-joined
         int from = (active && lane == 0) ? lastStep[r] : 0;
         from = __shfl_sync(0xffffffffu, from, 0, G);
         optim_catchup(L, w, s1, s2, r * V, V, G, lane, active, (i64)from, step - 1);
@@ -369,9 +389,11 @@ extern "C" __global__ void opt_sparse_lazy(float* w, float* s1, float* s2, int* 
     }
 }
 
-// opt_lazy_flush: LazyFlush, a group per table row catching up to `to`.
+// opt_lazy_flush: LazyFlush, a group per table row catching up to `to`;
+// nothing when the guard skips the step (optim_skipped).
 extern "C" __global__ void opt_lazy_flush(float* w, float* m, float* v, int* lastStep, i64 rows, int V, int G, i64 to,
-                                          OPT_LAZY_PARAMS) {
+                                          const int* skip, OPT_LAZY_PARAMS) {
+    if (optim_skipped(skip)) return;
     const OptLazy L = OPT_LAZY;
     const OptGrid g = optim_grid(G);
     const int lane = g.lane;
