@@ -67,7 +67,7 @@ func interMath(math cuda.Math, dt tensor.DType) cuda.Math {
 // of the warp and tensor-core kernels need.
 func interQuads(ts ...tensor.Tensor) bool {
 	for _, t := range ts {
-		if uintptr(p(t))%uintptr(4*t.DType.Size()) != 0 {
+		if sz := uintptr(4 * t.DType.Size()); sz == 0 || uintptr(p(t))%sz != 0 {
 			return false
 		}
 	}
