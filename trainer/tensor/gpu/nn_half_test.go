@@ -122,8 +122,8 @@ func TestInteractionHalf(t *testing.T) {
 					interSharedMax = 0
 				}
 				shapes := interShapesHalf
-				if mode == "global" {
-					shapes = shapes[2:] // the slow kernels: no 4096 and 1001 batches
+				if mode != "default" {
+					shapes = shapes[2:] // the fallbacks: no 4096 and 1001 batches (CPU reference time)
 				}
 				for _, s := range shapes {
 					testInteractionDT(t, h, dt, s[0], s[1], s[2], 0)
@@ -255,5 +255,59 @@ func TestInteractionHalfPick(t *testing.T) {
 	}
 	if v := crossVec(8, at(tensor.Float16, 1<<20+4)); v != 1 {
 		t.Errorf("crossVec of a half operand at 4 bytes past 8 = %d, want 1", v)
+	}
+}
+
+// BenchmarkInteraction times DLRM's interaction (batch 65536, 26
+// embeddings and the bottom output of 128) forward and backward on
+// float32 operands (FP32 math: the warp kernels; TF32: the tensor-core
+// ones) and on float16 and bfloat16 operands (the tensor-core kernels
+// reading half), the bytes each call moves as SetBytes:
+//
+//	gpu.test -test.run '^$' -test.bench Interaction -test.benchtime 200x
+func BenchmarkInteraction(b *testing.B) {
+	gpuBackend(b)
+	const batch, n, d = 65536, 26, 128
+	const w = d + n*(n+1)/2 + 1
+	for _, c := range []struct {
+		name string
+		math cuda.Math
+		dt   tensor.DType
+	}{{"f32_fp32", cuda.FP32, tensor.Float32}, {"f32_tf32", cuda.TF32, tensor.Float32},
+		{"f16", cuda.FP32, tensor.Float16}, {"bf16", cuda.FP32, tensor.BFloat16}} {
+		be, err := NewOnDevice(sharedBE.Device(), Options{Math: c.math})
+		if err != nil {
+			b.Fatal(err)
+		}
+		x0, emb, out := be.Alloc(c.dt, batch, d), be.Alloc(c.dt, batch, n, d), be.Alloc(c.dt, batch, w)
+		dOut, dx0, demb := be.Alloc(c.dt, batch, w), be.Alloc(c.dt, batch, d), be.Alloc(c.dt, batch, n, d)
+		for _, t := range []tensor.Tensor{x0, emb, dOut} {
+			be.Fill(t, 0.25)
+		}
+		size := int64(c.dt.Size())
+		for _, dir := range []string{"fwd", "bwd"} {
+			b.Run(c.name+"/"+dir, func(b *testing.B) {
+				run := func() { be.Interaction(out, x0, emb) }
+				bytes := size * batch * ((n+1)*d + w) // read F, write the row
+				if dir == "bwd" {
+					run = func() { be.InteractionGrad(dx0, demb, dOut, x0, emb) }
+					bytes = size * batch * (2*(n+1)*d + w) // read F and dOut, write dF
+				}
+				run() // warm-up: kernels compiled and loaded
+				if err := be.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(bytes)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					run()
+				}
+				if err := be.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		be.Close()
 	}
 }
