@@ -483,7 +483,8 @@ static __device__ __forceinline__ void nn_mma_tf32(float (&c)[4], unsigned a0, u
 // nn_frow: quad c4 of row r of sample s's F (x0 for r = 0, else embedding r-1).
 template <class T>
 static __device__ __forceinline__ nn_f4 nn_frow(const T* x0, const T* emb, i64 s, int r, int n, int d4, int c4) {
-    return r == 0 ? nn_ld4(x0, s * d4 + c4) : nn_ld4(emb, (s * n + r - 1) * d4 + c4);
+    const T* row = r == 0 ? x0 + s * 4 * d4 : emb + (s * n + r - 1) * 4 * d4; // one load from the chosen row
+    return nn_ld4(row, c4);
 }
 
 // Forward: Z = F·Fᵀ, the strict lower triangle into the output row.
