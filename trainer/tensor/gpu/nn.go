@@ -186,7 +186,7 @@ func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor, grads ...te
 	if !be.halves(op, ts...) || !be.nnPresent(op, ts...) {
 		return 0, 0, false
 	}
-	for _, t := range ts[1:] {
+	for _, t := range ts {
 		if t.DType != x0.DType {
 			be.fail(op, tensor.ErrDType, "operands %v: one dtype for all (float32, float16 or bfloat16)", ts)
 			return 0, 0, false

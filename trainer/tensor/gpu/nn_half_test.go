@@ -311,3 +311,60 @@ func BenchmarkInteraction(b *testing.B) {
 		be.Close()
 	}
 }
+
+// TestHalfOperandChecks (no GPU): the operand checks of Interaction,
+// InteractionGrad and the cross ops on a device-less backend: every
+// interaction operand (out and dOut included) of x0's dtype; cross bias and
+// db float32; the cross activations each of its own dtype.
+func TestHalfOperandChecks(t *testing.T) {
+	const b, d, n = 4, 8, 2
+	w := d + n*(n+1)/2 + 1
+	be := &Backend{}
+	mk := func(dt tensor.DType, shape ...int) tensor.Tensor {
+		m := tensor.NumElems(shape...)
+		return tensor.Tensor{DType: dt, Shape: shape, Buf: &store{be: be, p: 1 << 20, n: m}}
+	}
+	f16, f32, bf16 := tensor.Float16, tensor.Float32, tensor.BFloat16
+	for _, c := range []struct {
+		name                 string
+		out, x0, emb, dx, de tensor.DType
+		ok                   bool
+	}{
+		{"all float16", f16, f16, f16, f16, f16, true},
+		{"all bfloat16", bf16, bf16, bf16, bf16, bf16, true},
+		{"all float32", f32, f32, f32, f32, f32, true},
+		{"out float32", f32, f16, f16, f16, f16, false},
+		{"emb bfloat16", f16, f16, bf16, f16, f16, false},
+		{"dx0 float32", f16, f16, f16, f32, f16, false},
+		{"demb bfloat16", f16, f16, f16, f16, bf16, false},
+		{"int32", tensor.Int32, tensor.Int32, tensor.Int32, tensor.Int32, tensor.Int32, false},
+	} {
+		be.err = nil
+		_, _, ok := be.interShape("interaction_grad", mk(c.out, b, w), mk(c.x0, b, d), mk(c.emb, b, n*d), mk(c.dx, b, d), mk(c.de, b, n*d))
+		if ok != c.ok || (!ok && !errors.Is(be.err, tensor.ErrDType)) {
+			t.Errorf("interaction %s: ok %v, err %v", c.name, ok, be.err)
+		}
+	}
+	for _, c := range []struct {
+		name       string
+		acts       []tensor.DType
+		bias       tensor.DType
+		half, okay bool
+	}{
+		{"float32", []tensor.DType{f32, f32, f32, f32}, f32, false, true},
+		{"float16", []tensor.DType{f16, f16, f16, f16}, f32, true, true},
+		{"mixed", []tensor.DType{bf16, f32, f16, f32}, f32, true, true},
+		{"half bias", []tensor.DType{f16, f16, f16, f16}, f16, false, false},
+		{"int32 activation", []tensor.DType{f16, tensor.Int32, f16, f16}, f32, false, false},
+	} {
+		be.err = nil
+		var acts []tensor.Tensor
+		for _, dt := range c.acts {
+			acts = append(acts, mk(dt, b, d))
+		}
+		half, ok := be.crossDTypes("cross_forward", append(acts, tensor.Tensor{}), mk(c.bias, d))
+		if ok != c.okay || half != c.half || (!ok && !errors.Is(be.err, tensor.ErrDType)) {
+			t.Errorf("cross %s: half %v ok %v, err %v", c.name, half, ok, be.err)
+		}
+	}
+}

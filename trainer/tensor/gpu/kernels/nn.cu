@@ -51,12 +51,26 @@ static __device__ __forceinline__ float nn_hf(const half_t*, h16 v) { return h2f
 static __device__ __forceinline__ float nn_hf(const bf16_t*, h16 v) { return b2f(v); }
 static __device__ __forceinline__ h16 nn_fh(const half_t*, float v) { return f2h(v); }
 static __device__ __forceinline__ h16 nn_fh(const bf16_t*, float v) { return f2b(v); }
+// nn_q4f widens a loaded quad of T (the pointer only picks the type).
+static __device__ __forceinline__ nn_f4 nn_q4f(const float*, nn_f4 v) { return v; }
+template <class T>
+static __device__ __forceinline__ nn_f4 nn_q4f(const T* p, nn_h4 h) {
+    return nn_f4{nn_hf(p, h.x), nn_hf(p, h.y), nn_hf(p, h.z), nn_hf(p, h.w)};
+}
 static __device__ __forceinline__ nn_f4 nn_ld4(const float* p, i64 q) { return ((const nn_f4*)p)[q]; }
 template <class T>
 static __device__ __forceinline__ nn_f4 nn_ld4(const T* p, i64 q) {
-    const nn_h4 h = ((const nn_h4*)p)[q];
-    return nn_f4{nn_hf(p, h.x), nn_hf(p, h.y), nn_hf(p, h.z), nn_hf(p, h.w)};
+    return nn_q4f(p, ((const nn_h4*)p)[q]);
 }
+// nn_q4<T>::type is the quad of T as stored (nn_q4f widens it).
+template <class T>
+struct nn_q4 {
+    typedef nn_h4 type;
+};
+template <>
+struct nn_q4<float> {
+    typedef nn_f4 type;
+};
 static __device__ __forceinline__ void nn_st4(float* p, i64 q, nn_f4 v) {
     ((nn_f4*)p)[q] = nn_f4{v.x, v.y, v.z, v.w}; // component-wise: one 16-byte store, not two 8-byte ones
 }
@@ -481,10 +495,13 @@ static __device__ __forceinline__ void nn_mma_tf32(float (&c)[4], unsigned a0, u
 // before the current item's stores, so they overlap.
 
 // nn_frow: quad c4 of row r of sample s's F (x0 for r = 0, else embedding r-1).
+// Rows are selected as quad pointers (nn_q4: nn_f4 for float, nn_h4 for a
+// 16-bit T), then one quad loaded: for float the code of a float4 kernel.
 template <class T>
 static __device__ __forceinline__ nn_f4 nn_frow(const T* x0, const T* emb, i64 s, int r, int n, int d4, int c4) {
-    const T* row = r == 0 ? x0 + s * 4 * d4 : emb + (s * n + r - 1) * 4 * d4; // one load from the chosen row
-    return nn_ld4(row, c4);
+    typedef typename nn_q4<T>::type Q;
+    const Q* row = r == 0 ? (const Q*)x0 + s * d4 : (const Q*)emb + (s * n + r - 1) * d4;
+    return nn_q4f(x0, row[c4]);
 }
 
 // Forward: Z = F·Fᵀ, the strict lower triangle into the output row.
