@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/trainer/cuda"
@@ -101,15 +102,39 @@ var interShapesHalf = [][3]int{ // B, d, n
 }
 
 // TestInteractionHalf runs the shapes on every kernel family in half
-// precision: the default choice (the tensor-core kernels where they apply,
+// precision, each on a fresh FP32 backend whose launched kernels are then
+// checked: the default choice (the tensor-core kernels where they apply,
 // on the FP32 backend too: half values are exact in TF32), then
 // CTRKIT_INTERACTION=warp and =old, then the global-memory kernels
 // (interSharedMax 0); short batches in full-size buffers.
 func TestInteractionHalf(t *testing.T) {
+	families := map[string][]string{ // mode: the kernels it must launch
+		"default": {"interaction_fwd_tc", "interaction_bwd_tc", "interaction_fwd4", "interaction_bwd4",
+			"interaction_fwd", "interaction_bwd", "interaction_fwd_g", "interaction_bwd_g"},
+		"warp":   {"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd"},
+		"old":    {"interaction_fwd", "interaction_bwd"},
+		"global": {"interaction_fwd_g", "interaction_bwd_g"},
+	}
+	all := families["default"]
 	for _, dt := range halfDTypes {
 		for _, mode := range []string{"default", "warp", "old", "global"} {
 			t.Run(fmt.Sprintf("%v/%s", dt, mode), func(t *testing.T) {
 				h := newHarness(t)
+				be, err := NewOnDevice(sharedBE.Device(), Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer be.Close()
+				h.g = be
+				defer func() {
+					used := kernelsLookedUp(t, be)
+					for _, k := range all {
+						want := slices.Contains(families[mode], k)
+						if used[interKernel(k, dt)] != want {
+							t.Errorf("%s: launched %v, want %v", interKernel(k, dt), !want, want)
+						}
+					}
+				}()
 				switch mode {
 				case "warp":
 					defer func(v bool) { interNoTC = v }(interNoTC)
@@ -132,8 +157,11 @@ func TestInteractionHalf(t *testing.T) {
 				testInteractionDT(t, h, dt, 5, 16, 13, 8)
 				testInteractionDT(t, h, dt, 3, 12, 31, 1)
 				if mode == "default" {
-					// Too large for shared memory: the global kernels.
+					// d = 1000 (N = 31): the tensor-core kernels, which stage
+					// no F; N = 41 as well: too large for shared memory, the
+					// global kernels.
 					testInteractionDT(t, h, dt, 3, 1000, 30, 0)
+					testInteractionDT(t, h, dt, 2, 1000, 40, 0)
 				}
 			})
 		}
@@ -157,9 +185,40 @@ func TestInteractionHalfTC(t *testing.T) {
 				for _, s := range interShapesHalf[:9] {
 					testInteractionDT(t, h, dt, s[0], s[1], s[2], 0)
 				}
+				// Every shape above takes the tensor-core kernels: the
+				// backend looked up those of dt and no other family's.
+				used := kernelsLookedUp(t, be)
+				for _, k := range []string{"interaction_fwd_tc", "interaction_bwd_tc"} {
+					if !used[interKernel(k, dt)] {
+						t.Errorf("%s not launched (looked up: %v)", interKernel(k, dt), used)
+					}
+				}
+				for _, k := range []string{"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd", "interaction_fwd_g", "interaction_bwd_g"} {
+					if used[interKernel(k, dt)] {
+						t.Errorf("%s launched for a tensor-core shape", interKernel(k, dt))
+					}
+				}
 			})
 		}
 	}
+}
+
+// kernelsLookedUp is the set of kernel names be has looked up (launched).
+func kernelsLookedUp(t *testing.T, be *Backend) map[string]bool {
+	t.Helper()
+	used := map[string]bool{}
+	if err := be.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := be.dev.Do(func(*cuda.Ctx) error {
+		for k := range be.fns {
+			used[k] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return used
 }
 
 // TestInteractionDTypes: the operands of one call share one dtype; an
