@@ -35,8 +35,33 @@ func crossHalfTol(dt tensor.DType) float64 {
 	return tolFP32
 }
 
+// crossHalfBackend puts a fresh FP32 backend in h and, when the test
+// ends, checks that it launched the kernels want and none of avoid.
+func crossHalfBackend(t *testing.T, h *harness, want, avoid []string) {
+	be, err := NewOnDevice(sharedBE.Device(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.g = be
+	t.Cleanup(func() {
+		used := kernelsLookedUp(t, be)
+		for _, k := range want {
+			if !used[k] {
+				t.Errorf("%s not launched", k)
+			}
+		}
+		for _, k := range avoid {
+			if used[k] {
+				t.Errorf("%s launched for half activations", k)
+			}
+		}
+		be.Close()
+	})
+}
+
 func TestMultiCrossForwardHalf(t *testing.T) {
 	h := newHarness(t)
+	crossHalfBackend(t, h, []string{"mc_fwd4h", "mc_fwd1h"}, []string{"mc_fwd4", "mc_fwd1"})
 	for _, dts := range crossHalfDTs {
 		for _, sh := range crossShapesHalf {
 			rows, cols := sh[0], sh[1]
@@ -60,6 +85,7 @@ func TestMultiCrossForwardHalf(t *testing.T) {
 
 func TestMultiCrossBackwardHalf(t *testing.T) {
 	h := newHarness(t)
+	crossHalfBackend(t, h, []string{"mc_bwd4h", "mc_bwd1h"}, []string{"mc_bwd4", "mc_bwd1"})
 	for _, dts := range crossHalfDTs {
 		for _, sh := range crossShapesHalf {
 			for _, mode := range []struct {
