@@ -40,19 +40,51 @@ func interEnvCheck() error {
 // (interaction_fwd_tc/bwd_tc, TF32 mma.sync): GEMM math TF32 or BF16 (they
 // round F and the pair gradients to TF32 as a TF32 GEMM does — HugeCTR's
 // fp32 Interaction is cuBLAS batched GEMMs; FP32 math keeps the exact fp32
-// FMA kernels), compute capability 8.0 or later, N =
-// n+1 ≤ 32 vectors, d a multiple of 4, 16-byte aligned float4 operands, and
-// CTRKIT_INTERACTION neither warp nor old.
-func interTC(math cuda.Math, major, n, d int, float4s ...tensor.Tensor) bool {
+// FMA kernels; interMath gives half operands TF32), compute capability 8.0
+// or later, N = n+1 ≤ 32 vectors, d a multiple of 4, quad-aligned operands
+// (interQuads), and CTRKIT_INTERACTION neither warp nor old.
+func interTC(math cuda.Math, major, n, d int, quads ...tensor.Tensor) bool {
 	if interOld || interNoTC || math == cuda.FP32 || major < 8 || n+1 > 32 || d%4 != 0 {
 		return false
 	}
-	for _, t := range float4s {
-		if uintptr(p(t))%16 != 0 {
+	return interQuads(quads...)
+}
+
+// interMath is the math mode interTC sees for operands of dtype dt: the
+// backend's for float32, TF32 for Float16 and BFloat16, whose values TF32
+// holds exactly (10 mantissa and 8 exponent bits), so that the tensor-core
+// kernels' products are exact there in every mode, as an fp16/bf16 GEMM's
+// with float32 accumulation are.
+func interMath(math cuda.Math, dt tensor.DType) cuda.Math {
+	if dt.IsHalf() {
+		return cuda.TF32
+	}
+	return math
+}
+
+// interQuads says whether every operand's quads (4 elements: 16 bytes of
+// float32, 8 of a half dtype) are aligned, as the vector loads and stores
+// of the warp and tensor-core kernels need.
+func interQuads(ts ...tensor.Tensor) bool {
+	for _, t := range ts {
+		if sz := uintptr(4 * t.DType.Size()); sz == 0 || uintptr(p(t))%sz != 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// interKernel is the name of interaction kernel name for operands of dtype
+// dt: the float32 kernel, or its _f16 / _bf16 instantiation (kernels/nn.cu's
+// NN_STAMP).
+func interKernel(name string, dt tensor.DType) string {
+	switch dt {
+	case tensor.Float16:
+		return name + "_f16"
+	case tensor.BFloat16:
+		return name + "_bf16"
+	}
+	return name
 }
 
 // interTCBlocks is the grid of a tensor-core interaction kernel: one sample
@@ -81,17 +113,13 @@ func interTCWarps(per int) int {
 }
 
 // interWarps picks the warp-per-sample kernels (interaction_fwd4/bwd4):
-// d a multiple of 4, 16-byte aligned float4 operands, per float4s of shared
-// memory per warp within interSharedMax. wpb warps (samples) per block, as
-// many as fit in 48 KiB (up to 4), so no opt-in is needed for DLRM's shape.
-func interWarps(d, per int, float4s ...tensor.Tensor) (wpb int, ok bool) {
-	if interOld || d%4 != 0 || 16*per > interSharedMax {
+// d a multiple of 4, quad-aligned operands (interQuads), per float4s of
+// shared memory per warp within interSharedMax. wpb warps (samples) per
+// block, as many as fit in 48 KiB (up to 4), so no opt-in is needed for
+// DLRM's shape.
+func interWarps(d, per int, quads ...tensor.Tensor) (wpb int, ok bool) {
+	if interOld || d%4 != 0 || 16*per > interSharedMax || !interQuads(quads...) {
 		return 0, false
-	}
-	for _, t := range float4s {
-		if uintptr(p(t))%16 != 0 {
-			return 0, false
-		}
 	}
 	wpb = 4
 	for wpb > 1 && wpb*16*per > 48<<10 {
@@ -117,39 +145,52 @@ func (be *Backend) nnPresent(op string, ts ...tensor.Tensor) bool {
 	return true
 }
 
-// Interaction is the DLRM dot interaction (SPEC §8).
+// Interaction is the DLRM dot interaction (SPEC §8). out, x0 and emb are
+// all Float32, all Float16 or all BFloat16 (a half out is the float32
+// result rounded once; x0's columns pass through exactly).
 func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
 	n, d, ok := be.interShape("interaction", out, x0, emb)
 	if !ok || x0.Rows() == 0 {
 		return
 	}
-	b, w := x0.Rows(), out.Cols()
+	b, w, dt := x0.Rows(), out.Cols(), x0.DType
+	k := func(name string) string { return interKernel(name, dt) }
 	be.do("interaction", func(c *cuda.Ctx) error {
 		// Tensor cores: per warp the staged output row, ⌈W/4⌉ float4s.
-		if interTC(be.opts.Math, be.dev.Major, n, d, x0, emb) {
+		if interTC(interMath(be.opts.Math, dt), be.dev.Major, n, d, x0, emb) {
 			if wpb := interTCWarps((w + 3) &^ 3); wpb > 0 {
-				return be.interLaunchN(c, "interaction_fwd_tc", be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*((w+3)&^3),
+				return be.interLaunchN(c, k("interaction_fwd_tc"), be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*((w+3)&^3),
 					p(out), p(x0), p(emb), b, n, d)
 			}
 		}
 		// Per warp: F as ⌈N/4⌉ groups of 4 rows (d+1 float4s each), then o.
 		per4 := (n+4)/4*(d+1) + (w+3)/4
 		if wpb, ok := interWarps(d, per4, x0, emb); ok {
-			return be.interLaunch(c, "interaction_fwd4", (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(out), p(x0), p(emb), b, n, d)
+			return be.interLaunch(c, k("interaction_fwd4"), (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(out), p(x0), p(emb), b, n, d)
 		}
 		T := (n + 2) / 2
 		shm := 4 * ((n+1)*(d|1) + w)
 		if shm > interSharedMax {
-			return be.launch1(c, "interaction_fwd_g", b*w, p(out), p(x0), p(emb), n, d, int64(b)*int64(w))
+			return be.launch1(c, k("interaction_fwd_g"), b*w, p(out), p(x0), p(emb), n, d, int64(b)*int64(w))
 		}
 		threads := min(256, max(64, (T*(T+1)/2+31)&^31))
-		return be.interLaunch(c, "interaction_fwd", b, threads, shm, p(out), p(x0), p(emb), b, n, d)
+		return be.interLaunch(c, k("interaction_fwd"), b, threads, shm, p(out), p(x0), p(emb), b, n, d)
 	})
 }
 
-func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor) (n, d int, ok bool) {
-	if !be.floats(op, out, x0, emb) || !be.nnPresent(op, out, x0, emb) {
+// interShape checks the operands of Interaction (out, x0, emb) or
+// InteractionGrad (dOut, x0, emb, then dx0, demb): present, one dtype among
+// Float32, Float16 and BFloat16, and the shapes of tensor.InteractionShape.
+func (be *Backend) interShape(op string, out, x0, emb tensor.Tensor, grads ...tensor.Tensor) (n, d int, ok bool) {
+	ts := append([]tensor.Tensor{out, x0, emb}, grads...)
+	if !be.halves(op, ts...) || !be.nnPresent(op, ts...) {
 		return 0, 0, false
+	}
+	for _, t := range ts {
+		if t.DType != x0.DType {
+			be.fail(op, tensor.ErrDType, "operands %v: one dtype for all (float32, float16 or bfloat16)", ts)
+			return 0, 0, false
+		}
 	}
 	n, d, err := tensor.InteractionShape(op, out, x0, emb)
 	return n, d, be.check(err)
@@ -175,39 +216,38 @@ func (be *Backend) interLaunchN(c *cuda.Ctx, name string, blocks, threads, shm i
 	return be.launch(c, name, cuda.D1(blocks), cuda.D1(threads), shm, args...)
 }
 
-// InteractionGrad writes dx0 and demb.
+// InteractionGrad writes dx0 and demb; its five operands are of one dtype
+// (float32, float16 or bfloat16), as Interaction's.
 func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	const op = "interaction_grad"
-	n, d, ok := be.interShape(op, dOut, x0, emb)
+	n, d, ok := be.interShape(op, dOut, x0, emb, dx0, demb)
 	if !ok || !be.check(tensor.CheckSameLen(op, dx0, x0)) ||
-		!be.check(tensor.CheckSameLen(op, demb, emb)) {
+		!be.check(tensor.CheckSameLen(op, demb, emb)) || x0.Rows() == 0 {
 		return
 	}
-	if !be.floats(op, dx0, demb, x0) || !be.nnPresent(op, dx0, demb) || x0.Rows() == 0 {
-		return
-	}
-	b := x0.Rows()
+	b, dt := x0.Rows(), x0.DType
+	k := func(name string) string { return interKernel(name, dt) }
 	be.do(op, func(c *cuda.Ctx) error {
 		// Tensor cores: per warp the pair gradients, rounded up to 4 floats.
-		if interTC(be.opts.Math, be.dev.Major, n, d, dx0, demb, x0, emb) {
+		if interTC(interMath(be.opts.Math, dt), be.dev.Major, n, d, dx0, demb, x0, emb) {
 			pairs := (n*(n+1)/2 + 3) &^ 3
 			if wpb := interTCWarps(pairs); wpb > 0 {
-				return be.interLaunchN(c, "interaction_bwd_tc", be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*pairs,
+				return be.interLaunchN(c, k("interaction_bwd_tc"), be.interTCBlocks(b, wpb), 32*wpb, 4*wpb*pairs,
 					p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
 			}
 		}
 		nn, n4 := n+1, (n+4)&^3
 		per4 := (nn*n4 + nn*d) / 4 // per warp: G [N][N4] floats, then F [N][d]
 		if wpb, ok := interWarps(d, per4, dx0, demb, x0, emb); ok {
-			return be.interLaunch(c, "interaction_bwd4", (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+			return be.interLaunch(c, k("interaction_bwd4"), (b+wpb-1)/wpb, 32*wpb, 16*wpb*per4, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
 		}
 		shm := 4 * (nn*n4 + nn*d)
 		if shm > interSharedMax {
 			total := int64(b) * int64(nn) * int64(d)
-			return be.launch1(c, "interaction_bwd_g", int(total), p(dx0), p(demb), p(dOut), p(x0), p(emb), n, d, total)
+			return be.launch1(c, k("interaction_bwd_g"), int(total), p(dx0), p(demb), p(dOut), p(x0), p(emb), n, d, total)
 		}
 		threads := min(256, max(64, ((n4/4)*d+31)&^31))
-		return be.interLaunch(c, "interaction_bwd", b, threads, shm, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+		return be.interLaunch(c, k("interaction_bwd"), b, threads, shm, p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
 	})
 }
 

@@ -31,6 +31,79 @@ static __device__ __forceinline__ void nn_tri(int t, int* ti, int* tj) {
 // ---- Interaction (SPEC §8) ----
 // F = [x0; e_1..e_n] (N = n+1 vectors of d); out row = x0, then dot(F_i,
 // F_j) for i < j at column d + j(j-1)/2 + i, then a zero pad (W columns).
+//
+// Every interaction kernel is a template on the storage type T of all its
+// operands (float, or the 16-bit half_t / bf16_t of tensor.Float16 /
+// BFloat16), stamped as extern "C" kernels: the float32 name, then _f16
+// and _bf16 (nn.go's interKernel). Arithmetic and the staging in shared
+// memory are float32 whatever T is; a half output is the float32 result
+// rounded once; x0's passthrough is exact in every T.
+
+// ---- Interaction storage ----
+// nn_ld4 reads quad q (elements 4q..4q+3) of a T array as floats: one
+// 16-byte load for float, one 8-byte load for a 16-bit T (the quad's
+// address a multiple of 8, which nn.go checks). nn_st4 writes one, each
+// element rounded to T.
+struct alignas(8) nn_h4 {
+    h16 x, y, z, w;
+};
+static __device__ __forceinline__ float nn_hf(const half_t*, h16 v) { return h2f(v); }
+static __device__ __forceinline__ float nn_hf(const bf16_t*, h16 v) { return b2f(v); }
+static __device__ __forceinline__ h16 nn_fh(const half_t*, float v) { return f2h(v); }
+static __device__ __forceinline__ h16 nn_fh(const bf16_t*, float v) { return f2b(v); }
+// nn_q4f widens a loaded quad of T (the pointer only picks the type).
+static __device__ __forceinline__ nn_f4 nn_q4f(const float*, nn_f4 v) { return v; }
+template <class T>
+static __device__ __forceinline__ nn_f4 nn_q4f(const T* p, nn_h4 h) {
+    return nn_f4{nn_hf(p, h.x), nn_hf(p, h.y), nn_hf(p, h.z), nn_hf(p, h.w)};
+}
+static __device__ __forceinline__ nn_f4 nn_ld4(const float* p, i64 q) { return ((const nn_f4*)p)[q]; }
+template <class T>
+static __device__ __forceinline__ nn_f4 nn_ld4(const T* p, i64 q) {
+    return nn_q4f(p, ((const nn_h4*)p)[q]);
+}
+// nn_q4<T>::type is the quad of T as stored (nn_q4f widens it).
+template <class T>
+struct nn_q4 {
+    typedef nn_h4 type;
+};
+template <>
+struct nn_q4<float> {
+    typedef nn_f4 type;
+};
+static __device__ __forceinline__ void nn_st4(float* p, i64 q, nn_f4 v) {
+    ((nn_f4*)p)[q] = nn_f4{v.x, v.y, v.z, v.w}; // component-wise: one 16-byte store, not two 8-byte ones
+}
+template <class T>
+static __device__ __forceinline__ void nn_st4(T* p, i64 q, nn_f4 v) {
+    ((nn_h4*)p)[q] = nn_h4{nn_fh(p, v.x), nn_fh(p, v.y), nn_fh(p, v.z), nn_fh(p, v.w)};
+}
+
+// NN_STAMP stamps the three extern "C" kernels of template fn: name (float),
+// name_f16 and name_bf16. LB is NN_NOLB or an NN_LB_* __launch_bounds__,
+// PARAMS names an NN_PARAMS_* list (the parameters, of T), ARGS the call's
+// arguments.
+#define NN_STAMP1(name, fn, T, LB, PARAMS, ARGS) \
+    extern "C" __global__ void LB name PARAMS { fn<T> ARGS; }
+#define NN_STAMP(name, fn, LB, PARAMS, ARGS)                        \
+    NN_STAMP1(name, fn, float, LB, NN_PARAMS_##PARAMS(float), ARGS)  \
+    NN_STAMP1(name##_f16, fn, half_t, LB, NN_PARAMS_##PARAMS(half_t), ARGS) \
+    NN_STAMP1(name##_bf16, fn, bf16_t, LB, NN_PARAMS_##PARAMS(bf16_t), ARGS)
+// The parameter lists: the forward's (out, x0, emb, B, n, d), the
+// backward's (dx0, demb, dOut, x0, emb, B, n, d), and the global kernels'
+// with total in place of B.
+#define NN_PARAMS_FWD(T) (T* __restrict__ out, const T* __restrict__ x0, const T* __restrict__ emb, int B, int n, int d)
+#define NN_PARAMS_BWD(T)                                                                                         \
+    (T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut, const T* __restrict__ x0,           \
+     const T* __restrict__ emb, int B, int n, int d)
+#define NN_PARAMS_FWDG(T) (T* __restrict__ out, const T* __restrict__ x0, const T* __restrict__ emb, int n, int d, i64 total)
+#define NN_PARAMS_BWDG(T)                                                                                        \
+    (T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut, const T* __restrict__ x0,           \
+     const T* __restrict__ emb, int n, int d, i64 total)
+#define NN_NOLB
+#define NN_LB_FWD_TC __launch_bounds__(256, 3)
+#define NN_LB_BWD_TC __launch_bounds__(256, 2)
+// ---- end of interaction storage ----
 
 // interaction_fwd: one block per sample (grid-stride over samples). The
 // sample's F goes to shared memory with an odd row stride ds = d|1, so the
@@ -39,18 +112,18 @@ static __device__ __forceinline__ void nn_tri(int t, int* ti, int* tj) {
 // enumerated by nn_tri) and writes the tile's pairs i < j into a staged
 // output row o[W], which the block then stores coalesced.
 // Shared: F [N·ds] then o [W] floats.
-extern "C" __global__ void interaction_fwd(float* __restrict__ out, const float* __restrict__ x0,
-                                           const float* __restrict__ emb, int B, int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_fwd(T* __restrict__ out, const T* __restrict__ x0, const T* __restrict__ emb,
+                                              int B, int n, int d) {
     float* F = (float*)nn_smem;
     const int N = n + 1, ds = d | 1, W = d + n * (n + 1) / 2 + 1;
     float* o = F + N * ds;
-    const int T = (N + 1) / 2, tiles = T * (T + 1) / 2;
+    const int T2 = (N + 1) / 2, tiles = T2 * (T2 + 1) / 2;
     for (int s = blockIdx.x; s < B; s += gridDim.x) {
-        const float* xs = x0 + (i64)s * d;
-        const float* es = emb + (i64)s * n * d;
+        const i64 xs = (i64)s * d, es = (i64)s * n * d;
         for (int e = threadIdx.x; e < N * d; e += blockDim.x) {
             int v = e / d, c = e - v * d;
-            F[v * ds + c] = v == 0 ? xs[c] : es[e - d];
+            F[v * ds + c] = v == 0 ? ldt(x0, xs + c) : ldt(emb, es + e - d);
         }
         __syncthreads();
         for (int t = threadIdx.x; t < tiles; t += blockDim.x) {
@@ -82,12 +155,13 @@ extern "C" __global__ void interaction_fwd(float* __restrict__ out, const float*
         for (int c = threadIdx.x; c < d; c += blockDim.x) o[c] = F[c];
         if (threadIdx.x == 0) o[W - 1] = 0.f;
         __syncthreads();
-        float* os = out + (i64)s * W;
-        for (int k = threadIdx.x; k < W; k += blockDim.x) os[k] = o[k];
+        const i64 os = (i64)s * W;
+        for (int k = threadIdx.x; k < W; k += blockDim.x) stt(out, os + k, o[k]);
         // The next sample's F writes need no barrier: F's last readers ran
         // before the barrier above; o is rewritten only after the next one.
     }
 }
+NN_STAMP(interaction_fwd, nn_fwd, NN_NOLB, FWD, (out, x0, emb, B, n, d))
 
 // interaction_bwd: one block per sample. dF_v = Σ_u G(u,v)·F_u with G the
 // symmetric N×N matrix of the pair gradients (zero diagonal), plus dOut[:d]
@@ -95,18 +169,17 @@ extern "C" __global__ void interaction_fwd(float* __restrict__ out, const float*
 // [N][d]. Thread item (vg, c) computes v = 4vg..4vg+3 at column c, streaming
 // u: F[u][c] (consecutive c, conflict-free) and G[u][4vg..4vg+3] (one
 // broadcast 16-byte load); writes to dx0 / demb are coalesced along c.
-extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __restrict__ demb,
-                                           const float* __restrict__ dOut, const float* __restrict__ x0,
-                                           const float* __restrict__ emb, int B, int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_bwd(T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut,
+                                              const T* __restrict__ x0, const T* __restrict__ emb, int B, int n,
+                                              int d) {
     const int N = n + 1, N4 = (N + 3) & ~3, W = d + n * (n + 1) / 2 + 1, VG = N4 / 4;
     const int P = n * (n + 1) / 2;
     float* G = (float*)nn_smem;
     float* F = G + N * N4;
     for (int s = blockIdx.x; s < B; s += gridDim.x) {
-        const float* xs = x0 + (i64)s * d;
-        const float* es = emb + (i64)s * n * d;
-        const float* go = dOut + (i64)s * W;
-        for (int e = threadIdx.x; e < N * d; e += blockDim.x) F[e] = e < d ? xs[e] : es[e - d];
+        const i64 xs = (i64)s * d, es = (i64)s * n * d, go = (i64)s * W;
+        for (int e = threadIdx.x; e < N * d; e += blockDim.x) F[e] = e < d ? ldt(x0, xs + e) : ldt(emb, es + e - d);
         for (int e = threadIdx.x; e < N * N4; e += blockDim.x) {
             int u = e / N4, v = e - u * N4;
             if (v >= N || v == u) G[e] = 0.f;
@@ -114,7 +187,7 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
         for (int q = threadIdx.x; q < P; q += blockDim.x) {
             int i, jm;
             nn_tri(q, &i, &jm); // q = j(j-1)/2 + i with j = jm+1
-            float g = go[d + q];
+            float g = ldt(dOut, go + d + q);
             G[i * N4 + jm + 1] = g;
             G[(jm + 1) * N4 + i] = g;
         }
@@ -132,21 +205,23 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
                 a3 += g.w * f;
             }
             int v = 4 * vg;
-            float* de = demb + (i64)s * n * d + c;
-            if (v == 0) dx0[(i64)s * d + c] = go[c] + a0;
-            else de[(i64)(v - 1) * d] = a0;
-            if (v + 1 < N) de[(i64)v * d] = a1;
-            if (v + 2 < N) de[(i64)(v + 1) * d] = a2;
-            if (v + 3 < N) de[(i64)(v + 2) * d] = a3;
+            const i64 de = es + c;
+            if (v == 0) stt(dx0, xs + c, ldt(dOut, go + c) + a0);
+            else stt(demb, de + (i64)(v - 1) * d, a0);
+            if (v + 1 < N) stt(demb, de + (i64)v * d, a1);
+            if (v + 2 < N) stt(demb, de + (i64)(v + 1) * d, a2);
+            if (v + 3 < N) stt(demb, de + (i64)(v + 2) * d, a3);
         }
         __syncthreads(); // F and G are rewritten for the next sample
     }
 }
+NN_STAMP(interaction_bwd, nn_bwd, NN_NOLB, BWD, (dx0, demb, dOut, x0, emb, B, n, d))
 
 // interaction_fwd4 / interaction_bwd4: the same with one warp per sample
 // (blockDim.x/32 samples per block, each warp its own slice of shared
-// memory, __syncwarp only), for d a multiple of 4 and 16-byte aligned
-// operands. Chosen by nn.go; the kernels above stay the fallback.
+// memory, __syncwarp only), for d a multiple of 4 and quad-aligned operands
+// (16 bytes for float, 8 for a 16-bit T). Chosen by nn.go; the kernels
+// above stay the fallback.
 //
 // Forward: F's N rows, padded with zero rows to 4T (T = ⌈N/4⌉), are stored
 // as T groups of 4 rows, each group 4·d4+1 float4s (d4 = d/4): the odd
@@ -157,17 +232,16 @@ extern "C" __global__ void interaction_bwd(float* __restrict__ dx0, float* __res
 // Shared per warp: F [T·(4·d4+1)] float4s, then o [⌈W/4⌉] float4s.
 #define NN_BATCH 8 // global loads a lane issues before storing them to shared memory
 
-extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float* __restrict__ x0,
-                                            const float* __restrict__ emb, int B, int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_fwd4(T* __restrict__ out, const T* __restrict__ x0,
+                                               const T* __restrict__ emb, int B, int n, int d) {
     const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
-    const int T = (N + 3) >> 2, tiles = T * (T + 1) / 2, rs = 4 * d4 + 1;
+    const int T4 = (N + 3) >> 2, tiles = T4 * (T4 + 1) / 2, rs = 4 * d4 + 1;
     const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
-    const int per = T * rs + ((W + 3) >> 2);
+    const int per = T4 * rs + ((W + 3) >> 2);
     nn_f4* F = nn_smem + (threadIdx.x >> 5) * per;
-    float* o = (float*)(F + T * rs);
-    const nn_f4* x4 = (const nn_f4*)x0;
-    const nn_f4* e4 = (const nn_f4*)emb;
-    const int FQ = 4 * T * d4; // quads of F, zero rows included
+    float* o = (float*)(F + T4 * rs);
+    const int FQ = 4 * T4 * d4; // quads of F, zero rows included
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
         // NN_BATCH loads a lane in flight before their shared stores (a
         // load-store loop would wait out each load's latency in turn).
@@ -177,7 +251,7 @@ extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float
             for (int k = 0; k < NN_BATCH; k++) {
                 const int e = e0 + 32 * k + lane, r = e / d4, c = e - r * d4;
                 v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
-                if (e < FQ && r < N) v[k] = r == 0 ? x4[s * d4 + c] : e4[(s * n + r - 1) * d4 + c];
+                if (e < FQ && r < N) v[k] = r == 0 ? nn_ld4(x0, s * d4 + c) : nn_ld4(emb, (s * n + r - 1) * d4 + c);
             }
 #pragma unroll
             for (int k = 0; k < NN_BATCH; k++) {
@@ -226,20 +300,22 @@ extern "C" __global__ void interaction_fwd4(float* __restrict__ out, const float
         for (int c = lane; c < d; c += 32) o[c] = ((const float*)F)[c]; // row 0 = x0
         if (lane == 0) o[W - 1] = 0.f;
         __syncwarp();
-        float* os = out + s * W;
-        for (int k = lane; k < W; k += 32) os[k] = o[k];
+        const i64 os = s * W;
+        for (int k = lane; k < W; k += 32) stt(out, os + k, o[k]);
         __syncwarp(); // F and o are rewritten for the next sample
     }
 }
+NN_STAMP(interaction_fwd4, nn_fwd4, NN_NOLB, FWD, (out, x0, emb, B, n, d))
 
 // interaction_bwd4: dF_v = Σ_u G(u,v)·F_u as interaction_bwd, one warp per
 // sample. Item (vg, c) computes the float4 at column 4c of rows
 // v = 4vg..4vg+3: per u one float4 of F (lanes on consecutive c,
 // conflict-free) and one of G (broadcast), 16 FMAs.
 // Shared per warp: G [N][N4] floats (N4 = 4·⌈N/4⌉), then F [N][d].
-extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __restrict__ demb,
-                                            const float* __restrict__ dOut, const float* __restrict__ x0,
-                                            const float* __restrict__ emb, int B, int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_bwd4(T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut,
+                                               const T* __restrict__ x0, const T* __restrict__ emb, int B, int n,
+                                               int d) {
     const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1;
     const int VG = (N + 3) >> 2, N4 = 4 * VG, P = n * (n + 1) / 2;
     const int lane = threadIdx.x & 31, wpb = blockDim.x >> 5;
@@ -247,12 +323,8 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
     nn_f4* G4 = nn_smem + (threadIdx.x >> 5) * per;
     float* G = (float*)G4;
     nn_f4* F = G4 + N * VG;
-    const nn_f4* x4 = (const nn_f4*)x0;
-    const nn_f4* e4 = (const nn_f4*)emb;
-    nn_f4* dx4 = (nn_f4*)dx0;
-    nn_f4* de4 = (nn_f4*)demb;
     for (i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); s < B; s += (i64)gridDim.x * wpb) {
-        const float* go = dOut + s * W;
+        const i64 go = s * W;
         // Loads in batches of NN_BATCH a lane, as in interaction_fwd4.
         for (int e0 = 0; e0 < N * d4; e0 += 32 * NN_BATCH) {
             nn_f4 v[NN_BATCH];
@@ -260,7 +332,7 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
             for (int k = 0; k < NN_BATCH; k++) {
                 const int e = e0 + 32 * k + lane;
                 v[k] = nn_f4{0.f, 0.f, 0.f, 0.f};
-                if (e < N * d4) v[k] = e < d4 ? x4[s * d4 + e] : e4[s * n * d4 + e - d4];
+                if (e < N * d4) v[k] = e < d4 ? nn_ld4(x0, s * d4 + e) : nn_ld4(emb, s * n * d4 + e - d4);
             }
 #pragma unroll
             for (int k = 0; k < NN_BATCH; k++)
@@ -273,7 +345,7 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
         for (int q0 = 0; q0 < P; q0 += 32 * NN_BATCH) {
             float gv[NN_BATCH];
 #pragma unroll
-            for (int k = 0; k < NN_BATCH; k++) gv[k] = q0 + 32 * k + lane < P ? go[d + q0 + 32 * k + lane] : 0.f;
+            for (int k = 0; k < NN_BATCH; k++) gv[k] = q0 + 32 * k + lane < P ? ldt(dOut, go + d + q0 + 32 * k + lane) : 0.f;
 #pragma unroll
             for (int k = 0; k < NN_BATCH; k++) {
                 const int q = q0 + 32 * k + lane;
@@ -308,65 +380,71 @@ extern "C" __global__ void interaction_bwd4(float* __restrict__ dx0, float* __re
                 if (v >= N) break;
                 nn_f4 r = acc[k];
                 if (v == 0) {
-                    r.x += go[4 * c];
-                    r.y += go[4 * c + 1];
-                    r.z += go[4 * c + 2];
-                    r.w += go[4 * c + 3];
-                    dx4[s * d4 + c] = r;
+                    r.x += ldt(dOut, go + 4 * c);
+                    r.y += ldt(dOut, go + 4 * c + 1);
+                    r.z += ldt(dOut, go + 4 * c + 2);
+                    r.w += ldt(dOut, go + 4 * c + 3);
+                    nn_st4(dx0, s * d4 + c, r);
                 } else {
-                    de4[(s * n + v - 1) * d4 + c] = r;
+                    nn_st4(demb, (s * n + v - 1) * d4 + c, r);
                 }
             }
         }
         __syncwarp(); // F and G are rewritten for the next sample
     }
 }
+NN_STAMP(interaction_bwd4, nn_bwd4, NN_NOLB, BWD, (dx0, demb, dOut, x0, emb, B, n, d))
 
 // interaction_fwd_g / interaction_bwd_g: the same from global memory, one
 // thread per output element, for shapes whose F does not fit in shared
 // memory. total = B·W (forward) or B·N·d (backward).
-extern "C" __global__ void interaction_fwd_g(float* __restrict__ out, const float* __restrict__ x0,
-                                             const float* __restrict__ emb, int n, int d, i64 total) {
+template <class T>
+static __device__ __forceinline__ void nn_fwd_g(T* __restrict__ out, const T* __restrict__ x0,
+                                                const T* __restrict__ emb, int n, int d, i64 total) {
     const int W = d + n * (n + 1) / 2 + 1;
     FOR(e, total) {
         i64 s = e / W;
         int k = (int)(e - s * W);
         float r;
         if (k < d) {
-            r = x0[s * d + k];
+            r = ldt(x0, s * d + k);
         } else if (k == W - 1) {
             r = 0.f;
         } else {
             int i, jm;
             nn_tri(k - d, &i, &jm);
-            const float* fi = i == 0 ? x0 + s * d : emb + (s * n + i - 1) * d;
-            const float* fj = emb + (s * n + jm) * d;
+            const i64 fi = i == 0 ? s * d : (s * n + i - 1) * d;
+            const T* pi = i == 0 ? x0 : emb;
+            const i64 fj = (s * n + jm) * d;
             r = 0.f;
-            for (int c = 0; c < d; c++) r += fi[c] * fj[c];
+            for (int c = 0; c < d; c++) r += ldt(pi, fi + c) * ldt(emb, fj + c);
         }
-        out[e] = r;
+        stt(out, e, r);
     }
 }
+NN_STAMP(interaction_fwd_g, nn_fwd_g, NN_NOLB, FWDG, (out, x0, emb, n, d, total))
 
-extern "C" __global__ void interaction_bwd_g(float* __restrict__ dx0, float* __restrict__ demb,
-                                             const float* __restrict__ dOut, const float* __restrict__ x0,
-                                             const float* __restrict__ emb, int n, int d, i64 total) {
+template <class T>
+static __device__ __forceinline__ void nn_bwd_g(T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut,
+                                                const T* __restrict__ x0, const T* __restrict__ emb, int n, int d,
+                                                i64 total) {
     const int N = n + 1, W = d + n * (n + 1) / 2 + 1;
     FOR(e, total) {
         i64 s = e / ((i64)N * d);
         int r = (int)(e - s * N * d), v = r / d, c = r - v * d;
-        const float* go = dOut + s * W;
-        float acc = v == 0 ? go[c] : 0.f;
+        const i64 go = s * W;
+        float acc = v == 0 ? ldt(dOut, go + c) : 0.f;
         for (int u = 0; u < N; u++) {
             if (u == v) continue;
             int a = min(u, v), b = max(u, v);
-            float f = u == 0 ? x0[s * d + c] : emb[(s * n + u - 1) * d + c];
-            acc += go[d + b * (b - 1) / 2 + a] * f;
+            float f = u == 0 ? ldt(x0, s * d + c) : ldt(emb, (s * n + u - 1) * d + c);
+            acc += ldt(dOut, go + d + b * (b - 1) / 2 + a) * f;
         }
-        if (v == 0) dx0[s * d + c] = acc;
-        else demb[(s * n + v - 1) * d + c] = acc;
+        if (v == 0) stt(dx0, s * d + c, acc);
+        else stt(demb, (s * n + v - 1) * d + c, acc);
     }
 }
+NN_STAMP(interaction_bwd_g, nn_bwd_g, NN_NOLB, BWDG, (dx0, demb, dOut, x0, emb, n, d, total))
 
 // ---- Interaction on tensor cores (TF32) ----
 // nn_tf32 rounds to TF32 (round to nearest, ties away: cvt.rna) and
@@ -401,8 +479,13 @@ static __device__ __forceinline__ void nn_mma_tf32(float (&c)[4], unsigned a0, u
 
 // interaction_fwd_tc / interaction_bwd_tc: the interaction as TF32 mma.sync
 // GEMMs, one warp per sample (grid-stride over samples, blockDim.x/32 warps
-// a block), for N = n+1 ≤ 32 vectors, d a multiple of 4 and 16-byte
-// aligned inputs; chosen by nn.go when the backend's Math is TF32 or BF16.
+// a block), for N = n+1 ≤ 32 vectors, d a multiple of 4 and quad-aligned
+// inputs; chosen by nn.go for float operands when the backend's Math is
+// TF32 or BF16, and for half operands (_f16, _bf16) in every math mode: a
+// float16 or bfloat16 value is exact in TF32 (10 mantissa bits, 8 exponent
+// bits), so on half operands the TF32 mma computes the products exactly,
+// as fp16/bf16 mma.sync with float32 accumulation would, and the kernels
+// read the half operands straight from global memory (half the bytes).
 // F is padded with zero rows to 32. Neither kernel stages F in shared
 // memory: a dot product may sum its d terms in any order, so the k index of
 // each mma is a permutation of F's columns chosen so that every lane's
@@ -411,9 +494,14 @@ static __device__ __forceinline__ void nn_mma_tf32(float (&c)[4], unsigned a0, u
 // element of F read once per sample. The next item's loads are issued
 // before the current item's stores, so they overlap.
 
-// nn_frow: row r of sample s's F as quads (x0 for r = 0, else embedding r-1).
-static __device__ __forceinline__ const nn_f4* nn_frow(const nn_f4* x4, const nn_f4* e4, i64 s, int r, int n, int d4) {
-    return r == 0 ? x4 + s * d4 : e4 + (s * n + r - 1) * d4;
+// nn_frow: quad c4 of row r of sample s's F (x0 for r = 0, else embedding r-1).
+// Rows are selected as quad pointers (nn_q4: nn_f4 for float, nn_h4 for a
+// 16-bit T), then one quad loaded: for float the code of a float4 kernel.
+template <class T>
+static __device__ __forceinline__ nn_f4 nn_frow(const T* x0, const T* emb, i64 s, int r, int n, int d4, int c4) {
+    typedef typename nn_q4<T>::type Q;
+    const Q* row = r == 0 ? (const Q*)x0 + s * d4 : (const Q*)emb + (s * n + r - 1) * d4;
+    return nn_q4f(x0, row[c4]);
 }
 
 // Forward: Z = F·Fᵀ, the strict lower triangle into the output row.
@@ -429,7 +517,8 @@ static __device__ __forceinline__ const nn_f4* nn_frow(const nn_f4* x4, const nn
 // the accumulators; the zero pad) and stored coalesced, as float4s when W
 // is a multiple of 4.
 // Shared per warp: o [⌈W/4⌉] float4s.
-static __device__ __forceinline__ void nn_fwd_tc_load(nn_f4 (&R)[2][4], const nn_f4* x4, const nn_f4* e4, i64 s,
+template <class T>
+static __device__ __forceinline__ void nn_fwd_tc_load(nn_f4 (&R)[2][4], const T* x4, const T* e4, i64 s,
                                                       int st, int g, int t, int N, int n, int d4) {
 #pragma unroll
     for (int kp = 0; kp < 2; kp++) {
@@ -438,23 +527,23 @@ static __device__ __forceinline__ void nn_fwd_tc_load(nn_f4 (&R)[2][4], const nn
         for (int r4 = 0; r4 < 4; r4++) {
             int r = g + 8 * r4;
             nn_f4 v = {0.f, 0.f, 0.f, 0.f};
-            if (r < N && c4 < d4) v = nn_frow(x4, e4, s, r, n, d4)[c4];
+            if (r < N && c4 < d4) v = nn_frow(x4, e4, s, r, n, d4, c4);
             R[kp][r4] = v;
         }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3)
-    interaction_fwd_tc(float* __restrict__ out, const float* __restrict__ x0, const float* __restrict__ emb, int B,
-                       int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_fwd_tc(T* __restrict__ out, const T* __restrict__ x0,
+                                                 const T* __restrict__ emb, int B, int n, int d) {
     const int N = n + 1, d4 = d >> 2, W = d + n * (n + 1) / 2 + 1, W4 = (W + 3) >> 2;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
     const int P = (d + 15) >> 4, NST = (P + 1) >> 1; // 16-column steps, stages of two
     const bool t01 = N > 8, t1 = N > 16, t13 = N > 24; // tiles (0,1), (1,0..2), (1,3) hold pairs
     float* o = (float*)(nn_smem + (threadIdx.x >> 5) * W4);
-    const nn_f4* x4 = (const nn_f4*)x0;
-    const nn_f4* e4 = (const nn_f4*)emb;
-    const bool vec = (W & 3) == 0 && ((u64)out & 15) == 0;
+    const T* x4 = x0;
+    const T* e4 = emb;
+    const bool vec = (W & 3) == 0 && ((u64)out & (4 * sizeof(T) - 1)) == 0;
     const i64 nw = (i64)gridDim.x * wpb;
     i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
     int st = 0;
@@ -510,14 +599,9 @@ extern "C" __global__ void __launch_bounds__(256, 3)
             if (lane == 0) o[W - 1] = 0.f;
             __syncwarp();
             if (vec) {
-                nn_f4* os = (nn_f4*)out + s * W4;
-                for (int k = lane; k < W4; k += 32) {
-                    const nn_f4 v = ((const nn_f4*)o)[k];
-                    os[k] = nn_f4{v.x, v.y, v.z, v.w}; // component-wise: one 16-byte store, not two 8-byte ones
-                }
+                for (int k = lane; k < W4; k += 32) nn_st4(out, s * W4 + k, ((const nn_f4*)o)[k]);
             } else {
-                float* os = out + s * W;
-                for (int k = lane; k < W; k += 32) os[k] = o[k];
+                for (int k = lane; k < W; k += 32) stt(out, s * W + k, o[k]);
             }
             __syncwarp(); // o is rewritten for the next sample
         }
@@ -525,6 +609,7 @@ extern "C" __global__ void __launch_bounds__(256, 3)
         st = nst;
     }
 }
+NN_STAMP(interaction_fwd_tc, nn_fwd_tc, NN_LB_FWD_TC, FWD, (out, x0, emb, B, n, d))
 
 // Backward: dF = S·F with S the symmetric N×N matrix of the pair gradients
 // (zero diagonal), computed transposed, dFᵀ = Fᵀ·S (m = column c of F, n =
@@ -540,7 +625,8 @@ extern "C" __global__ void __launch_bounds__(256, 3)
 // first chunk, after the last chunk's mma, and dOut[:d]'s quad for dx0 with
 // each chunk.
 // Shared per warp: the P = n(n+1)/2 pair gradients, rounded up to 4 floats.
-static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[4], const nn_f4* x4, const nn_f4* e4,
+template <class T>
+static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[4], const T* x4, const T* e4,
                                                       i64 s, int q, int g, int t, int N, int n, int d4) {
     const int c4 = 8 * q + g;
 #pragma unroll
@@ -548,8 +634,8 @@ static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[
         const int u = 8 * ks + t;
         nn_f4 a = {0.f, 0.f, 0.f, 0.f}, b = a;
         if (c4 < d4) {
-            if (u < N) a = nn_frow(x4, e4, s, u, n, d4)[c4];
-            if (u + 4 < N) b = nn_frow(x4, e4, s, u + 4, n, d4)[c4];
+            if (u < N) a = nn_frow(x4, e4, s, u, n, d4, c4);
+            if (u + 4 < N) b = nn_frow(x4, e4, s, u + 4, n, d4, c4);
         }
         X[ks] = a;
         Y[ks] = b;
@@ -558,16 +644,17 @@ static __device__ __forceinline__ void nn_bwd_tc_load(nn_f4 (&X)[4], nn_f4 (&Y)[
 
 // nn_bwd_tc_x0: the dOut[:d] quad (scalar loads: W need not be a multiple
 // of 4) that lanes t = 0 add to dF_0 at chunk q, loaded with the chunk.
-static __device__ __forceinline__ void nn_bwd_tc_x0(float (&gx)[4], const float* dOut, i64 s, int q, int g, int t,
+template <class T>
+static __device__ __forceinline__ void nn_bwd_tc_x0(float (&gx)[4], const T* dOut, i64 s, int q, int g, int t,
                                                     int W, int d4) {
     const int c4 = 8 * q + g;
     gx[0] = gx[1] = gx[2] = gx[3] = 0.f;
     if (t == 0 && c4 < d4) {
-        const float* go = dOut + s * W + 4 * c4;
-        gx[0] = go[0];
-        gx[1] = go[1];
-        gx[2] = go[2];
-        gx[3] = go[3];
+        const i64 go = s * W + 4 * c4;
+        gx[0] = ldt(dOut, go);
+        gx[1] = ldt(dOut, go + 1);
+        gx[2] = ldt(dOut, go + 2);
+        gx[3] = ldt(dOut, go + 3);
     }
 }
 
@@ -578,17 +665,16 @@ static __device__ __forceinline__ float nn_sym(const float* sm, int u, int v, in
     return sm[a * (a - 1) / 2 + b];
 }
 
-extern "C" __global__ void __launch_bounds__(256, 2)
-    interaction_bwd_tc(float* __restrict__ dx0, float* __restrict__ demb, const float* __restrict__ dOut,
-                       const float* __restrict__ x0, const float* __restrict__ emb, int B, int n, int d) {
+template <class T>
+static __device__ __forceinline__ void nn_bwd_tc(T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut,
+                                                 const T* __restrict__ x0, const T* __restrict__ emb, int B, int n,
+                                                 int d) {
     const int N = n + 1, d4 = d >> 2, P = n * (n + 1) / 2, W = d + P + 1;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
     const int Q = (d + 31) >> 5, KS = (N + 7) >> 3; // chunks; k-steps and n-tiles holding vectors
     float* sm = (float*)nn_smem + (threadIdx.x >> 5) * ((P + 3) & ~3);
-    const nn_f4* x4 = (const nn_f4*)x0;
-    const nn_f4* e4 = (const nn_f4*)emb;
-    nn_f4* dx4 = (nn_f4*)dx0;
-    nn_f4* de4 = (nn_f4*)demb;
+    const T* x4 = x0;
+    const T* e4 = emb;
     const i64 nw = (i64)gridDim.x * wpb;
     i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
     int q = 0;
@@ -600,7 +686,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         nn_bwd_tc_load(X, Y, x4, e4, s, 0, g, t, N, n, d4);
         nn_bwd_tc_x0(gx, dOut, s, 0, g, t, W, d4);
 #pragma unroll
-        for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[s * W + d + lane + 32 * i] : 0.f;
+        for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? ldt(dOut, s * W + d + lane + 32 * i) : 0.f;
     }
     while (s < B) {
         if (q == 0) { // S of sample s
@@ -645,7 +731,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             nn_bwd_tc_x0(gx, dOut, ns, nq, g, t, W, d4);
             if (nq == 0) {
 #pragma unroll
-                for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? dOut[ns * W + d + lane + 32 * i] : 0.f;
+                for (int i = 0; i < 16; i++) gp[i] = lane + 32 * i < P ? ldt(dOut, ns * W + d + lane + 32 * i) : 0.f;
             }
         }
         const int c4 = 8 * q + g;
@@ -661,9 +747,9 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                         r.y += gx1;
                         r.z += gx2;
                         r.w += gx3;
-                        dx4[s * d4 + c4] = r;
+                        nn_st4(dx0, s * d4 + c4, r);
                     } else if (v < N) {
-                        de4[(s * n + v - 1) * d4 + c4] = r;
+                        nn_st4(demb, (s * n + v - 1) * d4 + c4, r);
                     }
                 }
         }
@@ -671,6 +757,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
         q = nq;
     }
 }
+NN_STAMP(interaction_bwd_tc, nn_bwd_tc, NN_LB_BWD_TC, BWD, (dx0, demb, dOut, x0, emb, B, n, d))
 
 // ---- FmOrder2 ----
 // One thread per (sample, column j) over total = B·k; sums in double.

@@ -8,10 +8,15 @@
 // mma.sync m16n8k8 TF32 is emulated warp-wide from the PTX ISA's fragment
 // layout (independently of how the kernels fill the fragments), cvt.rna
 // bit for bit; the tensor-core kernels are checked against a reference on
-// TF32-rounded operands (x0 and the dOut passthrough exact). check_kernels.sh
-// builds it with the kernels extracted from nn.cu (k4.inc, tc.inc,
-// tri.inc). No CUDA needed; it cannot see timing or bank conflicts, only
-// results. Unwritten shared memory reads as NaN.
+// TF32-rounded operands (x0 and the dOut passthrough exact). Every check
+// runs for each storage type of the kernels' templates: float, and the
+// half_t / bf16_t of the _f16 / _bf16 kernels (operands rounded to the
+// type, the reference computed from the rounded values, outputs compared
+// within the type's rounding; the half types' values are exact in TF32).
+// check_kernels.sh builds it with common.cuh and the kernels extracted
+// from nn.cu (st.inc, k4.inc, tc.inc, tri.inc). No CUDA needed; it cannot
+// see timing or bank conflicts, only results. Unwritten shared memory and
+// outputs read as NaN.
 #include <cstdio>
 #include <cmath>
 #include <vector>
@@ -27,14 +32,17 @@
 #define __forceinline__ inline
 #define __restrict__
 #define __launch_bounds__(...)
-typedef long long i64;
-typedef unsigned long long u64;
 using std::min; using std::max;
 struct D3 { unsigned x, y, z; };
 thread_local D3 threadIdx;
 D3 blockIdx, blockDim, gridDim;
 thread_local std::barrier<>* wbar;
 void __syncwarp(unsigned = 0xffffffffu) { wbar->arrive_and_wait(); }
+// Declarations common.cuh's helpers refer to (unused here).
+template <class T> T __shfl_down_sync(unsigned, T, int, int = 32);
+unsigned long long atomicCAS(unsigned long long*, unsigned long long, unsigned long long);
+void __syncthreads();
+#include "../common.cuh"
 struct alignas(16) nn_f4 { float x, y, z, w; };
 alignas(16) nn_f4 nn_smem[1 << 16];
 unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
@@ -76,6 +84,7 @@ void nn_mma_tf32(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned 
   mmas++;
 }
 #include "tri.inc"
+#include "st.inc"
 #include "k4.inc"
 #include "tc.inc"
 template <class K> void launch(int grid, int block, K k) {
@@ -92,92 +101,88 @@ template <class K> void launch(int grid, int block, K k) {
     for (auto& t : ts) t.join();
   }
 }
-// checkTC runs interaction_fwd_tc / interaction_bwd_tc on one shape for
-// several warps per block and grid sizes; it returns the failures.
-int checkTC(int B, int d, int n, std::mt19937& rng) {
+// Storage types: ld/st of element i, the name, and the output tolerance
+// relative to max(1, |reference|) (float: the fp32 kernels' 1e-4; half:
+// the type's rounding, 2^-11 or 2^-8, with room for fp32 accumulation).
+template <class T> float ld(const std::vector<T>& v, size_t i) { return ldt(v.data(), (i64)i); }
+template <class T> void fill(std::vector<T>& v, float x) { for (size_t i = 0; i < v.size(); i++) stt(v.data(), (i64)i, x); }
+template <class T> struct Traits;
+template <> struct Traits<float> { static constexpr const char* name = "f32"; static constexpr double tol = 1e-4; };
+template <> struct Traits<half_t> { static constexpr const char* name = "f16"; static constexpr double tol = 1e-3; };
+template <> struct Traits<bf16_t> { static constexpr const char* name = "bf16"; static constexpr double tol = 8e-3; };
+template <class T> double relerr(double got, double want) {
+  double e = std::fabs(got - want) / std::max(1.0, std::fabs(want));
+  return e <= Traits<T>::tol ? e : 1e9; // NaN too
+}
+template <class T> std::vector<T> randv(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> U(-1, 1);
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; i++) stt(v.data(), (i64)i, U(rng));
+  return v;
+}
+
+// check runs the warp kernels (tc false: interaction_fwd4/bwd4) or the
+// tensor-core ones (tc true) on one shape for several warps per block and
+// grid sizes; it returns the failures.
+template <class T> int check(bool tc, int B, int d, int n, std::mt19937& rng) {
   int N = n + 1, W = d + n * (n + 1) / 2 + 1, bad = 0;
-  std::vector<float> x0(B * d), emb(B * n * d), dOut(B * W);
-  for (auto& v : x0) v = U(rng);
-  for (auto& v : emb) v = U(rng);
-  for (auto& v : dOut) v = U(rng);
-  auto F = [&](int s, int v, int c) -> double { return tf32f(v == 0 ? x0[s * d + c] : emb[(s * n + v - 1) * d + c]); };
-  std::vector<float> out(B * W), dx0(B * d), demb(B * n * d);
+  std::vector<T> x0 = randv<T>(B * d, rng), emb = randv<T>(B * n * d, rng), dOut = randv<T>(B * W, rng);
+  auto r32 = [&](float v) -> double { return tc ? tf32f(v) : v; }; // half values: exact in TF32
+  auto F = [&](int s, int v, int c) -> double { return r32(v == 0 ? ld(x0, s * d + c) : ld(emb, (s * n + v - 1) * d + c)); };
+  std::vector<T> out(B * W), dx0(B * d), demb(B * n * d);
   for (int wpb : {1, 2}) for (int grid : {1, 3}) {
-    std::fill(out.begin(), out.end(), NAN); std::fill(dx0.begin(), dx0.end(), NAN); std::fill(demb.begin(), demb.end(), NAN);
-    launch(grid, 32 * wpb, [&] { interaction_fwd_tc(out.data(), x0.data(), emb.data(), B, n, d); });
-    launch(grid, 32 * wpb, [&] { interaction_bwd_tc(dx0.data(), demb.data(), dOut.data(), x0.data(), emb.data(), B, n, d); });
+    fill(out, NAN); fill(dx0, NAN); fill(demb, NAN);
+    if (tc) {
+      launch(grid, 32 * wpb, [&] { nn_fwd_tc<T>(out.data(), x0.data(), emb.data(), B, n, d); });
+      launch(grid, 32 * wpb, [&] { nn_bwd_tc<T>(dx0.data(), demb.data(), dOut.data(), x0.data(), emb.data(), B, n, d); });
+    } else {
+      launch(grid, 32 * wpb, [&] { nn_fwd4<T>(out.data(), x0.data(), emb.data(), B, n, d); });
+      launch(grid, 32 * wpb, [&] { nn_bwd4<T>(dx0.data(), demb.data(), dOut.data(), x0.data(), emb.data(), B, n, d); });
+    }
     double e1 = 0, e2 = 0;
     for (int s = 0; s < B; s++) {
       for (int k = 0; k < W; k++) {
         double r, e;
         if (k < d) {
-          e = out[s * W + k] == x0[s * d + k] ? 0 : 1e9; // x0 passes exact
+          e = ld(out, s * W + k) == ld(x0, s * d + k) ? 0 : 1e9; // x0 passes exact
         } else {
           if (k == W - 1) r = 0; else {
             int q = k - d, j = 1; while ((j + 1) * j / 2 <= q) j++; int i = q - j * (j - 1) / 2;
             r = 0; for (int c = 0; c < d; c++) r += F(s, i, c) * F(s, j, c);
           }
-          e = std::fabs(out[s * W + k] - r); if (!(e <= 1e-4)) e = 1e9;
+          e = relerr<T>(ld(out, s * W + k), r);
         }
         e1 = std::max(e1, e);
       }
       for (int v = 0; v < N; v++) for (int c = 0; c < d; c++) {
-        double r = v == 0 ? dOut[s * W + c] : 0;
-        for (int u = 0; u < N; u++) if (u != v) { int a = min(u, v), b = max(u, v); r += (double)tf32f(dOut[s * W + d + b * (b - 1) / 2 + a]) * F(s, u, c); }
-        double g = v == 0 ? dx0[s * d + c] : demb[(s * n + v - 1) * d + c];
-        double e = std::fabs(g - r); if (!(e <= 1e-4)) e = 1e9; e2 = std::max(e2, e);
+        double r = v == 0 ? ld(dOut, s * W + c) : 0;
+        for (int u = 0; u < N; u++) if (u != v) { int a = min(u, v), b = max(u, v); r += r32(ld(dOut, s * W + d + b * (b - 1) / 2 + a)) * F(s, u, c); }
+        double g = v == 0 ? ld(dx0, s * d + c) : ld(demb, (s * n + v - 1) * d + c);
+        e2 = std::max(e2, relerr<T>(g, r));
       }
     }
-    printf("tc B%d d%d n%d wpb%d grid%d: fwd %.2g bwd %.2g\n", B, d, n, wpb, grid, e1, e2);
-    if (e1 > 1e-4 || e2 > 1e-4) bad++;
+    printf("%s %s B%d d%d n%d wpb%d grid%d: fwd %.2g bwd %.2g\n", tc ? "tc" : "warp", Traits<T>::name, B, d, n, wpb, grid, e1, e2);
+    if (e1 > Traits<T>::tol || e2 > Traits<T>::tol) bad++;
   }
   return bad;
 }
 
-int main() {
+template <class T> int checkAll(std::mt19937& rng) {
   int shapes[][3] = {{1, 4, 1}, {7, 4, 1}, {5, 16, 8}, {33, 128, 26}, {9, 64, 31}, {3, 8, 40}, {6, 4, 3}, {11, 12, 4}};
-  std::mt19937 rng(1); std::uniform_real_distribution<float> U(-1, 1);
   int bad = 0;
-  for (auto& sh : shapes) {
-    int B = sh[0], d = sh[1], n = sh[2], N = n + 1, W = d + n * (n + 1) / 2 + 1;
-    std::vector<float> x0(B * d), emb(B * n * d), dOut(B * W);
-    for (auto& v : x0) v = U(rng);
-    for (auto& v : emb) v = U(rng);
-    for (auto& v : dOut) v = U(rng);
-    auto F = [&](int s, int v, int c) -> double { return v == 0 ? x0[s * d + c] : emb[(s * n + v - 1) * d + c]; };
-    std::vector<float> out(B * W, NAN), dx0(B * d, NAN), demb(B * n * d, NAN);
-    for (int wpb : {1, 2}) for (int grid : {1, 2}) {
-      std::fill(out.begin(), out.end(), NAN); std::fill(dx0.begin(), dx0.end(), NAN); std::fill(demb.begin(), demb.end(), NAN);
-      launch(grid, 32 * wpb, [&] { interaction_fwd4(out.data(), x0.data(), emb.data(), B, n, d); });
-      launch(grid, 32 * wpb, [&] { interaction_bwd4(dx0.data(), demb.data(), dOut.data(), x0.data(), emb.data(), B, n, d); });
-      double e1 = 0, e2 = 0;
-      for (int s = 0; s < B; s++) {
-        for (int k = 0; k < W; k++) {
-          double r;
-          if (k < d) r = x0[s * d + k]; else if (k == W - 1) r = 0; else {
-            int q = k - d, j = 1; while ((j + 1) * j / 2 <= q) j++; int i = q - j * (j - 1) / 2;
-            r = 0; for (int c = 0; c < d; c++) r += F(s, i, c) * F(s, j, c);
-          }
-          double e = std::fabs(out[s * W + k] - r); if (!(e <= 1e-4)) e = 1e9; e1 = std::max(e1, e);
-        }
-        for (int v = 0; v < N; v++) for (int c = 0; c < d; c++) {
-          double r = v == 0 ? dOut[s * W + c] : 0;
-          for (int u = 0; u < N; u++) if (u != v) { int a = min(u, v), b = max(u, v); r += dOut[s * W + d + b * (b - 1) / 2 + a] * F(s, u, c); }
-          double g = v == 0 ? dx0[s * d + c] : demb[(s * n + v - 1) * d + c];
-          double e = std::fabs(g - r); if (!(e <= 1e-4)) e = 1e9; e2 = std::max(e2, e);
-        }
-      }
-      printf("B%d d%d n%d wpb%d grid%d: fwd %.2g bwd %.2g\n", B, d, n, wpb, grid, e1, e2);
-      if (e1 > 1e-4 || e2 > 1e-4) bad++;
-    }
-  }
+  for (auto& sh : shapes) bad += check<T>(false, sh[0], sh[1], sh[2], rng);
   // The tensor-core kernels: N = n+1 ≤ 32, d a multiple of 4; tile
   // boundaries at N = 8, 9, 16, 17, 24, 25, 32; d not a multiple of 16 or
-  // 32; W a multiple of 4 (float4 stores) or not; several samples a warp.
+  // 32; W a multiple of 4 (vector stores) or not; several samples a warp.
   int tcShapes[][3] = {{1, 4, 1}, {7, 4, 1}, {5, 16, 8}, {33, 128, 26}, {9, 64, 31}, {6, 4, 3}, {11, 12, 4}, {4, 20, 7},
                        {3, 36, 8}, {3, 44, 15}, {4, 8, 16}, {3, 52, 23}, {3, 24, 24}, {2, 132, 31}, {5, 16, 13}};
-  for (auto& sh : tcShapes) bad += checkTC(sh[0], sh[1], sh[2], rng);
+  for (auto& sh : tcShapes) bad += check<T>(true, sh[0], sh[1], sh[2], rng);
+  return bad;
+}
+
+int main() {
+  std::mt19937 rng(1);
+  int bad = checkAll<float>(rng) + checkAll<half_t>(rng) + checkAll<bf16_t>(rng);
   printf(bad ? "FAIL\n" : "OK\n");
   return bad;
 }
