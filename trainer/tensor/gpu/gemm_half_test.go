@@ -41,8 +41,6 @@ func halfOutTol(dt tensor.DType) float64 {
 	return tolHalfF32
 }
 
-var halfDTypes = []tensor.DType{tensor.Float16, tensor.BFloat16}
-
 // fakeTensor is a tensor of be that no device holds: for the operand
 // checks, which run before anything is launched.
 func fakeTensor(be *Backend, dt tensor.DType, addr cuda.Ptr, shape ...int) tensor.Tensor {

@@ -56,6 +56,9 @@ func (h *harness) RoundC(dt tensor.DType, p pair) {
 	}
 }
 
+// halfDTypes are the half-precision dtypes every half test covers.
+var halfDTypes = []tensor.DType{tensor.Float16, tensor.BFloat16}
+
 // TestHalfMemory: Upload rounds like tensor.F16Bits/BF16Bits, Download
 // widens exactly, Fill writes the rounded bits, and the device's Convert
 // between float32, float16 and bfloat16 rounds as the host does, bit for

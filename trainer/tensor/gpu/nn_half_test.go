@@ -16,8 +16,6 @@ import (
 // the CPU float64 reference computed from the same rounded inputs, its
 // outputs rounded once to the dtype (harness RoundC).
 
-var halfDTypes = []tensor.DType{tensor.Float16, tensor.BFloat16}
-
 // testInteractionDT checks Interaction and InteractionGrad on b samples of
 // dtype dt at tolBF16 and returns the largest relative error; as
 // testInteractionTol, extra > 0 puts the batch in the first rows of larger
