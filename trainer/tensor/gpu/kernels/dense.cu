@@ -118,9 +118,11 @@ extern "C" __global__ void dense_row_dot(float* d, const float* __restrict__ x, 
 // tree-reduced in shared memory. With one chunk (gridDim.y = 1) lane 0
 // writes dst = scale·Σ + beta·dst; otherwise it stores the raw partial at
 // part[y·outer·inner + o·inner + c] for dense_reduce_final.
-extern "C" __global__ void __launch_bounds__(256)
-    dense_reduce_part(float* dst, const float* __restrict__ src, double* part, i64 outer, i64 n, i64 inner,
-                      int txLog, int tyLog, i64 nPer, double scale, double beta) {
+// dense_reduce_body is dense_reduce_part for src of dtype code ts and dst
+// of td (the float32 kernel passes constants, so its loads are plain).
+static __device__ __forceinline__ void dense_reduce_body(void* dst, int td, const void* __restrict__ src, int ts,
+                                                         double* part, i64 outer, i64 n, i64 inner, int txLog,
+                                                         int tyLog, i64 nPer, double scale, double beta) {
     __shared__ double sh[256];
     const int TX = 1 << txLog, TY = 1 << tyLog, G = 256 >> (txLog + tyLog);
     const int t = threadIdx.x;
@@ -140,9 +142,9 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         double acc = 0;
         if (live) {
-            const float* s = src + o * n * inner + c;
+            const i64 s = o * n * inner + c;
 #pragma unroll 4
-            for (i64 k = k0 + ty; k < k1; k += TY) acc += (double)s[k * inner];
+            for (i64 k = k0 + ty; k < k1; k += TY) acc += (double)ldv(src, ts, s + k * inner);
         }
         sh[t] = acc;
         __syncthreads();
@@ -155,8 +157,8 @@ extern "C" __global__ void __launch_bounds__(256)
             const i64 j = o * inner + c;
             if (gridDim.y == 1) {
                 double w = scale * v;
-                if (beta != 0.0) w += beta * (double)dst[j];
-                dst[j] = (float)w;
+                if (beta != 0.0) w += beta * (double)ldv(dst, td, j);
+                stv(dst, td, j, (float)w);
             } else {
                 part[(i64)blockIdx.y * outer * inner + j] = v;
             }
@@ -165,17 +167,42 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// dense_reduce_final: dst[j] = scale·Σ_y part[y·m + j] + beta·dst[j], the
-// chunks summed in order (deterministic); one thread per output.
-extern "C" __global__ void dense_reduce_final(float* dst, const double* __restrict__ part, i64 m, int chunks,
-                                              double scale, double beta) {
+extern "C" __global__ void __launch_bounds__(256)
+    dense_reduce_part(float* dst, const float* __restrict__ src, double* part, i64 outer, i64 n, i64 inner,
+                      int txLog, int tyLog, i64 nPer, double scale, double beta) {
+    dense_reduce_body(dst, DT_F32, src, DT_F32, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+}
+
+// dense_reduce_part_h is dense_reduce_part for operands of any dtype code
+// (a half src is summed in double as float32's; dst is rounded once).
+extern "C" __global__ void __launch_bounds__(256)
+    dense_reduce_part_h(void* dst, int td, const void* __restrict__ src, int ts, double* part, i64 outer, i64 n,
+                        i64 inner, int txLog, int tyLog, i64 nPer, double scale, double beta) {
+    dense_reduce_body(dst, td, src, ts, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+}
+
+static __device__ __forceinline__ void dense_reduce_final_body(void* dst, int td, const double* __restrict__ part,
+                                                               i64 m, int chunks, double scale, double beta) {
     FOR(j, m) {
         double a = 0;
         for (int y = 0; y < chunks; y++) a += part[(i64)y * m + j];
         double w = scale * a;
-        if (beta != 0.0) w += beta * (double)dst[j];
-        dst[j] = (float)w;
+        if (beta != 0.0) w += beta * (double)ldv(dst, td, j);
+        stv(dst, td, j, (float)w);
     }
+}
+
+// dense_reduce_final: dst[j] = scale·Σ_y part[y·m + j] + beta·dst[j], the
+// chunks summed in order (deterministic); one thread per output.
+extern "C" __global__ void dense_reduce_final(float* dst, const double* __restrict__ part, i64 m, int chunks,
+                                              double scale, double beta) {
+    dense_reduce_final_body(dst, DT_F32, part, m, chunks, scale, beta);
+}
+
+// dense_reduce_final_h is dense_reduce_final for a dst of dtype code td.
+extern "C" __global__ void dense_reduce_final_h(void* dst, int td, const double* __restrict__ part, i64 m,
+                                                int chunks, double scale, double beta) {
+    dense_reduce_final_body(dst, td, part, m, chunks, scale, beta);
 }
 
 // dense_broadcast: dst[o,k,i] = beta·dst[o,k,i] + scale·src[o,i] over the
@@ -292,6 +319,280 @@ extern "C" __global__ void dense_dropout(float* y, const float* x, i64 n, float 
         for (int e = 0; e < 4 && i + e < n; e++) {
             const float u = (float)(w[e] >> 8) * (1.0f / 16777216.0f);
             y[i + e] = u >= rate ? x[i + e] * scale : 0.f;
+        }
+    }
+}
+
+// ---- Half-precision operands (tensor.Float16, tensor.BFloat16) ----
+// The _h kernels are the float32 kernels above for operands of any dtype
+// code (common.cuh's DT_*), each operand its own: dense.go launches them
+// when an operand is half and the float32 kernels otherwise. Arithmetic is
+// float32 as in the float32 kernels; a half output is the float32 result
+// rounded once. The elementwise ones give a thread a pair of elements
+// (2j, 2j+1): when every operand is aligned to two of its elements, one
+// 4-byte load or store per half operand (8 bytes per float32 one), else
+// (and for an odd last element) one element at a time.
+
+struct alignas(8) dense_f2 {
+    float a, b;
+};
+
+// dense_al reports whether p (null included) is aligned to k elements of
+// dtype code dt.
+static __device__ __forceinline__ bool dense_al(const void* p, int dt, int k) {
+    return ((u64)p & (u64)(k * (dt == DT_F32 ? 4 : 2) - 1)) == 0;
+}
+
+static __device__ __forceinline__ float dense_hv(int dt, u32 h) {
+    return dt == DT_F16 ? h2f((h16)h) : b2f((h16)h);
+}
+
+static __device__ __forceinline__ u32 dense_vh(int dt, float v) {
+    return (u32)(dt == DT_F16 ? f2h(v) : f2b(v));
+}
+
+// dense_ld2 reads elements i and i+1 (i even) of p: one load when vec and
+// both lie below n, else one by one (b = 0 past n).
+static __device__ __forceinline__ void dense_ld2(const void* p, int dt, i64 i, i64 n, bool vec, float& a, float& b) {
+    if (vec && i + 1 < n) {
+        if (dt == DT_F32) {
+            const dense_f2 v = ((const dense_f2*)p)[i >> 1];
+            a = v.a;
+            b = v.b;
+        } else {
+            const u32 w = ((const u32*)p)[i >> 1];
+            a = dense_hv(dt, w & 0xffffu);
+            b = dense_hv(dt, w >> 16);
+        }
+        return;
+    }
+    a = ldv(p, dt, i);
+    b = i + 1 < n ? ldv(p, dt, i + 1) : 0.f;
+}
+
+// dense_st2 writes a and b (b only below n) as dense_ld2 reads them.
+static __device__ __forceinline__ void dense_st2(void* p, int dt, i64 i, i64 n, bool vec, float a, float b) {
+    if (vec && i + 1 < n) {
+        if (dt == DT_F32) {
+            dense_f2 v;
+            v.a = a;
+            v.b = b;
+            ((dense_f2*)p)[i >> 1] = v;
+        } else {
+            ((u32*)p)[i >> 1] = dense_vh(dt, a) | (dense_vh(dt, b) << 16);
+        }
+        return;
+    }
+    stv(p, dt, i, a);
+    if (i + 1 < n) stv(p, dt, i + 1, b);
+}
+
+// dense_bias_act_h: y[i] = act(x[i] + bias[i mod cols]), bias float32; y
+// may alias x.
+extern "C" __global__ void dense_bias_act_h(void* y, int ty, const void* x, int tx, const float* __restrict__ bias,
+                                            int a, float alpha, i64 n, i64 cols, int small) {
+    const bool vec = dense_al(y, ty, 2) && dense_al(x, tx, 2);
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float v0, v1;
+        dense_ld2(x, tx, i, n, vec, v0, v1);
+        const i64 c = i - dense_div(i, cols, small) * cols, c1 = c + 1 == cols ? 0 : c + 1;
+        v0 = dense_act(a, alpha, v0 + bias[c]);
+        if (i + 1 < n) v1 = dense_act(a, alpha, v1 + bias[c1]);
+        dense_st2(y, ty, i, n, vec, v0, v1);
+    }
+}
+
+// dense_act_fwd_h: y = act(x); y may alias x.
+extern "C" __global__ void dense_act_fwd_h(void* y, int ty, const void* x, int tx, int a, float alpha, i64 n) {
+    const bool vec = dense_al(y, ty, 2) && dense_al(x, tx, 2);
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float v0, v1;
+        dense_ld2(x, tx, i, n, vec, v0, v1);
+        dense_st2(y, ty, i, n, vec, dense_act(a, alpha, v0), dense_act(a, alpha, v1));
+    }
+}
+
+// dense_dact is dy·act'(·) as dense_act_grad computes it, from y (ReLU,
+// Sigmoid) or x (ELU).
+static __device__ __forceinline__ float dense_dact(int a, float alpha, float g, float xv, float yv) {
+    switch (a) {
+    case 1: return yv <= 0.f ? 0.f : g;
+    case 2: return g * (yv * (1.f - yv));
+    case 3: return xv <= 0.f ? g * (alpha * expf(xv)) : g;
+    }
+    return g;
+}
+
+// dense_act_grad_h: dx = dy·act'(x), reading y for ReLU/Sigmoid and x for
+// ELU (the other may be null, and is not read); dx may alias dy.
+extern "C" __global__ void dense_act_grad_h(void* dx, int tdx, const void* dy, int tdy, const void* x, int tx,
+                                            const void* y, int ty, int a, float alpha, i64 n) {
+    const bool needX = a == 3, needY = a == 1 || a == 2;
+    const bool vec = dense_al(dx, tdx, 2) && dense_al(dy, tdy, 2) && (!needX || dense_al(x, tx, 2)) &&
+                     (!needY || dense_al(y, ty, 2));
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float g0, g1, x0 = 0.f, x1 = 0.f, y0 = 0.f, y1 = 0.f;
+        dense_ld2(dy, tdy, i, n, vec, g0, g1);
+        if (needX) dense_ld2(x, tx, i, n, vec, x0, x1);
+        if (needY) dense_ld2(y, ty, i, n, vec, y0, y1);
+        dense_st2(dx, tdx, i, n, vec, dense_dact(a, alpha, g0, x0, y0), dense_dact(a, alpha, g1, x1, y1));
+    }
+}
+
+// dense_axpby_h: d = a·x + b·y, or a·x when y is null; d may alias x or y.
+extern "C" __global__ void dense_axpby_h(void* d, int td, float a, const void* x, int tx, float b, const void* y,
+                                         int ty, i64 n) {
+    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2);
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float x0, x1, y0 = 0.f, y1 = 0.f;
+        dense_ld2(x, tx, i, n, vec, x0, x1);
+        if (y == 0) {
+            dense_st2(d, td, i, n, vec, a * x0, a * x1);
+            continue;
+        }
+        dense_ld2(y, ty, i, n, vec, y0, y1);
+        dense_st2(d, td, i, n, vec, a * x0 + b * y0, a * x1 + b * y1);
+    }
+}
+
+// dense_mul_h: d = beta·d + x⊙y (d is not read when beta = 0).
+extern "C" __global__ void dense_mul_h(void* d, int td, float beta, const void* x, int tx, const void* y, int ty,
+                                       i64 n) {
+    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2);
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float x0, x1, y0, y1;
+        dense_ld2(x, tx, i, n, vec, x0, x1);
+        dense_ld2(y, ty, i, n, vec, y0, y1);
+        float v0 = x0 * y0, v1 = x1 * y1;
+        if (beta != 0.f) {
+            float d0, d1;
+            dense_ld2(d, td, i, n, vec, d0, d1);
+            v0 += beta * d0;
+            v1 += beta * d1;
+        }
+        dense_st2(d, td, i, n, vec, v0, v1);
+    }
+}
+
+// dense_row_scale_h: d[i] = beta·d[i] + x[i]·s[i / cols].
+extern "C" __global__ void dense_row_scale_h(void* d, int td, float beta, const void* x, int tx,
+                                             const void* __restrict__ s, int ts, i64 n, i64 cols, int small) {
+    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2);
+    FOR(j, (n + 1) >> 1) {
+        const i64 i = j << 1;
+        float x0, x1;
+        dense_ld2(x, tx, i, n, vec, x0, x1);
+        const i64 r = dense_div(i, cols, small), r1 = i + 1 - r * cols == cols ? r + 1 : r;
+        float v0 = x0 * ldv(s, ts, r), v1 = i + 1 < n ? x1 * ldv(s, ts, r1) : 0.f;
+        if (beta != 0.f) {
+            float d0, d1;
+            dense_ld2(d, td, i, n, vec, d0, d1);
+            v0 += beta * d0;
+            v1 += beta * d1;
+        }
+        dense_st2(d, td, i, n, vec, v0, v1);
+    }
+}
+
+// dense_row_dot_h is dense_row_dot for operands of any dtype code.
+extern "C" __global__ void dense_row_dot_h(void* d, int td, const void* __restrict__ x, int tx,
+                                           const void* __restrict__ y, int ty, i64 rows, i64 cols) {
+    const int lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 r = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows; r += warps) {
+        double s = 0;
+        for (i64 c = lane; c < cols; c += 32) s += (double)ldv(x, tx, r * cols + c) * (double)ldv(y, ty, r * cols + c);
+        s = warp_sum_d(s);
+        if (lane == 0) stv(d, td, r, (float)s);
+    }
+}
+
+// dense_broadcast_h is dense_broadcast for operands of any dtype code.
+extern "C" __global__ void dense_broadcast_h(void* dst, int td, float beta, const void* __restrict__ src, int ts,
+                                             i64 total, i64 n, i64 inner, float scale, int small) {
+    const i64 ni = n * inner;
+    FOR(e, total) {
+        i64 o = dense_div(e, ni, small);
+        i64 i = e - dense_div(e, inner, small) * inner;
+        float w = scale * ldv(src, ts, o * inner + i);
+        if (beta != 0.f) w += beta * ldv(dst, td, e);
+        stv(dst, td, e, w);
+    }
+}
+
+// dense_copy_cols_h is dense_copy_cols for operands of any dtype code (dst
+// and src already offset to their first column, which need not be
+// aligned); with beta = 0 and one dtype the 16-bit values are copied
+// as they are.
+extern "C" __global__ void dense_copy_cols_h(void* dst, int td, i64 dn, const void* __restrict__ src, int ts, i64 sn,
+                                             i64 width, i64 total, float beta, int small) {
+    const bool raw = beta == 0.f && td == ts && td != DT_F32;
+    FOR(e, total) {
+        i64 r = dense_div(e, width, small), j = e - r * width;
+        if (raw) {
+            ((h16*)dst)[r * dn + j] = ((const h16*)src)[r * sn + j];
+            continue;
+        }
+        float v = ldv(src, ts, r * sn + j);
+        if (beta != 0.f) v += beta * ldv(dst, td, r * dn + j);
+        stv(dst, td, r * dn + j, v);
+    }
+}
+
+struct alignas(8) dense_h4 {
+    h16 v[4];
+};
+
+// dense_dropout_h is dense_dropout for operands of any dtype code: the
+// same Philox blocks, so the same mask for a seed and counter whatever the
+// dtypes; one 8-byte (half) or 16-byte (float32) load and store per
+// operand when the block is whole and both are aligned to 4 elements.
+extern "C" __global__ void dense_dropout_h(void* y, int ty, const void* x, int tx, i64 n, float rate, float scale,
+                                           u64 seed, u64 counter, const u64* dync) {
+    if (dync) counter = *dync;
+    const i64 blocks = (n + 3) >> 2;
+    const bool vec = dense_al(x, tx, 4) && dense_al(y, ty, 4);
+    FOR(b, blocks) {
+        const u64 c = counter + (u64)b;
+        u32 w[4];
+        dense_philox((u32)c, (u32)(c >> 32), (u32)seed, (u32)(seed >> 32), w);
+        const i64 i = b * 4;
+        float in[4], out[4];
+        const bool whole = vec && i + 4 <= n;
+        if (whole && tx == DT_F32) {
+            const dense_f4 v = *(const dense_f4*)((const float*)x + i);
+#pragma unroll
+            for (int e = 0; e < 4; e++) in[e] = v.v[e];
+        } else if (whole) {
+            const dense_h4 v = *(const dense_h4*)((const h16*)x + i);
+#pragma unroll
+            for (int e = 0; e < 4; e++) in[e] = dense_hv(tx, v.v[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++) in[e] = i + e < n ? ldv(x, tx, i + e) : 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float u = (float)(w[e] >> 8) * (1.0f / 16777216.0f);
+            out[e] = u >= rate ? in[e] * scale : 0.f;
+        }
+        if (whole && ty == DT_F32) {
+            dense_f4 v;
+#pragma unroll
+            for (int e = 0; e < 4; e++) v.v[e] = out[e];
+            *(dense_f4*)((float*)y + i) = v;
+        } else if (whole) {
+            dense_h4 v;
+#pragma unroll
+            for (int e = 0; e < 4; e++) v.v[e] = (h16)dense_vh(ty, out[e]);
+            *(dense_h4*)((h16*)y + i) = v;
+        } else {
+            for (int e = 0; e < 4 && i + e < n; e++) stv(y, ty, i + e, out[e]);
         }
     }
 }
