@@ -118,12 +118,13 @@ extern "C" __global__ void dense_row_dot(float* d, const float* __restrict__ x, 
 // tree-reduced in shared memory. With one chunk (gridDim.y = 1) lane 0
 // writes dst = scale·Σ + beta·dst; otherwise it stores the raw partial at
 // part[y·outer·inner + o·inner + c] for dense_reduce_final.
-// dense_reduce_body is dense_reduce_part for src of dtype code ts and dst
-// of td (the float32 kernel passes constants, so its loads are plain).
-static __device__ __forceinline__ void dense_reduce_body(void* dst, int td, const void* __restrict__ src, int ts,
+// dense_reduce_body is dense_reduce_part for src of dtype code TS (a
+// template argument, so the k loop's loads stay plain and unrolled) and
+// dst of td; sh is the kernel's 256 doubles of shared memory.
+template <int TS>
+static __device__ __forceinline__ void dense_reduce_body(double* sh, void* dst, int td, const void* __restrict__ src,
                                                          double* part, i64 outer, i64 n, i64 inner, int txLog,
                                                          int tyLog, i64 nPer, double scale, double beta) {
-    __shared__ double sh[256];
     const int TX = 1 << txLog, TY = 1 << tyLog, G = 256 >> (txLog + tyLog);
     const int t = threadIdx.x;
     const int tx = t & (TX - 1), ty = (t >> txLog) & (TY - 1), g = t >> (txLog + tyLog);
@@ -144,7 +145,7 @@ static __device__ __forceinline__ void dense_reduce_body(void* dst, int td, cons
         if (live) {
             const i64 s = o * n * inner + c;
 #pragma unroll 4
-            for (i64 k = k0 + ty; k < k1; k += TY) acc += (double)ldv(src, ts, s + k * inner);
+            for (i64 k = k0 + ty; k < k1; k += TY) acc += (double)ldv(src, TS, s + k * inner);
         }
         sh[t] = acc;
         __syncthreads();
@@ -170,7 +171,8 @@ static __device__ __forceinline__ void dense_reduce_body(void* dst, int td, cons
 extern "C" __global__ void __launch_bounds__(256)
     dense_reduce_part(float* dst, const float* __restrict__ src, double* part, i64 outer, i64 n, i64 inner,
                       int txLog, int tyLog, i64 nPer, double scale, double beta) {
-    dense_reduce_body(dst, DT_F32, src, DT_F32, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+    __shared__ double sh[256];
+    dense_reduce_body<DT_F32>(sh, dst, DT_F32, src, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
 }
 
 // dense_reduce_part_h is dense_reduce_part for operands of any dtype code
@@ -178,7 +180,11 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
     dense_reduce_part_h(void* dst, int td, const void* __restrict__ src, int ts, double* part, i64 outer, i64 n,
                         i64 inner, int txLog, int tyLog, i64 nPer, double scale, double beta) {
-    dense_reduce_body(dst, td, src, ts, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+    __shared__ double sh[256];
+    if (ts == DT_F16) dense_reduce_body<DT_F16>(sh, dst, td, src, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+    else if (ts == DT_BF16)
+        dense_reduce_body<DT_BF16>(sh, dst, td, src, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
+    else dense_reduce_body<DT_F32>(sh, dst, td, src, part, outer, n, inner, txLog, tyLog, nPer, scale, beta);
 }
 
 static __device__ __forceinline__ void dense_reduce_final_body(void* dst, int td, const double* __restrict__ part,
