@@ -440,3 +440,59 @@ func TestHalfDTypeErrors(t *testing.T) {
 	}
 	h.Free(x, hb, one, hy, iy, fy)
 }
+
+// BenchmarkDenseHalf: the dense ops on a [65536, 1024] activation in each
+// dtype, queued b.N times and synchronised once (ns/op is device time per
+// op); bytes/op are those the op reads and writes, so MB/s is its
+// achieved memory bandwidth, and the half rows should approach twice the
+// float32 rows' op rate:
+//
+//	gpu.test -test.run '^$' -test.bench DenseHalf -test.benchtime 200x
+func BenchmarkDenseHalf(b *testing.B) {
+	g := gpuBackend(b)
+	const rows, cols = 65536, 1024
+	n := rows * cols
+	for _, d := range halfDTs {
+		x, y, dy := g.Alloc(d, rows, cols), g.Alloc(d, rows, cols), g.Alloc(d, rows, cols)
+		bias, db := g.Alloc(tensor.Float32, cols), g.Alloc(tensor.Float32, cols)
+		narrow := g.Alloc(d, rows, 13)
+		logits, dlogits := g.Alloc(d, rows, 1), g.Alloc(d, rows, 1)
+		labels, loss := g.Alloc(tensor.Float32, rows, 1), g.Alloc(tensor.Float32, 1)
+		g.Fill(x, 0.5)
+		g.Fill(dy, 0.25)
+		g.Fill(logits, 0.1)
+		sz := int64(d.Size())
+		for _, op := range []struct {
+			name  string
+			bytes int64
+			f     func()
+		}{
+			{"bias_act", 2 * sz * int64(n), func() { g.BiasAct(tensor.ReLU, 0, y, x, bias) }},
+			{"act_grad", 3 * sz * int64(n), func() { g.ActGrad(tensor.ReLU, 0, y, dy, tensor.Tensor{}, x) }},
+			{"axpby", 3 * sz * int64(n), func() { g.Axpby(y, 0.5, x, 2, dy) }},
+			{"col_sum", sz * int64(n), func() { g.ColSum(db, 0, dy) }},
+			{"dropout", 2 * sz * int64(n), func() { g.Dropout(y, x, 0.5, 1, 0) }},
+			{"copy_cols", 2 * sz * int64(rows*13), func() { g.CopyCols(y, 5, narrow, 0, 13, 0) }},
+			{"bce", (2*sz + 4) * int64(rows), func() { g.BCE(loss, dlogits, logits, labels, tensor.Tensor{}, 1024.0/rows) }},
+		} {
+			b.Run(fmt.Sprintf("%s/%v", op.name, d), func(b *testing.B) {
+				op.f() // warm-up: kernels, workspaces
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(op.bytes)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					op.f()
+				}
+				if err := g.Sync(); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		for _, t := range []tensor.Tensor{x, y, dy, bias, db, narrow, logits, dlogits, labels, loss} {
+			g.Free(t)
+		}
+	}
+}
