@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -493,6 +494,60 @@ func BenchmarkDenseHalf(b *testing.B) {
 		}
 		for _, t := range []tensor.Tensor{x, y, dy, bias, db, narrow, logits, dlogits, labels, loss} {
 			g.Free(t)
+		}
+	}
+}
+
+// TestHalfDropoutGraphStep: in a CUDA graph step the half dropout reads
+// the step's Philox counter from the scalar block (as the float32 kernel
+// does), so replayed steps draw each step's own mask, bit-equal to eager.
+func TestHalfDropoutGraphStep(t *testing.T) {
+	be := graphTestBackend(t, Options{})
+	const n = 4099
+	init := make([]float32, n)
+	for i := range init {
+		init[i] = float32(math.Sin(float64(i)))
+	}
+	for _, d := range []tensor.DType{tensor.Float16, tensor.BFloat16} {
+		mk := func() (x, y tensor.Tensor) {
+			x, y = be.Alloc(d, n), be.Alloc(d, n)
+			be.Upload(x, init)
+			return x, y
+		}
+		ex, ey := mk()
+		gx, gy := mk()
+		step := func(x, y tensor.Tensor, k int) { be.Dropout(y, x, 0.5, 42, uint64(k)*1000) }
+		step(ex, ey, 1)
+		step(gx, gy, 1) // warm-up, eager
+		for k := 2; k <= 4; k++ {
+			step(ex, ey, k)
+			if err := be.BeginGraphStep(); err != nil {
+				t.Fatal(err)
+			}
+			step(gx, gy, k)
+			if r := be.EndGraphStep(false); r.Why != "" || !r.Replayed {
+				t.Fatalf("%v step %d: %+v", d, k, r)
+			}
+			a, b := make([]float32, n), make([]float32, n)
+			if err := be.Download(a, ey); err != nil {
+				t.Fatal(err)
+			}
+			if err := be.Download(b, gy); err != nil {
+				t.Fatal(err)
+			}
+			for i := range a {
+				if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+					t.Fatalf("%v step %d element %d: graph %v, eager %v", d, k, i, b[i], a[i])
+				}
+			}
+			for i := range a {
+				if keep := tensor.PhiloxUniform(42, uint64(k)*1000, i) >= 0.5; keep != (a[i] != 0) {
+					t.Fatalf("%v step %d element %d: kept %v, Philox says %v", d, k, i, a[i] != 0, keep)
+				}
+			}
+		}
+		for _, x := range []tensor.Tensor{ex, ey, gx, gy} {
+			be.Free(x)
 		}
 	}
 }
