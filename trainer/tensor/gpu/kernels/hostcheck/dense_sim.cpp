@@ -274,9 +274,11 @@ int main() {
                             seq([&] { dense_dropout((float*)yf.p(), (float*)xf.p(), n, rate, scale, seed, ctr, nullptr); });
                             same(nm("dropout", n, {to, ti, (int)(rate * 10)}, {oo, oi}), y, yf);
                         }
-                        // CopyCols: a block of width w at columns (dc, sc).
-                        {
-                            const i64 r = std::max<i64>(1, n / 9), sn = 9, dn = 11, w = 5, dc = oo * 3 + 1, sc = oi * 3;
+                        // CopyCols: a block of width w at columns (dc, sc); the second
+                        // shape is 16-byte aligned for half (dc 8 or 9: aligned or not).
+                        for (int shape = 0; shape < 2; shape++) {
+                            const i64 r = std::max<i64>(1, n / 9), sn = shape ? 24 : 9, dn = shape ? 40 : 11,
+                                      w = shape ? 16 : 5, dc = shape ? 16 + oo : oo * 3 + 1, sc = shape ? 8 * oi : oi * 3;
                             Buf src = rnd(ti, r * sn, 0, -1, 1), srcf = src.f32();
                             for (float beta : {0.f, 1.f, -0.5f}) {
                                 Buf dst = rnd(to, r * dn, 0, -1, 1), dstf = dst.f32();
