@@ -334,19 +334,32 @@ extern "C" __global__ void dense_dropout(float* y, const float* x, i64 n, float 
 // code (common.cuh's DT_*), each operand its own: dense.go launches them
 // when an operand is half and the float32 kernels otherwise. Arithmetic is
 // float32 as in the float32 kernels; a half output is the float32 result
-// rounded once. The elementwise ones give a thread a pair of elements
-// (2j, 2j+1): when every operand is aligned to two of its elements, one
-// 4-byte load or store per half operand (8 bytes per float32 one), else
-// (and for an odd last element) one element at a time.
+// rounded once. The elementwise ones give a thread a group of G
+// consecutive elements: G = 8 when every operand is half and 16-byte
+// aligned (one 16-byte load or store per operand), else G = 2 with one
+// 4-byte load per half operand (8 bytes per float32 one) when every
+// operand is aligned to two of its elements; a misaligned operand, and the
+// elements of a last partial group, go one at a time.
 
 struct alignas(8) dense_f2 {
     float a, b;
+};
+// dense_h8 is 8 half elements as four 32-bit words (so that the load is
+// one 16-byte vector; element k is the low or high half of word k/2).
+struct alignas(16) dense_h8 {
+    u32 w[4];
 };
 
 // dense_al reports whether p (null included) is aligned to k elements of
 // dtype code dt.
 static __device__ __forceinline__ bool dense_al(const void* p, int dt, int k) {
     return ((u64)p & (u64)(k * (dt == DT_F32 ? 4 : 2) - 1)) == 0;
+}
+
+// dense_h8ok reports whether p (null included) is half and 16-byte aligned:
+// the G = 8 groups.
+static __device__ __forceinline__ bool dense_h8ok(const void* p, int dt) {
+    return p == 0 || (dt != DT_F32 && ((u64)p & 15) == 0);
 }
 
 static __device__ __forceinline__ float dense_hv(int dt, u32 h) {
@@ -357,67 +370,115 @@ static __device__ __forceinline__ u32 dense_vh(int dt, float v) {
     return (u32)(dt == DT_F16 ? f2h(v) : f2b(v));
 }
 
-// dense_ld2 reads elements i and i+1 (i even) of p: one load when vec and
-// both lie below n, else one by one (b = 0 past n).
-static __device__ __forceinline__ void dense_ld2(const void* p, int dt, i64 i, i64 n, bool vec, float& a, float& b) {
-    if (vec && i + 1 < n) {
-        if (dt == DT_F32) {
-            const dense_f2 v = ((const dense_f2*)p)[i >> 1];
-            a = v.a;
-            b = v.b;
+// dense_ldg reads elements i … i+G−1 of p into v: vector loads when vec
+// and the group lies below n (G = 8: p is half), else one by one (0 past
+// n).
+template <int G>
+static __device__ __forceinline__ void dense_ldg(const void* p, int dt, i64 i, i64 n, bool vec, float* v) {
+    if (vec && i + G <= n) {
+        if (G == 8) {
+            const dense_h8 w = ((const dense_h8*)p)[i >> 3];
+#pragma unroll
+            for (int k = 0; k < G; k++) v[k] = dense_hv(dt, (w.w[k >> 1] >> (16 * (k & 1))) & 0xffffu);
+        } else if (dt == DT_F32) {
+#pragma unroll
+            for (int k = 0; k < G; k += 2) {
+                const dense_f2 w = ((const dense_f2*)p)[(i + k) >> 1];
+                v[k] = w.a;
+                v[k + 1] = w.b;
+            }
         } else {
-            const u32 w = ((const u32*)p)[i >> 1];
-            a = dense_hv(dt, w & 0xffffu);
-            b = dense_hv(dt, w >> 16);
+#pragma unroll
+            for (int k = 0; k < G; k += 2) {
+                const u32 w = ((const u32*)p)[(i + k) >> 1];
+                v[k] = dense_hv(dt, w & 0xffffu);
+                v[k + 1] = dense_hv(dt, w >> 16);
+            }
         }
         return;
     }
-    a = ldv(p, dt, i);
-    b = i + 1 < n ? ldv(p, dt, i + 1) : 0.f;
+#pragma unroll
+    for (int k = 0; k < G; k++) v[k] = i + k < n ? ldv(p, dt, i + k) : 0.f;
 }
 
-// dense_st2 writes a and b (b only below n) as dense_ld2 reads them.
-static __device__ __forceinline__ void dense_st2(void* p, int dt, i64 i, i64 n, bool vec, float a, float b) {
-    if (vec && i + 1 < n) {
-        if (dt == DT_F32) {
-            dense_f2 v;
-            v.a = a;
-            v.b = b;
-            ((dense_f2*)p)[i >> 1] = v;
+// dense_stg writes v[0…G−1] (those below n) as dense_ldg reads them.
+template <int G>
+static __device__ __forceinline__ void dense_stg(void* p, int dt, i64 i, i64 n, bool vec, const float* v) {
+    if (vec && i + G <= n) {
+        if (G == 8) {
+            dense_h8 w;
+#pragma unroll
+            for (int k = 0; k < G; k += 2) w.w[k >> 1] = dense_vh(dt, v[k]) | (dense_vh(dt, v[k + 1]) << 16);
+            ((dense_h8*)p)[i >> 3] = w;
+        } else if (dt == DT_F32) {
+#pragma unroll
+            for (int k = 0; k < G; k += 2) {
+                dense_f2 w;
+                w.a = v[k];
+                w.b = v[k + 1];
+                ((dense_f2*)p)[(i + k) >> 1] = w;
+            }
         } else {
-            ((u32*)p)[i >> 1] = dense_vh(dt, a) | (dense_vh(dt, b) << 16);
+#pragma unroll
+            for (int k = 0; k < G; k += 2) ((u32*)p)[(i + k) >> 1] = dense_vh(dt, v[k]) | (dense_vh(dt, v[k + 1]) << 16);
         }
         return;
     }
-    stv(p, dt, i, a);
-    if (i + 1 < n) stv(p, dt, i + 1, b);
+#pragma unroll
+    for (int k = 0; k < G; k++)
+        if (i + k < n) stv(p, dt, i + k, v[k]);
 }
+
+// DENSE_GROUPS runs body (a template function of G taking vec last) with
+// G = 8 when every listed operand is dense_h8ok, else G = 2 with vec = the
+// pair alignment al2.
+#define DENSE_GROUPS(h8, al2, body, ...)                                                                               \
+    do {                                                                                                               \
+        if (h8) body<8>(__VA_ARGS__, true);                                                                            \
+        else body<2>(__VA_ARGS__, al2);                                                                                \
+    } while (0)
 
 // dense_bias_act_h: y[i] = act(x[i] + bias[i mod cols]), bias float32; y
 // may alias x.
+template <int G>
+static __device__ __forceinline__ void dense_bias_act_g(void* y, int ty, const void* x, int tx,
+                                                        const float* __restrict__ bias, int a, float alpha, i64 n,
+                                                        i64 cols, int small, bool vec) {
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float v[G];
+        dense_ldg<G>(x, tx, i, n, vec, v);
+        i64 c = i - dense_div(i, cols, small) * cols;
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            v[k] = dense_act(a, alpha, v[k] + bias[c]);
+            if (++c == cols) c = 0;
+        }
+        dense_stg<G>(y, ty, i, n, vec, v);
+    }
+}
 extern "C" __global__ void dense_bias_act_h(void* y, int ty, const void* x, int tx, const float* __restrict__ bias,
                                             int a, float alpha, i64 n, i64 cols, int small) {
-    const bool vec = dense_al(y, ty, 2) && dense_al(x, tx, 2);
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float v0, v1;
-        dense_ld2(x, tx, i, n, vec, v0, v1);
-        const i64 c = i - dense_div(i, cols, small) * cols, c1 = c + 1 == cols ? 0 : c + 1;
-        v0 = dense_act(a, alpha, v0 + bias[c]);
-        if (i + 1 < n) v1 = dense_act(a, alpha, v1 + bias[c1]);
-        dense_st2(y, ty, i, n, vec, v0, v1);
-    }
+    DENSE_GROUPS(dense_h8ok(y, ty) && dense_h8ok(x, tx), dense_al(y, ty, 2) && dense_al(x, tx, 2), dense_bias_act_g,
+                 y, ty, x, tx, bias, a, alpha, n, cols, small);
 }
 
 // dense_act_fwd_h: y = act(x); y may alias x.
-extern "C" __global__ void dense_act_fwd_h(void* y, int ty, const void* x, int tx, int a, float alpha, i64 n) {
-    const bool vec = dense_al(y, ty, 2) && dense_al(x, tx, 2);
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float v0, v1;
-        dense_ld2(x, tx, i, n, vec, v0, v1);
-        dense_st2(y, ty, i, n, vec, dense_act(a, alpha, v0), dense_act(a, alpha, v1));
+template <int G>
+static __device__ __forceinline__ void dense_act_fwd_g(void* y, int ty, const void* x, int tx, int a, float alpha,
+                                                       i64 n, bool vec) {
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float v[G];
+        dense_ldg<G>(x, tx, i, n, vec, v);
+#pragma unroll
+        for (int k = 0; k < G; k++) v[k] = dense_act(a, alpha, v[k]);
+        dense_stg<G>(y, ty, i, n, vec, v);
     }
+}
+extern "C" __global__ void dense_act_fwd_h(void* y, int ty, const void* x, int tx, int a, float alpha, i64 n) {
+    DENSE_GROUPS(dense_h8ok(y, ty) && dense_h8ok(x, tx), dense_al(y, ty, 2) && dense_al(x, tx, 2), dense_act_fwd_g, y,
+                 ty, x, tx, a, alpha, n);
 }
 
 // dense_dact is dy·act'(·) as dense_act_grad computes it, from y (ReLU,
@@ -433,76 +494,114 @@ static __device__ __forceinline__ float dense_dact(int a, float alpha, float g, 
 
 // dense_act_grad_h: dx = dy·act'(x), reading y for ReLU/Sigmoid and x for
 // ELU (the other may be null, and is not read); dx may alias dy.
+template <int G>
+static __device__ __forceinline__ void dense_act_grad_g(void* dx, int tdx, const void* dy, int tdy, const void* x,
+                                                        int tx, const void* y, int ty, int a, float alpha, i64 n,
+                                                        bool vec) {
+    const bool needX = a == 3, needY = a == 1 || a == 2;
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float g[G], xv[G], yv[G];
+        dense_ldg<G>(dy, tdy, i, n, vec, g);
+#pragma unroll
+        for (int k = 0; k < G; k++) xv[k] = yv[k] = 0.f;
+        if (needX) dense_ldg<G>(x, tx, i, n, vec, xv);
+        if (needY) dense_ldg<G>(y, ty, i, n, vec, yv);
+#pragma unroll
+        for (int k = 0; k < G; k++) g[k] = dense_dact(a, alpha, g[k], xv[k], yv[k]);
+        dense_stg<G>(dx, tdx, i, n, vec, g);
+    }
+}
 extern "C" __global__ void dense_act_grad_h(void* dx, int tdx, const void* dy, int tdy, const void* x, int tx,
                                             const void* y, int ty, int a, float alpha, i64 n) {
     const bool needX = a == 3, needY = a == 1 || a == 2;
-    const bool vec = dense_al(dx, tdx, 2) && dense_al(dy, tdy, 2) && (!needX || dense_al(x, tx, 2)) &&
-                     (!needY || dense_al(y, ty, 2));
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float g0, g1, x0 = 0.f, x1 = 0.f, y0 = 0.f, y1 = 0.f;
-        dense_ld2(dy, tdy, i, n, vec, g0, g1);
-        if (needX) dense_ld2(x, tx, i, n, vec, x0, x1);
-        if (needY) dense_ld2(y, ty, i, n, vec, y0, y1);
-        dense_st2(dx, tdx, i, n, vec, dense_dact(a, alpha, g0, x0, y0), dense_dact(a, alpha, g1, x1, y1));
-    }
+    const void* xo = needX ? x : 0;
+    const void* yo = needY ? y : 0;
+    DENSE_GROUPS(dense_h8ok(dx, tdx) && dense_h8ok(dy, tdy) && dense_h8ok(xo, tx) && dense_h8ok(yo, ty),
+                 dense_al(dx, tdx, 2) && dense_al(dy, tdy, 2) && dense_al(xo, tx, 2) && dense_al(yo, ty, 2),
+                 dense_act_grad_g, dx, tdx, dy, tdy, x, tx, y, ty, a, alpha, n);
 }
 
 // dense_axpby_h: d = a·x + b·y, or a·x when y is null; d may alias x or y.
+template <int G>
+static __device__ __forceinline__ void dense_axpby_g(void* d, int td, float a, const void* x, int tx, float b,
+                                                     const void* y, int ty, i64 n, bool vec) {
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float xv[G], yv[G];
+        dense_ldg<G>(x, tx, i, n, vec, xv);
+        if (y == 0) {
+#pragma unroll
+            for (int k = 0; k < G; k++) xv[k] = a * xv[k];
+        } else {
+            dense_ldg<G>(y, ty, i, n, vec, yv);
+#pragma unroll
+            for (int k = 0; k < G; k++) xv[k] = a * xv[k] + b * yv[k];
+        }
+        dense_stg<G>(d, td, i, n, vec, xv);
+    }
+}
 extern "C" __global__ void dense_axpby_h(void* d, int td, float a, const void* x, int tx, float b, const void* y,
                                          int ty, i64 n) {
-    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2);
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float x0, x1, y0 = 0.f, y1 = 0.f;
-        dense_ld2(x, tx, i, n, vec, x0, x1);
-        if (y == 0) {
-            dense_st2(d, td, i, n, vec, a * x0, a * x1);
-            continue;
-        }
-        dense_ld2(y, ty, i, n, vec, y0, y1);
-        dense_st2(d, td, i, n, vec, a * x0 + b * y0, a * x1 + b * y1);
-    }
+    DENSE_GROUPS(dense_h8ok(d, td) && dense_h8ok(x, tx) && dense_h8ok(y, ty),
+                 dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2), dense_axpby_g, d, td, a, x, tx, b, y,
+                 ty, n);
 }
 
 // dense_mul_h: d = beta·d + x⊙y (d is not read when beta = 0).
-extern "C" __global__ void dense_mul_h(void* d, int td, float beta, const void* x, int tx, const void* y, int ty,
-                                       i64 n) {
-    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2);
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float x0, x1, y0, y1;
-        dense_ld2(x, tx, i, n, vec, x0, x1);
-        dense_ld2(y, ty, i, n, vec, y0, y1);
-        float v0 = x0 * y0, v1 = x1 * y1;
+template <int G>
+static __device__ __forceinline__ void dense_mul_g(void* d, int td, float beta, const void* x, int tx, const void* y,
+                                                   int ty, i64 n, bool vec) {
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float xv[G], yv[G];
+        dense_ldg<G>(x, tx, i, n, vec, xv);
+        dense_ldg<G>(y, ty, i, n, vec, yv);
+#pragma unroll
+        for (int k = 0; k < G; k++) xv[k] = xv[k] * yv[k];
         if (beta != 0.f) {
-            float d0, d1;
-            dense_ld2(d, td, i, n, vec, d0, d1);
-            v0 += beta * d0;
-            v1 += beta * d1;
+            dense_ldg<G>(d, td, i, n, vec, yv);
+#pragma unroll
+            for (int k = 0; k < G; k++) xv[k] += beta * yv[k];
         }
-        dense_st2(d, td, i, n, vec, v0, v1);
+        dense_stg<G>(d, td, i, n, vec, xv);
     }
 }
+extern "C" __global__ void dense_mul_h(void* d, int td, float beta, const void* x, int tx, const void* y, int ty,
+                                       i64 n) {
+    DENSE_GROUPS(dense_h8ok(d, td) && dense_h8ok(x, tx) && dense_h8ok(y, ty),
+                 dense_al(d, td, 2) && dense_al(x, tx, 2) && dense_al(y, ty, 2), dense_mul_g, d, td, beta, x, tx, y, ty,
+                 n);
+}
 
-// dense_row_scale_h: d[i] = beta·d[i] + x[i]·s[i / cols].
+// dense_row_scale_h: d[i] = beta·d[i] + x[i]·s[i / cols] (s of any dtype,
+// read one element at a time).
+template <int G>
+static __device__ __forceinline__ void dense_row_scale_g(void* d, int td, float beta, const void* x, int tx,
+                                                         const void* __restrict__ s, int ts, i64 n, i64 cols,
+                                                         int small, bool vec) {
+    FOR(j, (n + G - 1) / G) {
+        const i64 i = j * G;
+        float xv[G], dv[G];
+        dense_ldg<G>(x, tx, i, n, vec, xv);
+        i64 r = dense_div(i, cols, small), c = i - r * cols;
+#pragma unroll
+        for (int k = 0; k < G; k++) {
+            xv[k] = i + k < n ? xv[k] * ldv(s, ts, r) : 0.f;
+            if (++c == cols) c = 0, r++;
+        }
+        if (beta != 0.f) {
+            dense_ldg<G>(d, td, i, n, vec, dv);
+#pragma unroll
+            for (int k = 0; k < G; k++) xv[k] += beta * dv[k];
+        }
+        dense_stg<G>(d, td, i, n, vec, xv);
+    }
+}
 extern "C" __global__ void dense_row_scale_h(void* d, int td, float beta, const void* x, int tx,
                                              const void* __restrict__ s, int ts, i64 n, i64 cols, int small) {
-    const bool vec = dense_al(d, td, 2) && dense_al(x, tx, 2);
-    FOR(j, (n + 1) >> 1) {
-        const i64 i = j << 1;
-        float x0, x1;
-        dense_ld2(x, tx, i, n, vec, x0, x1);
-        const i64 r = dense_div(i, cols, small), r1 = i + 1 - r * cols == cols ? r + 1 : r;
-        float v0 = x0 * ldv(s, ts, r), v1 = i + 1 < n ? x1 * ldv(s, ts, r1) : 0.f;
-        if (beta != 0.f) {
-            float d0, d1;
-            dense_ld2(d, td, i, n, vec, d0, d1);
-            v0 += beta * d0;
-            v1 += beta * d1;
-        }
-        dense_st2(d, td, i, n, vec, v0, v1);
-    }
+    DENSE_GROUPS(dense_h8ok(d, td) && dense_h8ok(x, tx), dense_al(d, td, 2) && dense_al(x, tx, 2), dense_row_scale_g, d,
+                 td, beta, x, tx, s, ts, n, cols, small);
 }
 
 // dense_row_dot_h is dense_row_dot for operands of any dtype code.
