@@ -36,15 +36,15 @@ if [ $# -eq 0 ]; then
 		echo "hostcheck/embed_sim.cpp failed" >&2
 		status=1
 	fi
-	# embed.cu, optim.cu and guard.cu (then nn.cu, multicross.cu) through clang's NVPTX back end (when installed):
+	# embed.cu, optim.cu, guard.cu and dense.cu (then nn.cu, multicross.cu) through clang's NVPTX back end (when installed):
 	# every kernel must stay out of local memory. A compile failure is only
 	# a warning (hostcheck/nvptx_shim.h may lack a built-in NVRTC has).
 	CLANG=${CLANG:-$(command -v clang-14 || command -v clang || true)}
 	if [ -n "$CLANG" ]; then
-		for f in embed optim guard; do
+		for f in embed optim guard dense; do
 			{ cat common.cuh; printf '\n#line 1 "%s.cu"\n' "$f"; cat "$f.cu"; } >"$tmp/$f.cu"
 			if ! "$CLANG" -x cuda --cuda-device-only --cuda-gpu-arch=sm_80 -nocudainc -nocudalib -Xclang -target-feature \
-				-Xclang +ptx70 -O3 -std=c++17 -include hostcheck/nvptx_shim.h -S "$tmp/$f.cu" -o "$tmp/$f.ptx"; then
+				-Xclang +ptx70 -O3 -std=c++17 -Wno-pass-failed -include hostcheck/nvptx_shim.h -S "$tmp/$f.cu" -o "$tmp/$f.ptx"; then
 				echo "warning: $f.cu: clang NVPTX compile failed (local-memory check skipped)" >&2
 			elif local=$(awk '/^\.visible \.entry/{n=$3} /__local_depot/{print n}' "$tmp/$f.ptx") && [ -n "$local" ]; then
 				echo "$f.cu: kernels in local memory: $local" >&2
@@ -72,6 +72,17 @@ if [ $# -eq 0 ]; then
 		! "$tmp/gsim" >"$tmp/glog"; then
 		cat "$tmp/glog" 2>/dev/null
 		echo "hostcheck/guard_sim.cpp failed" >&2
+		status=1
+	fi
+	rm -rf "$tmp"
+	# The half-precision dense kernels against the float32 ones, bit for bit
+	# (hostcheck/dense_sim.cpp: dense.cu whole, nn.cu's BCE section).
+	tmp=$(mktemp -d) || exit 2
+	awk '/^\/\/ bce_partial: fused sigmoid BCE/{p=1} /^\/\/ softmax_ce_rows:/{p=0} p' nn.cu >"$tmp/bce.inc"
+	if ! $CXX -std=c++20 -O1 -pthread -Wall -Wno-unknown-pragmas -Wno-unused-function -I"$tmp" hostcheck/dense_sim.cpp \
+		-Wl,--unresolved-symbols=ignore-all -o "$tmp/dsim" || ! "$tmp/dsim" >"$tmp/dlog"; then
+		cat "$tmp/dlog" 2>/dev/null
+		echo "hostcheck/dense_sim.cpp failed" >&2
 		status=1
 	fi
 	rm -rf "$tmp"

@@ -425,7 +425,9 @@ func (be *Backend) SoftmaxGrad(dx, dy, y tensor.Tensor) {
 
 // BCE is the fused sigmoid binary cross-entropy of SPEC §8: loss[0] is
 // overwritten with the batch mean (block partials in double, then one
-// block), dx (optional) = gradScale·w·(σ(x)−y).
+// block), dx (optional) = gradScale·w·(σ(x)−y). The logits x and dx may
+// be Float16 or BFloat16 (dx is rounded after gradScale, fp16's loss
+// scale, multiplies); loss, the labels y and the weights w are Float32.
 func (be *Backend) BCE(loss, dx, x, y, w tensor.Tensor, gradScale float64) {
 	be.bce("bce", loss, dx, x, y, w, gradScale, false)
 }
@@ -437,7 +439,7 @@ func (be *Backend) MaskedBCE(loss, dx, x, y, w tensor.Tensor, gradScale float64)
 }
 
 func (be *Backend) bce(op string, loss, dx, x, y, w tensor.Tensor, gradScale float64, mask bool) {
-	if !be.floats(op, loss, dx, x, y, w) || !be.nnPresent(op, loss, x, y) ||
+	if !be.halves(op, dx, x) || !be.floats(op, loss, y, w) || !be.nnPresent(op, loss, x, y) ||
 		!be.check(tensor.CheckBCE(op, loss, dx, x, y, w)) {
 		return
 	}
@@ -457,8 +459,14 @@ func (be *Backend) bce(op string, loss, dx, x, y, w tensor.Tensor, gradScale flo
 		if err != nil {
 			return err
 		}
-		if err := be.launch(c, "bce_partial", cuda.D1(blocks), cuda.D1(256), 0,
-			ws, p(dx), p(x), p(y), p(w), t, m, float32(gradScale), int64(total)); err != nil {
+		if x.DType == tensor.Float32 && (dx.IsZero() || dx.DType == tensor.Float32) {
+			err = be.launch(c, "bce_partial", cuda.D1(blocks), cuda.D1(256), 0,
+				ws, p(dx), p(x), p(y), p(w), t, m, float32(gradScale), int64(total))
+		} else {
+			err = be.launch(c, "bce_partial_h", cuda.D1(blocks), cuda.D1(256), 0,
+				ws, p(dx), dt(dx), p(x), dt(x), p(y), p(w), t, m, float32(gradScale), int64(total))
+		}
+		if err != nil {
 			return err
 		}
 		return be.launch(c, "nn_loss_final", cuda.D1(1), cuda.D1(256), 0, p(loss), ws, blocks, int64(rows))

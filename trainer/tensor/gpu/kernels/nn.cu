@@ -972,15 +972,18 @@ extern "C" __global__ void softmax_grad_rows(float* __restrict__ dx, const float
 // the block's Σ w·bce goes to part[blockIdx.x]. w (per column, t of them)
 // and dx may be null. Computed in double: σ(x) − y cancels when σ(x) ≈ y.
 // mask != 0 (MultiCrossEntropyLoss): a label below −0.5 gives loss 0, dx 0.
-extern "C" __global__ void bce_partial(double* __restrict__ part, float* __restrict__ dx,
-                                       const float* __restrict__ x, const float* __restrict__ y,
-                                       const float* __restrict__ w, int t, int mask, float gs, i64 total) {
+// nn_bce_body takes x's and dx's dtype codes (the float32 kernel passes
+// constants); gs (the loss scale × 1/batch) multiplies before dx is
+// rounded to its dtype, so a scaled fp16 gradient keeps its small values.
+static __device__ __forceinline__ void nn_bce_body(double* __restrict__ part, void* __restrict__ dx, int tdx,
+                                                   const void* __restrict__ x, int tx, const float* __restrict__ y,
+                                                   const float* __restrict__ w, int t, int mask, float gs, i64 total) {
     __shared__ double sh[32];
     double s = 0;
     FOR(i, total) {
-        double xv = x[i], yv = y[i];
+        double xv = ldv(x, tx, i), yv = y[i];
         if (mask && yv < -0.5) {
-            if (dx) dx[i] = 0.f;
+            if (dx) stv(dx, tdx, i, 0.f);
             continue;
         }
         double wt = w ? (double)w[(int)(i % t)] : 1.0;
@@ -988,11 +991,25 @@ extern "C" __global__ void bce_partial(double* __restrict__ part, float* __restr
         s += wt * ((xv >= 0 ? xv * (1 - yv) : -xv * yv) + log1p(e));
         if (dx) {
             double sg = xv >= 0 ? 1 / (1 + e) : e / (1 + e);
-            dx[i] = (float)((double)gs * wt * (sg - yv));
+            stv(dx, tdx, i, (float)((double)gs * wt * (sg - yv)));
         }
     }
     s = block_sum_d(s, sh);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+extern "C" __global__ void bce_partial(double* __restrict__ part, float* __restrict__ dx,
+                                       const float* __restrict__ x, const float* __restrict__ y,
+                                       const float* __restrict__ w, int t, int mask, float gs, i64 total) {
+    nn_bce_body(part, dx, DT_F32, x, DT_F32, y, w, t, mask, gs, total);
+}
+
+// bce_partial_h is bce_partial for logits x and gradient dx of any dtype
+// code (labels, weights and the loss stay float32).
+extern "C" __global__ void bce_partial_h(double* __restrict__ part, void* __restrict__ dx, int tdx,
+                                         const void* __restrict__ x, int tx, const float* __restrict__ y,
+                                         const float* __restrict__ w, int t, int mask, float gs, i64 total) {
+    nn_bce_body(part, dx, tdx, x, tx, y, w, t, mask, gs, total);
 }
 
 // softmax_ce_rows: one warp per row. A label that is not an integral class

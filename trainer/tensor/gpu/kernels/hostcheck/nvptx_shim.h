@@ -1,4 +1,4 @@
-// nvptx_shim.h declares the CUDA built-ins embed.cu and optim.cu use for
+// nvptx_shim.h declares the CUDA built-ins embed.cu, optim.cu and dense.cu use for
 // clang's CUDA front end without the CUDA SDK (-nocudainc): check_kernels.sh
 // compiles those files to PTX with it, when clang is installed, and fails on
 // local memory (a register array indexed at run time, a spill). NVRTC on the
@@ -32,3 +32,10 @@ static __device__ __forceinline__ int atomicMin(int* p, int v) { return __nvvm_a
 static __device__ __forceinline__ unsigned long long atomicCAS(unsigned long long* p, unsigned long long c, unsigned long long v) { return __nvvm_atom_cas_gen_ll((long long*)p, c, v); }
 static __device__ __forceinline__ unsigned __float_as_uint(float f) { return __builtin_bit_cast(unsigned, f); }
 static __device__ __forceinline__ float __uint_as_float(unsigned u) { return __builtin_bit_cast(float, u); }
+// dense.cu's.
+extern "C" __device__ float __nv_expf(float); extern "C" __device__ float __nv_expm1f(float);
+extern "C" __device__ unsigned __nv_umulhi(unsigned, unsigned);
+static __device__ __forceinline__ float expf(float x) { return __nv_expf(x); }
+static __device__ __forceinline__ float expm1f(float x) { return __nv_expm1f(x); }
+static __device__ __forceinline__ unsigned __umulhi(unsigned a, unsigned b) { return __nv_umulhi(a, b); }
+static __device__ __forceinline__ long long min(long long a, long long b) { return a < b ? a : b; }
