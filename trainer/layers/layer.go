@@ -138,7 +138,7 @@ type Ctx struct {
 	// of activation-like scratch of the layers built next: Float16 or
 	// BFloat16 in a half region; Invalid (the zero value): DT. The model
 	// sets it per layer (docs/PRECISION.md).
-	Act tensor.DType
+	Act  tensor.DType
 	Rand *rand.Rand
 	// Shard is the rank the layers are built for (the zero value: one
 	// rank); the trainer sets it before building. Dropout draws the mask

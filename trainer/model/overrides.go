@@ -24,9 +24,9 @@ type Overrides struct {
 	I64InputKey, TF32, MixedPrecision                                              *bool
 	// Precision, when set, changes the solver's precision and loss scale
 	// after the other settings (the command line's precision flags).
-	Precision func(*graph.Solver)
-	AlgorithmSearch                                                                *bool // the solver's algorithm_search
-	CUDAGraph                                                                      *bool // the solver's cuda_graph
+	Precision       func(*graph.Solver)
+	AlgorithmSearch *bool // the solver's algorithm_search
+	CUDAGraph       *bool // the solver's cuda_graph
 
 	LossWeights      map[string]float64
 	FreezeDense      bool
