@@ -10,6 +10,7 @@ import "github.com/ctrkit/ctrkit/trainer/tensor"
 type Convert struct {
 	c       *Ctx
 	in, out *Blob
+	dt      tensor.DType
 }
 
 // NewConvert builds a conversion of in to c.ActDT().
@@ -25,7 +26,7 @@ func NewConvert(c *Ctx, in *Blob) (*Convert, error) {
 	if !in.Grad.IsZero() {
 		out.Grad = c.BE.Alloc(dt, in.Value.Shape...)
 	}
-	return &Convert{c: c, in: in, out: out}, nil
+	return &Convert{c: c, in: in, out: out, dt: dt}, nil
 }
 
 // Forward converts the input.
@@ -44,5 +45,8 @@ func (l *Convert) Params() []Param { return nil }
 // Outputs returns the converted blob.
 func (l *Convert) Outputs() []*Blob { return []*Blob{l.out} }
 
-// DType is the output's dtype.
-func (l *Convert) DType() tensor.DType { return l.out.Value.DType }
+// DType is the dtype the layer converts to.
+func (l *Convert) DType() tensor.DType { return l.dt }
+
+// Input is the blob the layer converts.
+func (l *Convert) Input() *Blob { return l.in }

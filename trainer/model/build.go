@@ -193,6 +193,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	cv := newConverter(m, &plan, blobs) // labels stay float32
 	if d := m.denseBlob(); d != nil {
 		blobs[g.Input.DenseTop] = d
+		cv.outputs(tensor.Float32, d)
 	}
 	m.ctx.Act = plan.Act // the embeddings' pooled outputs
 	for i, ge := range g.Embeddings {
@@ -202,6 +203,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		}
 		m.embs = append(m.embs, e)
 		blobs[ge.Top] = e.layer.Outputs()[0]
+		cv.outputs(plan.Act, blobs[ge.Top])
 		if m.par != nil {
 			blobs[ge.Top] = m.par.newExchange(be, e, m.exchangeOf(e)).out
 		}
@@ -232,6 +234,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		for j, t := range gl.Top {
 			blobs[t] = outs[j]
 		}
+		cv.outputs(plan.dtype(i), outs...)
 		m.params = append(m.params, l.Params()...)
 	}
 	m.ctx.Act = tensor.Invalid

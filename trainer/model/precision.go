@@ -107,7 +107,10 @@ type converter struct {
 	plan  *precisionPlan
 	fixed map[*layers.Blob]bool // labels: never converted
 	done  map[convKey]*layers.Blob
-	n     int
+	// dts is the planned dtype of each blob built so far (the dense
+	// input: float32; a layer's outputs: the layer's dtype).
+	dts map[*layers.Blob]tensor.DType
+	n   int
 }
 
 type convKey struct {
@@ -116,7 +119,7 @@ type convKey struct {
 }
 
 func newConverter(m *Model, plan *precisionPlan, labels map[string]*layers.Blob) *converter {
-	cv := &converter{m: m, plan: plan, fixed: map[*layers.Blob]bool{}, done: map[convKey]*layers.Blob{}}
+	cv := &converter{m: m, plan: plan, fixed: map[*layers.Blob]bool{}, done: map[convKey]*layers.Blob{}, dts: map[*layers.Blob]tensor.DType{}}
 	for _, b := range labels {
 		cv.fixed[b] = true
 	}
@@ -146,7 +149,7 @@ func (cv *converter) inputs(i int, gl graph.DenseLayer, blobs map[string]*layers
 	}
 	for _, name := range gl.Bottom {
 		b, ok := blobs[name]
-		if !ok || b == nil || b.Value.IsZero() || cv.fixed[b] || b.Value.DType == dt {
+		if !ok || b == nil || b.Value.IsZero() || cv.fixed[b] || cv.dtype(b) == dt {
 			continue
 		}
 		if _, ok := saved[name]; ok {
@@ -165,12 +168,33 @@ func (cv *converter) inputs(i int, gl graph.DenseLayer, blobs map[string]*layers
 			convs = append(convs, l)
 			out = l.Outputs()[0]
 			cv.done[k] = out
+			cv.dts[out] = dt
 			cv.n++
 		}
 		saved[name] = b
 		blobs[name] = out
 	}
 	return restore, convs, nil
+}
+
+// dtype is b's planned dtype (its tensor's when unplanned).
+func (cv *converter) dtype(b *layers.Blob) tensor.DType {
+	if dt, ok := cv.dts[b]; ok {
+		return dt
+	}
+	return b.Value.DType
+}
+
+// outputs records the dtype of blobs made by a part planned to run in dt.
+func (cv *converter) outputs(dt tensor.DType, bs ...*layers.Blob) {
+	if dt == tensor.Invalid {
+		dt = tensor.Float32
+	}
+	for _, b := range bs {
+		if _, ok := cv.dts[b]; !ok {
+			cv.dts[b] = dt
+		}
+	}
 }
 
 // converted is a layer run after the conversions of its inputs (forward)
