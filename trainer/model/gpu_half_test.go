@@ -111,7 +111,7 @@ func TestGPUHalfOverflow(t *testing.T) {
 		}
 		return all
 	}
-	gpuOrSkip(t, gpu.Options{}) // skip before building
+	gpuOrSkip(t, gpu.Options{})                       // skip before building
 	_, m0 := halfRun(t, "dlrm", graph.FP16, scale, 1) // built and stepped once
 	w0 := before(m0)
 	for range 12 { // past the graph's warm-up and capture
