@@ -8,7 +8,10 @@
 #   bench/precision_auc.sh CTRKIT_BINARY WORKDIR [samples]
 #
 # Environment: SIZES (slot sizes, default 26 × 100000), BATCH (8192),
-# EVAL (eval samples, 1048576), BOUND (0.003), DEVICE (gpu), EXTRA (more train flags, e.g. "--lr 0.5").
+# EVAL (eval samples, 1048576), BOUND (0.003), DEVICE (gpu), OPT (the optimizer
+# flags, default "--optimizer adam --lr 0.001": docs/PERFORMANCE.md's planted
+# DLRM run reached AUC 0.8267 in its first epoch with them), EXTRA (more train
+# flags, e.g. "--width 0.25").
 set -euo pipefail
 B=$(realpath "${1:?usage: precision_auc.sh CTRKIT WORKDIR [samples]}")
 W=${2:?workdir}; N=${3:-10000000}
@@ -24,7 +27,7 @@ train() { # precision, extra flags…
 	echo "+ ctrkit train --model dlrm --precision $p $*" >&2
 	"$B" train --model dlrm --source train.bin --eval-source test.bin --format raw --slot-size-array "$SIZES" \
 		--dense-dim 13 --batchsize "$BATCH" --num-epochs 1 --max-eval-batches 0 --display 100 --device "${DEVICE:-gpu}" \
-		--precision "$p" ${EXTRA:-} "$@" >"train_$p.txt" 2>&1 || { cat "train_$p.txt" >&2; exit 2; }
+		--precision "$p" ${OPT:---optimizer adam --lr 0.001} ${EXTRA:-} "$@" >"train_$p.txt" 2>&1 || { cat "train_$p.txt" >&2; exit 2; }
 	grep -E '^(device|fp16|bf16|eval|trained)' "train_$p.txt" >&2 || true
 	sed -n 's/.*last eval AUC \([0-9.]*\).*/\1/p' "train_$p.txt" | tail -1
 }
