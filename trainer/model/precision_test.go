@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ctrkit/ctrkit/datagen"
+	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/formats/norm"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -444,3 +448,51 @@ type noGuard struct {
 
 func (n noGuard) Alloc(dt tensor.DType, shape ...int) tensor.Tensor { return n.f.Alloc(dt, shape...) }
 func (n noGuard) Convert(dst, src tensor.Tensor)                    { n.f.Convert(dst, src) }
+
+// TestHalfJob: a job whose solver says mixed_precision trains in fp16 with
+// the scaler as loss scale (on the fake), logs the plan's line, reports
+// the skipped steps at display with that scale and counts them in the
+// final line.
+func TestHalfJob(t *testing.T) {
+	dir := t.TempDir()
+	p := datagen.DefaultParams()
+	p.Format = datagen.Norm
+	p.DenseDim, p.NumSlot = 4, len(smallSlots)
+	p.SlotSizeArray = smallSlots
+	p.Source = filepath.Join(dir, "file_list.txt")
+	p.EvalSource = filepath.Join(dir, "file_list_test.txt")
+	p.NumFiles, p.EvalNumFiles, p.NumSamplesPerFile = 1, 1, 2048
+	p.Seed = 5
+	if _, err := datagen.Generate(context.Background(), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := graph.Reference("wdl", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 8, Width: 1.0 / 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := *graph.DefaultSolver()
+	s.BatchSize, s.MaxIter, s.Display, s.EvalInterval, s.MaxEvalBatches = 64, 10, 5, 0, 0
+	s.UseMixedPrecision, s.Scaler = true, 512
+	f := newHalfFake(t)
+	f.overflowFrom = 6
+	j := Job{Config: cfg, Solver: s, Optimizer: cfg.Optimizer, Backend: f,
+		Train: Source{Format: dataset.Norm, Path: p.Source, Check: norm.CheckSum}}
+	var log bytes.Buffer
+	m, res, err := Train(context.Background(), j, TrainOutput{Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if m.Precision() != graph.FP16 || m.LossScale() != 512 || m.guard == nil || !m.half {
+		t.Errorf("precision %s, loss scale %g, guard %v, Cast rounding %v", m.Precision(), m.LossScale(), m.guard != nil, m.half)
+	}
+	for _, want := range []string{"fp16: all 12 dense layers and the embeddings' outputs in fp16, 1 conversions (the dense input)",
+		"fp16: 5 of the last 5 steps overflowed (to iteration 10) and were skipped, 5 in all, at loss scale 512",
+		"; 5 steps skipped for fp16 overflow"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	if res.Skipped != 5 {
+		t.Errorf("%d steps skipped", res.Skipped)
+	}
+}
