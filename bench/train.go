@@ -8,6 +8,7 @@ import (
 	"github.com/ctrkit/ctrkit/asyncio"
 	"github.com/ctrkit/ctrkit/dataset"
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/layers"
 	"github.com/ctrkit/ctrkit/trainer/model"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -44,6 +45,11 @@ type TrainOptions struct {
 	// CUDAGraph trains the steps as a CUDA graph where the backend can
 	// (model.Options.CUDAGraph); the run says how many steps were.
 	CUDAGraph bool
+	// Precision is the arithmetic (model.Options.Precision; fp16 and bf16
+	// need the GPU) and LossScale the static loss scale (0: none; fp16's
+	// default is 1, HugeCTR's scaler).
+	Precision graph.Precision
+	LossScale float64
 }
 
 // TrainResult is what a training-throughput run measured.
@@ -66,6 +72,12 @@ type TrainResult struct {
 	// CUDAGraph says how the steps ran (TrainOptions.CUDAGraph): as the
 	// graph or eagerly, and why eagerly.
 	CUDAGraph model.GraphStats `json:"cuda_graph"`
+	// Precision is the run's precision (fp32, tf32, fp16, bf16), LossScale
+	// its loss scale and Skipped the steps fp16's overflow check skipped
+	// (warm-up, timed and profiled steps together).
+	Precision string  `json:"precision"`
+	LossScale float64 `json:"loss_scale"`
+	Skipped   int64   `json:"skipped_steps"`
 }
 
 // Train builds the reference model over the dataset's shape, with a
@@ -78,7 +90,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	if o.ProfileSteps <= 0 {
 		o.ProfileSteps = 20
 	}
-	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize, Fused: layers.FusedDense(be) != nil}
+	res := TrainResult{Backend: be.Name(), Model: o.Model, Batch: o.BatchSize, Fused: layers.FusedDense(be) != nil, Precision: o.Precision.String()}
 	cfg, sizes, err := referenceConfig(d, o)
 	if err != nil {
 		return res, err
@@ -86,10 +98,14 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	res.Optimizer = fmt.Sprintf("%s lr %g", cfg.Optimizer.Type, cfg.Optimizer.LearningRate)
 	// The keys are slot-local (SPEC §3.3): the one-hot embedding adds the
 	// offsets and the device checks each key against its slot's size.
-	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer, SlotSizeArray: sizes, CUDAGraph: o.CUDAGraph})
+	m, err := model.Build(cfg, be, model.Options{BatchSize: o.BatchSize, Seed: 1, Optimizer: cfg.Optimizer, SlotSizeArray: sizes, CUDAGraph: o.CUDAGraph,
+		Precision: o.Precision, LossScale: o.LossScale, MixedPrecision: o.Precision == graph.FP16})
 	if err != nil {
 		return res, err
 	}
+	res.LossScale = m.LossScale()
+	m.ReportPrecision(log)
+
 	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
 	pipe := open
 	if src, ok := trainSource(d, o.Async); ok {
@@ -114,6 +130,9 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	fmt.Fprintf(log, "pipeline: %s (%.2f ms/step), loss %.4f → %.4f\n",
 		Rate(res.Pipeline.SamplesPerSec), res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	if res.Skipped, err = skippedLine(log, m, o.Precision); err != nil {
+		return res, err
+	}
 	g0 = graphLine(log, o.CUDAGraph, "pipeline", g0, m.GraphStats())
 	if o.Profile {
 		p, err := m.ProfileTrain(pipe, o.Warmup, o.ProfileSteps)
@@ -155,6 +174,9 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	res.PipelineLoss = 1 - res.Pipeline.SamplesPerSec/rt.SamplesPerSec
 	fmt.Fprintf(log, "resident: %s (%.2f ms/step); the pipeline costs %.1f%%\n",
 		Rate(rt.SamplesPerSec), rt.StepMillis, 100*res.PipelineLoss)
+	if res.Skipped, err = skippedLine(log, m, o.Precision); err != nil {
+		return res, err
+	}
 	graphLine(log, o.CUDAGraph, "resident", g0, m.GraphStats())
 	if o.Profile {
 		p, err := m.ProfileResident(b, o.Warmup, o.ProfileSteps)
@@ -230,4 +252,18 @@ func Rate(v float64) string {
 		return fmt.Sprintf("%.1f k samples/s", v/1e3)
 	}
 	return fmt.Sprintf("%.0f samples/s", v)
+}
+
+// skippedLine writes, in fp16 and bf16, the precision, loss scale and the
+// steps fp16's overflow check has skipped so far.
+func skippedLine(log io.Writer, m *model.Model, p graph.Precision) (int64, error) {
+	if !p.Half() {
+		return 0, nil
+	}
+	n, err := m.SkippedSteps()
+	if err != nil {
+		return 0, err
+	}
+	fmt.Fprintf(log, "precision %s, loss scale %g: %d %s skipped for overflow\n", p, m.LossScale(), n, map[bool]string{true: "step", false: "steps"}[n == 1])
+	return n, nil
 }

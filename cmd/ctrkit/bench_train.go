@@ -45,7 +45,7 @@ the tables as "profile" and "resident_profile".
 Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
    ctrkit gen --format raw --out-source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
    ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
-			Flags: append(schemaFlags(false),
+			Flags: append(append(schemaFlags(false),
 				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm"},
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per step"},
 				&cli.IntFlag{Name: "warmup", Value: 10, Usage: "untimed steps"},
@@ -57,8 +57,6 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "profile", Usage: "also profile steps: per-layer forward/backward/update ms, the pipeline's share, GEMM TFLOP/s"},
 				&cli.IntFlag{Name: "profile-steps", Value: 20, Usage: "steps to profile (with --profile)"},
 				&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "auto | gpu | gpu:N | cpu"},
-				&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs"},
-				&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs"},
 				&cli.BoolFlag{Name: "fused", Usage: "fused InnerProduct kernels on the GPU (cuBLASLt ReLU/bias-gradient epilogues, weight gradients on a side stream; off by default: slower than the separate kernels on the H200 so far); CTRKIT_FUSED=1 turns them on for any command"},
 				algorithmSearchFlag(""),
 				&cli.BoolFlag{Name: "cuda-graph", Value: true, Usage: "train the steps as a CUDA graph on the GPU (HugeCTR's use_cuda_graph); --cuda-graph=false: eager steps"},
@@ -67,7 +65,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
 				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run (reader, pipeline and host side of the steps) to `FILE` (go tool pprof)"},
-			),
+			), precisionFlags("fp32", true)...),
 			Action: runBenchTrain,
 		})
 	}
@@ -92,7 +90,12 @@ func runBenchTrain(c *cli.Context) error {
 	default:
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}
-	s := graph.Solver{EnableTF32: c.Bool("tf32"), UseMixedPrecision: c.Bool("mixed-precision"), NoAlgorithmSearch: !c.Bool("algorithm-search")}
+	pc, err := readPrecision(c)
+	if err != nil {
+		return &exitError{exitUsage, err}
+	}
+	s := graph.Solver{NoAlgorithmSearch: !c.Bool("algorithm-search"), Scaler: 1}
+	pc.apply(&s)
 	if l, _ := collective.FromEnv(nil); c.IsSet("gpus") || l.Size > 1 {
 		return benchTrainRanks(c, d, s)
 	}
@@ -117,6 +120,7 @@ func runBenchTrain(c *cli.Context) error {
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
 		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async,
 		Profile: c.Bool("profile"), ProfileSteps: c.Int("profile-steps"), CUDAGraph: c.Bool("cuda-graph"),
+		Precision: s.Precision(), LossScale: s.LossScale(),
 	}, log)
 	if err != nil {
 		return err

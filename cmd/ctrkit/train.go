@@ -89,10 +89,9 @@ func solverFlags(train bool) []cli.Flag {
 		&cli.IntFlag{Name: "batchsize", Usage: "batch size (default: the config's or model's)"},
 		&cli.IntFlag{Name: "max-eval-batches", Usage: "batches of batchsize_eval per evaluation (0: all; train: default the config's, evaluate/predict: all)"},
 		&cli.StringFlag{Name: "device", Value: model.DeviceAuto, Usage: "where to run: auto (the GPU when a CUDA driver loads) | gpu | gpu:N | cpu"},
-		&cli.BoolFlag{Name: "tf32", Usage: "TF32 tensor-core GEMMs on the GPU (the solver's enable_tf32_compute)"},
-		&cli.BoolFlag{Name: "mixed-precision", Usage: "BF16 tensor-core GEMMs on the GPU (the solver's use_mixed_precision)"},
 		algorithmSearchFlag("the config's, else true"),
 	}
+	fs = append(fs, precisionFlags("the config's solver: mixed_precision is fp16, enable_tf32_compute tf32, else fp32", train)...)
 	if !train {
 		return fs
 	}
@@ -191,7 +190,12 @@ func jobOverrides(c *cli.Context, train bool) (model.Overrides, error) {
 			*dst = &v
 		}
 	}
-	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "tf32": &o.TF32, "mixed-precision": &o.MixedPrecision, "algorithm-search": &o.AlgorithmSearch, "cuda-graph": &o.CUDAGraph} {
+	pc, err := readPrecision(c)
+	if err != nil {
+		return o, &exitError{exitUsage, err}
+	}
+	o.Precision = pc.apply
+	for name, dst := range map[string]**bool{"i64-input-key": &o.I64InputKey, "algorithm-search": &o.AlgorithmSearch, "cuda-graph": &o.CUDAGraph} {
 		if c.IsSet(name) {
 			v := c.Bool(name)
 			*dst = &v

@@ -108,13 +108,10 @@ func openRanksFor(c *cli.Context, j *model.Job, groupOnly bool) error {
 		j.Backend, err = model.OpenBackend(device, j.Solver, c.App.ErrWriter)
 		return err
 	}
-	math := cuda.FP32
-	switch {
-	case j.Solver.UseMixedPrecision:
-		math = cuda.BF16
-	case j.Solver.EnableTF32:
-		math = cuda.TF32
+	if p := j.Solver.Precision(); p.Half() {
+		return &exitError{exitUsage, fmt.Errorf("precision %s trains on one GPU: a group of ranks (--gpus, solver.gpu) trains fp32 or tf32; pick one GPU (--gpus 0) or --precision tf32", p)}
 	}
+	math := model.GEMMMath(j.Solver.Precision())
 	w, err := collective.Open(c.Context, collective.Setup{CPU: plan.CPU, Devices: plan.Devices, GPU: gpu.Options{Math: math, NoAlgorithmSearch: j.Solver.NoAlgorithmSearch},
 		Launch: plan.Launch, Options: collective.Options{Timeout: c.Duration("timeout")}})
 	if err != nil {

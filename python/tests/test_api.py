@@ -170,6 +170,39 @@ class GpusFlagTest(unittest.TestCase):
                     os.environ["CTRKIT_BIN"] = old
 
 
+class PrecisionTest(unittest.TestCase):
+    def _model(self, **kw):
+        m = hugectr.Model(hugectr.CreateSolver(**kw), hugectr.DataReaderParams(
+            hugectr.DataReaderType_t.Norm, ["a"], eval_source="b", check_type=hugectr.Check_t.Sum),
+            hugectr.CreateOptimizer())
+        m.add(hugectr.Input(label_dim=1, label_name="label", dense_dim=1, dense_name="dense",
+                            data_reader_sparse_param_array=[hugectr.DataReaderSparseParam("d", 1, True, 1)]))
+        return m
+
+    def test_precision(self):
+        # use_mixed_precision is fp16: the config's mixed_precision scaler.
+        m = self._model(use_mixed_precision=True, scaler=1024)
+        self.assertEqual(m._config()["solver"]["mixed_precision"], 1024.0)
+        self.assertNotIn("--precision", m._train_flags())
+        # ctrkit_precision="fp16" is the same; "tf32" is enable_tf32_compute.
+        self.assertEqual(self._model(ctrkit_precision="fp16", scaler=512)._config()["solver"]["mixed_precision"], 512.0)
+        self.assertTrue(self._model(ctrkit_precision="tf32")._config()["solver"]["enable_tf32_compute"])
+        # bf16 has no JSON key: the flag carries it, with an explicit scaler.
+        b = self._model(ctrkit_precision="bf16")
+        self.assertNotIn("mixed_precision", b._config()["solver"])
+        f = b._train_flags()
+        self.assertEqual(f[f.index("--precision") + 1], "bf16")
+        self.assertNotIn("--loss-scale", f)
+        f = self._model(ctrkit_precision="bf16", scaler=256)._train_flags()
+        self.assertEqual(f[f.index("--loss-scale") + 1], "256.0")
+        with self.assertRaises(ValueError) as cm:
+            hugectr.CreateSolver(ctrkit_precision="bf16", use_mixed_precision=True)
+        self.assertIn("disagree", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            hugectr.CreateSolver(ctrkit_precision="half")
+        self.assertIn("'fp32', 'tf32', 'fp16' or 'bf16'", str(cm.exception))
+
+
 class AlgorithmSearchTest(unittest.TestCase):
     def test_use_algorithm_search_goes_to_the_config(self):
         # CreateSolver(use_algorithm_search=...) is the config's

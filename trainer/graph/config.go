@@ -44,6 +44,14 @@ type Solver struct {
 	UseMixedPrecision bool
 	Scaler            float64
 	EnableTF32        bool
+	// BF16 trains in bfloat16 (Precision BF16): a ctrkit extension the
+	// command line (--precision bf16, --bf16) and Python set; no JSON key
+	// reads it.
+	BF16 bool
+	// ScalerSet says Scaler was given explicitly (--loss-scale): then it
+	// scales the loss in every precision, not only with
+	// UseMixedPrecision (LossScale).
+	ScalerSet bool
 	// NoAlgorithmSearch is algorithm_search false (HugeCTR's default is
 	// true): the GPU's GEMMs then run cuBLASLt's heuristic's first choice
 	// instead of timing its candidates once per shape.

@@ -79,6 +79,8 @@ func TestConfigKeysHugeCTRRefuses(t *testing.T) {
 		{"SOLVER", `, "num_epochs": 1`, "max_iter and num_epochs"},
 		{"SOLVER", `, "max_eval_samples": 64`, "max_eval_batches and max_eval_samples"},
 		{"SOLVER", `, "mixed_precision": 128, "enable_tf32_compute": true`, "mixed_precision and enable_tf32_compute"},
+		{"SOLVER", `, "mixed_precision": 0`, "mixed_precision 0: the loss scale must be > 0"},
+		{"SOLVER", `, "mixed_precision": -1024`, "mixed_precision -1024: the loss scale must be > 0"},
 		{"SOLVER", `, "device_layout": "Sideways"`, "device_layout"},
 		{"ADAM", `}, "sgd_hparam": {"learning_rate": 1`, "sgd_hparam given, but the optimizer type is Adam"},
 	} {

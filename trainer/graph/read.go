@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -433,6 +434,11 @@ func readSolver(n node) *Solver {
 	if n.has("mixed_precision") {
 		s.UseMixedPrecision = true
 		s.Scaler = n.float("mixed_precision")
+		if !(s.Scaler > 0) || math.IsInf(s.Scaler, 0) {
+			// The value is the static loss scale (docs/PRECISION.md); 0
+			// would silently train unscaled fp16.
+			n.r.fail(n.at("mixed_precision"), ErrValue, "mixed_precision %v: the loss scale must be > 0 (HugeCTR uses 128, 256, 512 or 1024)", s.Scaler)
+		}
 	}
 	s.EnableTF32 = n.optBool("enable_tf32_compute", false)
 	if n.has("eval_metrics") {

@@ -77,8 +77,14 @@ func Summary(w io.Writer, cfg *Config) error {
 		if s.I64InputKey {
 			fmt.Fprint(w, ", i64 keys")
 		}
-		if s.UseMixedPrecision {
+		switch p := s.Precision(); {
+		case s.UseMixedPrecision:
 			fmt.Fprintf(w, ", mixed precision (scaler %g)", s.Scaler)
+		case p != FP32:
+			fmt.Fprintf(w, ", precision %s", p)
+		}
+		if s.ScalerSet && !s.UseMixedPrecision {
+			fmt.Fprintf(w, ", loss scale %g", s.Scaler)
 		}
 		fmt.Fprintln(w)
 	}

@@ -50,7 +50,7 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation, inits ...
 		}
 	}
 	l := &InnerProduct{c: c, in: in, out: c.Blob(in.Value.Rows(), out), Act: act,
-		W: Param{Name: "weight", Value: c.alloc(n, out), Grad: c.alloc(n, out), Regularize: true},
+		W: c.weight("weight", true, n, out),
 		B: Param{Name: "bias", Value: c.alloc(out), Grad: c.alloc(out)}}
 	l.fd = FusedDense(c.BE)
 	c.fillAll(l.Params(), fs[:])
@@ -97,15 +97,15 @@ func (l *InnerProduct) Forward(p Pass) {
 	be := l.c.BE
 	l.maskOK = false
 	if p.Training && !l.mask.IsZero() {
-		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Value, l.B.Value, l.out.Value, l.mask) {
+		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Operand(), l.B.Value, l.out.Value, l.mask) {
 			l.maskOK = true
 			return
 		}
 	}
-	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Value, l.B.Value, l.out.Value) {
+	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Operand(), l.B.Value, l.out.Value) {
 		return
 	}
-	be.Gemm(false, false, 1, l.in.Value, l.W.Value, 0, l.out.Value)
+	be.Gemm(false, false, 1, l.in.Value, l.W.Operand(), 0, l.out.Value)
 	be.BiasAct(l.Act, 1, l.out.Value, l.out.Value, l.B.Value)
 }
 
@@ -133,11 +133,11 @@ func (l *InnerProduct) Backward(Pass) {
 	if l.in.Grad.IsZero() {
 		return
 	}
-	if pv := l.prev; pv != nil && pv.maskOK && l.fd.GemmDReLUBgrad(dz, l.W.Value, pv.mask, l.in.Grad, pv.B.Grad) {
+	if pv := l.prev; pv != nil && pv.maskOK && l.fd.GemmDReLUBgrad(dz, l.W.Operand(), pv.mask, l.in.Grad, pv.B.Grad) {
 		pv.gradDone = true
 		return
 	}
-	be.Gemm(false, true, 1, dz, l.W.Value, 0, l.in.Grad)
+	be.Gemm(false, true, 1, dz, l.W.Operand(), 0, l.in.Grad)
 }
 
 // Params returns W and b.

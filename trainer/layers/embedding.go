@@ -102,6 +102,9 @@ type SparseEmbedding struct {
 	// Sparse gradient of the last Backward: UniqRows[:n], UniqGrad[:n]
 	// with n = NumUniq[0] (device-resident).
 	UniqRows, UniqGrad, NumUniq tensor.Tensor
+	// ZeroRowGrad makes Backward zero UniqGrad first, so its rows past
+	// NumUniq hold no stale values (RowGrad).
+	ZeroRowGrad bool
 	// RowSlots (LocalizedHash only) is the slot each row was inserted
 	// from, int32 [MaxRows], −1 for a free row: the smallest slot of the
 	// row's key in the training batch that inserted it (HugeCTR's slot_id).
@@ -249,8 +252,17 @@ func (l *SparseEmbedding) Forward(p Pass) {
 // Backward aggregates the output gradient per distinct row into UniqRows,
 // UniqGrad and NumUniq (this rank's rows only when sharded).
 func (l *SparseEmbedding) Backward(Pass) {
+	if l.ZeroRowGrad {
+		l.c.BE.Fill(l.UniqGrad, 0)
+	}
 	l.c.BE.EmbeddingBagGrad(l.UniqRows, l.UniqGrad, l.NumUniq, l.out.Grad, l.rows.Prefix(l.in.NNZ), l.in.Offsets, l.Cfg.Combiner)
 }
+
+// RowGrad is the unique-row gradient the last Backward wrote (UniqGrad,
+// float32 [MaxNNZ, VecSize]): the rows past NumUniq[0] are zero when the
+// Backward ran with ZeroRowGrad set, so a check of the whole tensor (the
+// fp16 overflow guard) sees this step's values only.
+func (l *SparseEmbedding) RowGrad() tensor.Tensor { return l.UniqGrad }
 
 // Params returns nothing: the table is updated sparsely from UniqGrad.
 func (l *SparseEmbedding) Params() []Param { return nil }

@@ -55,7 +55,13 @@
 //
 // Precision: a Ctx fixes the dtype; Float32 trains, Float64 runs the same
 // layers as the reference for the finite-difference gradient checks in this
-// package's tests.
+// package's tests. Half precision (docs/PRECISION.md): with Ctx.Act set to
+// Float16 or BFloat16, the layers built next store their activations, their
+// gradients and activation-like scratch in it, while parameters and their
+// gradients stay in DT (float32 masters); the GEMM layers (InnerProduct,
+// MLP, MultiCross) then give their weights a half operand copy
+// (Param.Half) that the model refreshes after every change of the masters
+// (RefreshHalf). Convert joins a half region to a float32 one.
 package layers
 
 import (
@@ -75,9 +81,37 @@ type Blob struct {
 type Param struct {
 	Name        string
 	Value, Grad tensor.Tensor
+	// Half is the weight's half-precision operand copy (Ctx.Act's dtype)
+	// that a half layer's GEMMs read; the zero Tensor: none (the GEMMs
+	// read Value). It is valid after RefreshHalf: the model refreshes it
+	// after initialisation, every update and every load of Value.
+	Half tensor.Tensor
 	// Regularize marks weights the L1/L2 regularizer applies to
 	// (InnerProduct W; not biases).
 	Regularize bool
+}
+
+// Operand is the tensor a GEMM reads for the weight: Half when the layer
+// has a half copy, else Value.
+func (p Param) Operand() tensor.Tensor {
+	if !p.Half.IsZero() {
+		return p.Half
+	}
+	return p.Value
+}
+
+// RefreshHalf rewrites the half copies of ps from their float32 masters
+// (Convert; Params without a copy are skipped) and returns how many it
+// rewrote.
+func RefreshHalf(be tensor.Backend, ps []Param) int {
+	n := 0
+	for _, p := range ps {
+		if !p.Half.IsZero() {
+			be.Convert(p.Half, p.Value)
+			n++
+		}
+	}
+	return n
 }
 
 // Pass describes one forward/backward: Training selects batch statistics
@@ -98,8 +132,13 @@ type Layer interface {
 // Ctx carries what construction needs: the backend, the dtype and the
 // initializer's random source.
 type Ctx struct {
-	BE   tensor.Backend
-	DT   tensor.DType
+	BE tensor.Backend
+	DT tensor.DType
+	// Act is the dtype of the activations and their gradients (Blob) and
+	// of activation-like scratch of the layers built next: Float16 or
+	// BFloat16 in a half region; Invalid (the zero value): DT. The model
+	// sets it per layer (docs/PRECISION.md).
+	Act  tensor.DType
 	Rand *rand.Rand
 	// Shard is the rank the layers are built for (the zero value: one
 	// rank); the trainer sets it before building. Dropout draws the mask
@@ -114,12 +153,37 @@ func NewCtx(be tensor.Backend, dt tensor.DType, seed uint64) *Ctx {
 	return &Ctx{BE: be, DT: dt, Rand: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
-// Blob allocates a blob with a gradient.
-func (c *Ctx) Blob(shape ...int) *Blob {
-	return &Blob{Value: c.BE.Alloc(c.DT, shape...), Grad: c.BE.Alloc(c.DT, shape...)}
+// ActDT is the activation dtype: Act, or DT when Act is unset.
+func (c *Ctx) ActDT() tensor.DType {
+	if c.Act == tensor.Invalid {
+		return c.DT
+	}
+	return c.Act
 }
 
+// Half reports whether the layers built next run in half precision.
+func (c *Ctx) Half() bool { return c.ActDT().IsHalf() }
+
+// Blob allocates a blob with a gradient, in the activation dtype.
+func (c *Ctx) Blob(shape ...int) *Blob {
+	dt := c.ActDT()
+	return &Blob{Value: c.BE.Alloc(dt, shape...), Grad: c.BE.Alloc(dt, shape...)}
+}
+
+// alloc allocates a parameter-like tensor (DT); act an activation-like
+// one (ActDT).
 func (c *Ctx) alloc(shape ...int) tensor.Tensor { return c.BE.Alloc(c.DT, shape...) }
+func (c *Ctx) act(shape ...int) tensor.Tensor   { return c.BE.Alloc(c.ActDT(), shape...) }
+
+// weight allocates a GEMM weight: its master and gradient in DT, and in a
+// half region its half operand copy.
+func (c *Ctx) weight(name string, reg bool, shape ...int) Param {
+	p := Param{Name: name, Value: c.alloc(shape...), Grad: c.alloc(shape...), Regularize: reg}
+	if c.Half() {
+		p.Half = c.act(shape...)
+	}
+	return p
+}
 
 // upload writes float64 host values into a tensor of the context's dtype.
 func (c *Ctx) upload(t tensor.Tensor, v []float64) {

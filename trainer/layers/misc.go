@@ -316,7 +316,7 @@ func NewMLP(c *Ctx, in *Blob, outs []int, bias []bool, acts []tensor.Activation,
 			}
 			fs = append(fs, f)
 		}
-		l.W = append(l.W, Param{Name: "weight", Value: c.alloc(prev, o), Grad: c.alloc(prev, o), Regularize: true})
+		l.W = append(l.W, c.weight("weight", true, prev, o))
 		l.B = append(l.B, Param{Name: "bias", Value: c.alloc(o), Grad: c.alloc(o)})
 		l.hs = append(l.hs, c.Blob(b, o))
 		prev = o
@@ -347,20 +347,20 @@ func (l *MLP) Forward(p Pass) {
 	for i := range l.W {
 		x, y := l.x(i).Value, l.hs[i].Value
 		if l.fd != nil {
-			l.maskOK[i] = p.Training && !l.masks[i].IsZero() && l.fd.GemmBiasReLUMask(x, l.W[i].Value, l.B[i].Value, y, l.masks[i])
+			l.maskOK[i] = p.Training && !l.masks[i].IsZero() && l.fd.GemmBiasReLUMask(x, l.W[i].Operand(), l.B[i].Value, y, l.masks[i])
 			if l.maskOK[i] {
 				continue
 			}
 		}
 		if l.Bias[i] {
-			if l.fused != nil && l.fused.GemmBiasAct(l.Acts[i], x, l.W[i].Value, l.B[i].Value, y) {
+			if l.fused != nil && l.fused.GemmBiasAct(l.Acts[i], x, l.W[i].Operand(), l.B[i].Value, y) {
 				continue
 			}
-			be.Gemm(false, false, 1, x, l.W[i].Value, 0, y)
+			be.Gemm(false, false, 1, x, l.W[i].Operand(), 0, y)
 			be.BiasAct(l.Acts[i], 1, y, y, l.B[i].Value)
 			continue
 		}
-		be.Gemm(false, false, 1, x, l.W[i].Value, 0, y)
+		be.Gemm(false, false, 1, x, l.W[i].Operand(), 0, y)
 		if l.Acts[i] != tensor.Identity {
 			be.Act(l.Acts[i], 1, y, y)
 		}
@@ -393,11 +393,11 @@ func (l *MLP) Backward(Pass) {
 		if x.Grad.IsZero() {
 			continue
 		}
-		if i > 0 && l.fd != nil && l.maskOK[i-1] && l.fd.GemmDReLUBgrad(dz, l.W[i].Value, l.masks[i-1], x.Grad, l.B[i-1].Grad) {
+		if i > 0 && l.fd != nil && l.maskOK[i-1] && l.fd.GemmDReLUBgrad(dz, l.W[i].Operand(), l.masks[i-1], x.Grad, l.B[i-1].Grad) {
 			l.done[i-1] = true
 			continue
 		}
-		be.Gemm(false, true, 1, dz, l.W[i].Value, 0, x.Grad)
+		be.Gemm(false, true, 1, dz, l.W[i].Operand(), 0, x.Grad)
 	}
 }
 

@@ -102,40 +102,40 @@ func NewMultiCross(c *Ctx, in *Blob, num, projDim int, inits ...Init) (*MultiCro
 	l.xs = append(l.xs, in.Value)
 	for i := 0; i < num; i++ {
 		if projDim == 0 {
-			w := Param{Name: "weight", Value: c.alloc(d, 1), Grad: c.alloc(d, 1)}
+			w := c.weight("weight", false, d, 1)
 			l.W = append(l.W, w)
-			l.h = append(l.h, c.alloc(bs, 1))
+			l.h = append(l.h, c.act(bs, 1))
 		} else {
-			u := Param{Name: "weight_u", Value: c.alloc(d, projDim), Grad: c.alloc(d, projDim)}
-			v := Param{Name: "weight_v", Value: c.alloc(projDim, d), Grad: c.alloc(projDim, d)}
+			u := c.weight("weight_u", false, d, projDim)
+			v := c.weight("weight_v", false, projDim, d)
 			l.U, l.V = append(l.U, u), append(l.V, v)
-			l.h = append(l.h, c.alloc(bs, projDim))
-			l.z = append(l.z, c.alloc(bs, d))
+			l.h = append(l.h, c.act(bs, projDim))
+			l.z = append(l.z, c.act(bs, d))
 		}
 		b := Param{Name: "bias", Value: c.alloc(d), Grad: c.alloc(d)}
 		l.B = append(l.B, b)
 		if i < num-1 {
-			l.xs = append(l.xs, c.alloc(bs, d))
+			l.xs = append(l.xs, c.act(bs, d))
 		}
 	}
 	l.out = c.Blob(bs, d)
 	l.xs = append(l.xs, l.out.Value)
 	c.fillAll(l.Params(), fs)
 	if num > 1 || projDim == 0 || l.cx == nil {
-		l.gx = c.alloc(bs, d) // dL/dx_l below the top layer
+		l.gx = c.act(bs, d) // dL/dx_l below the top layer
 	}
 	switch {
 	case projDim == 0:
-		l.gs = c.alloc(bs, 1)
+		l.gs = c.act(bs, 1)
 	case l.cx != nil && FusedDense(c.BE) != nil:
 		l.fd = FusedDense(c.BE)
 		for range num {
-			l.gsL = append(l.gsL, c.alloc(bs, d))
-			l.ghL = append(l.ghL, c.alloc(bs, projDim))
+			l.gsL = append(l.gsL, c.act(bs, d))
+			l.ghL = append(l.ghL, c.act(bs, projDim))
 		}
 	default:
-		l.gh = c.alloc(bs, projDim)
-		l.gs = c.alloc(bs, d)
+		l.gh = c.act(bs, projDim)
+		l.gs = c.act(bs, d)
 	}
 	return l, nil
 }
@@ -147,7 +147,7 @@ func (l *MultiCross) Forward(Pass) {
 	for i := range l.B {
 		xi, xn, b := l.xs[i], l.xs[i+1], l.B[i].Value
 		if l.P == 0 {
-			be.Gemm(false, false, 1, xi, l.W[i].Value, 0, l.h[i])
+			be.Gemm(false, false, 1, xi, l.W[i].Operand(), 0, l.h[i])
 			if l.cx != nil {
 				l.cx.CrossForwardV1(xn, x0, l.h[i], b, xi)
 				continue
@@ -157,8 +157,8 @@ func (l *MultiCross) Forward(Pass) {
 			be.Axpby(xn, 1, xn, 1, xi)
 			continue
 		}
-		be.Gemm(false, false, 1, xi, l.U[i].Value, 0, l.h[i])
-		be.Gemm(false, false, 1, l.h[i], l.V[i].Value, 0, l.z[i])
+		be.Gemm(false, false, 1, xi, l.U[i].Operand(), 0, l.h[i])
+		be.Gemm(false, false, 1, l.h[i], l.V[i].Operand(), 0, l.z[i])
 		if l.cx != nil {
 			l.cx.CrossForward(xn, x0, l.z[i], b, xi)
 			continue
@@ -195,7 +195,7 @@ func (l *MultiCross) Backward(Pass) {
 			}
 			be.Gemm(true, false, 1, xi, l.gs, 0, l.W[i].Grad)
 			if i > 0 || !dx0.IsZero() { // g_i = g + ds·wᵀ
-				be.Gemm(false, true, 1, l.gs, l.W[i].Value, 1, g)
+				be.Gemm(false, true, 1, l.gs, l.W[i].Operand(), 1, g)
 			}
 		} else {
 			be.Mul(l.gs, 0, g, x0) // dz = g ⊙ x0
@@ -204,10 +204,10 @@ func (l *MultiCross) Backward(Pass) {
 			}
 			be.ColSum(l.B[i].Grad, 0, l.gs)
 			be.Gemm(true, false, 1, l.h[i], l.gs, 0, l.V[i].Grad)
-			be.Gemm(false, true, 1, l.gs, l.V[i].Value, 0, l.gh)
+			be.Gemm(false, true, 1, l.gs, l.V[i].Operand(), 0, l.gh)
 			be.Gemm(true, false, 1, xi, l.gh, 0, l.U[i].Grad)
 			if i > 0 || !dx0.IsZero() {
-				be.Gemm(false, true, 1, l.gh, l.U[i].Value, 1, g)
+				be.Gemm(false, true, 1, l.gh, l.U[i].Operand(), 1, g)
 			}
 		}
 	}
@@ -249,15 +249,15 @@ func (l *MultiCross) backwardFused() {
 		if l.fd == nil || !l.fd.GemmBgrad(l.h[i], dz, l.V[i].Grad, tensor.Tensor{}, true) {
 			be.Gemm(true, false, 1, l.h[i], dz, 0, l.V[i].Grad)
 		}
-		be.Gemm(false, true, 1, dz, l.V[i].Value, 0, dh)
+		be.Gemm(false, true, 1, dz, l.V[i].Operand(), 0, dh)
 		if l.fd == nil || !l.fd.GemmBgrad(l.xs[i], dh, l.U[i].Grad, tensor.Tensor{}, true) {
 			be.Gemm(true, false, 1, l.xs[i], dh, 0, l.U[i].Grad)
 		}
 		switch {
 		case i > 0:
-			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, l.gx)
+			be.Gemm(false, true, 1, dh, l.U[i].Operand(), 1, l.gx)
 		case !dx0.IsZero():
-			be.Gemm(false, true, 1, dh, l.U[i].Value, 1, dx0)
+			be.Gemm(false, true, 1, dh, l.U[i].Operand(), 1, dx0)
 		}
 	}
 }

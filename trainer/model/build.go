@@ -42,6 +42,13 @@ type Options struct {
 	// MixedPrecision is HugeCTR's use_mixed_precision: Cast layers round
 	// to binary16 values (CastLayer<float, __half>); else they are exact.
 	MixedPrecision bool
+	// Precision is the arithmetic (docs/PRECISION.md): FP32 and TF32
+	// train in float32 (TF32 is the backend's GEMM mode, OpenBackend);
+	// FP16 and BF16 run the half-capable layers in half precision with
+	// float32 master weights, on a backend that stores half tensors (the
+	// GPU; the CPU refuses them). FP16 checks every step's gradients for
+	// overflow (tensor.OverflowGuard) and skips the steps that overflow.
+	Precision graph.Precision
 	// LossWeights weight the losses of a multi-task model by the name of
 	// the label each loss reads (HugeCTR compile(loss_names, loss_weights);
 	// the graph JSON holds none): the model's loss is Σ w·loss, trained as
@@ -63,6 +70,12 @@ func (o *Options) Validate() error {
 	}
 	if o.LossScale < 0 {
 		return fmt.Errorf("loss scale %v < 0", o.LossScale)
+	}
+	if o.Precision > graph.BF16 {
+		return fmt.Errorf("precision %v: want fp32, tf32, fp16 or bf16", o.Precision)
+	}
+	if o.Precision.Half() && o.Parallel != nil {
+		return fmt.Errorf("precision %s trains on one device: a group of ranks trains fp32 or tf32", o.Precision)
 	}
 	return o.checkParallel()
 }
@@ -108,6 +121,10 @@ type Model struct {
 	iter       uint64 // training iterations run (dropout counter)
 	optCfg     *graph.Optimizer
 	half       bool              // Options.MixedPrecision
+	prec       graph.Precision   // Options.Precision
+	lossScale  float64           // Options.LossScale
+	precLine   string            // the precision plan's log line (precision.go)
+	guard      *stepGuard        // fp16's overflow guard (precision_step.go); nil: none
 	aux        map[string]auxRef // plumbing tops of the fused forms (build_misc.go)
 	prof       *profiler         // spans of profiled steps (profile.go); nil: off
 	// comm is the rank's communicator (Options.Parallel; nil alone), par
@@ -142,8 +159,12 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err := checkHostMemory(&g, info, gopt, be, o.BatchSize); err != nil {
 		return nil, err
 	}
+	if o.Precision.Half() && !halfBackend(be) {
+		return nil, errCPUHalf(o.Precision)
+	}
 	m := &Model{Graph: &g, Info: info, be: be, batch: o.BatchSize, optCfg: gopt, half: o.MixedPrecision,
-		ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
+		prec: o.Precision, lossScale: o.LossScale, ctx: layers.NewCtx(be, tensor.Float32, o.Seed)}
+	plan := planPrecision(&g, info, o.Precision)
 	m.sched = schedule(gopt)
 	dcfg, err := optConfig(gopt, o.LossScale)
 	if err != nil {
@@ -169,9 +190,12 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	if err := m.bindLabels(blobs); err != nil {
 		return nil, err
 	}
+	cv := newConverter(m, &plan, blobs) // labels stay float32
 	if d := m.denseBlob(); d != nil {
 		blobs[g.Input.DenseTop] = d
+		cv.outputs(tensor.Float32, d)
 	}
+	m.ctx.Act = plan.Act // the embeddings' pooled outputs
 	for i, ge := range g.Embeddings {
 		e, err := m.buildEmbedding(ge, info.Embeddings[i], gopt, o.LossScale)
 		if err != nil {
@@ -179,6 +203,7 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		}
 		m.embs = append(m.embs, e)
 		blobs[ge.Top] = e.layer.Outputs()[0]
+		cv.outputs(plan.Act, blobs[ge.Top])
 		if m.par != nil {
 			blobs[ge.Top] = m.par.newExchange(be, e, m.exchangeOf(e)).out
 		}
@@ -187,14 +212,20 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 	for i := range g.Layers {
 		gl := g.Layers[i]
 		var l layers.Layer
-		var err error
-		if l = fz.build(i, gl, blobs); l == nil {
-			l, err = m.buildLayer(gl, info.Layers[i], blobs)
+		restore, convs, err := cv.inputs(i, gl, blobs)
+		if err == nil {
+			if l = fz.build(i, gl, blobs); l == nil {
+				l, err = m.buildLayer(gl, info.Layers[i], blobs)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("layer %d (%s %v): %w", 1+len(g.Embeddings)+i, gl.Type, gl.Top, err)
 		}
 		fz.built(i, gl, l, blobs)
+		restore()
+		if len(convs) > 0 {
+			l = &converted{Layer: l, convs: convs}
+		}
 		m.dense = append(m.dense, l)
 		outs := l.Outputs()
 		if len(outs) != len(gl.Top) {
@@ -203,15 +234,27 @@ func Build(cfg *graph.Config, be tensor.Backend, o Options) (*Model, error) {
 		for j, t := range gl.Top {
 			blobs[t] = outs[j]
 		}
+		cv.outputs(plan.dtype(i), outs...)
 		m.params = append(m.params, l.Params()...)
 	}
+	m.ctx.Act = tensor.Invalid
 	if err := m.finishHeads(blobs, o); err != nil {
 		return nil, err
 	}
+	m.precLine = plan.summary(cv.n)
 	if m.par != nil {
 		m.finishPar()
 	}
 	m.opt.AddDense(m.params...)
+	m.refreshHalf()
+	if o.Precision == graph.FP16 {
+		if m.guard, err = newStepGuard(m, o.LossScale); err != nil {
+			return nil, err
+		}
+		for _, e := range m.embs {
+			e.layer.ZeroRowGrad = true // the guard checks the whole RowGrad
+		}
+	}
 	if err := be.Sync(); err != nil {
 		return nil, fmt.Errorf("building the model on %s: %w", be.Name(), err)
 	}

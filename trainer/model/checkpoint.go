@@ -339,6 +339,7 @@ func (m *Model) LoadFiles(f Files) error {
 			m.be.Upload(p.Value, v[:p.Value.Len()])
 			v = v[p.Value.Len():]
 		}
+		m.refreshHalf() // the half operand copies follow the loaded masters
 		for i, l := range m.batchNorms() {
 			m.be.Upload(l.RunMean, stats[2*i])
 			m.be.Upload(l.RunVar, stats[2*i+1])

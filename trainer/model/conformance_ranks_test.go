@@ -116,6 +116,7 @@ func rankPredictions(t *testing.T, path string, ranks int) (string, string) {
 		t.Fatal(err)
 	}
 	j := p.job
+	cpuSolver(&j.Solver) // CPU ranks train fp32
 	if ranks > 1 {
 		w, err := collective.Open(context.Background(), collective.Setup{CPU: true, Devices: make([]int, ranks)})
 		if err != nil {
@@ -125,7 +126,7 @@ func rankPredictions(t *testing.T, path string, ranks int) (string, string) {
 		j.World = w
 		j.Ranks = RankPlan{CPU: true, Devices: make([]int, ranks)}
 	} else {
-		if j.Backend, err = conformanceBackend(false, j.Solver); err != nil {
+		if j.Backend, err = conformanceBackend(false, &j.Solver); err != nil {
 			t.Fatal(err)
 		}
 		defer CloseBackend(j.Backend)
@@ -134,7 +135,7 @@ func rankPredictions(t *testing.T, path string, ranks int) (string, string) {
 		t.Fatalf("%d ranks: training: %v", ranks, err)
 	}
 	r := p.job
-	if r.Backend, err = conformanceBackend(false, r.Solver); err != nil {
+	if r.Backend, err = conformanceBackend(false, &r.Solver); err != nil {
 		t.Fatal(err)
 	}
 	defer CloseBackend(r.Backend)

@@ -354,12 +354,26 @@ type confChild struct {
 }
 
 // conformanceBackend opens the run's backend as ctrkit train --device
-// does (the solver's TF32 or mixed precision on the GPU).
-func conformanceBackend(gpuMode bool, s graph.Solver) (tensor.Backend, error) {
+// does (the solver's precision on the GPU). The CPU trains fp32: an fp16
+// or bf16 config trains there in fp32 with its loss scale, as
+// ctrkit train --precision fp32 --loss-scale <scaler> would.
+func conformanceBackend(gpuMode bool, s *graph.Solver) (tensor.Backend, error) {
 	if gpuMode {
-		return OpenBackend(DeviceGPU, s, nil)
+		return OpenBackend(DeviceGPU, *s, nil)
 	}
-	return OpenBackend(DeviceCPU, s, nil)
+	cpuSolver(s)
+	return OpenBackend(DeviceCPU, *s, nil)
+}
+
+// cpuSolver makes s train on the CPU: fp16 and bf16 become fp32 with
+// their loss scale.
+func cpuSolver(s *graph.Solver) {
+	if s.Precision().Half() {
+		if sc := s.LossScale(); sc > 0 {
+			s.Scaler, s.ScalerSet = sc, true
+		}
+		s.SetPrecision(graph.FP32)
+	}
 }
 
 // TestConformanceChild is the fresh process of TestConformance: it only
@@ -378,7 +392,7 @@ func TestConformanceChild(t *testing.T) {
 		t.Fatalf("conformance child: no plan for %s: %v", c.Config, err)
 	}
 	j := p.job
-	if j.Backend, err = conformanceBackend(c.GPU, j.Solver); err != nil {
+	if j.Backend, err = conformanceBackend(c.GPU, &j.Solver); err != nil {
 		t.Fatalf("conformance child: %v", err)
 	}
 	defer CloseBackend(j.Backend)
@@ -419,7 +433,7 @@ func runConformance(t *testing.T, path string, gpuMode bool, beforeReload func(p
 		return row
 	}
 	j := p.job
-	if j.Backend, err = conformanceBackend(gpuMode, j.Solver); err != nil {
+	if j.Backend, err = conformanceBackend(gpuMode, &j.Solver); err != nil {
 		return fail("opening the backend", err)
 	}
 	defer CloseBackend(j.Backend) // one config's tables at a time on the GPU

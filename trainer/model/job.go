@@ -98,13 +98,9 @@ func (j *Job) options() Options {
 	if sizes == nil {
 		sizes = j.Eval.SlotSizeArray
 	}
-	scale := 0.0
-	if j.Solver.UseMixedPrecision {
-		scale = j.Solver.Scaler
-	}
 	return Options{BatchSize: j.Solver.BatchSize, Seed: j.Solver.Seed,
-		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: scale, LossWeights: j.LossWeights,
-		MixedPrecision: j.Solver.UseMixedPrecision, CUDAGraph: j.Solver.CUDAGraph}
+		Optimizer: j.Optimizer, SlotSizeArray: sizes, LossScale: j.Solver.LossScale(), LossWeights: j.LossWeights,
+		MixedPrecision: j.Solver.UseMixedPrecision, Precision: j.Solver.Precision(), CUDAGraph: j.Solver.CUDAGraph}
 }
 
 // loadStart loads the job's starting weights into m (Init, then Resume);
@@ -310,6 +306,7 @@ func (j *Job) fit(ctx context.Context, m *Model, out TrainOutput) (FitResult, er
 		fmt.Fprintf(out.Log, "model: %d layers, %d dense parameters, %d embeddings (%d rows capacity); batch %d on %s\n",
 			len(m.Graph.Layers), info.DenseParams, len(m.embs), embRows(info), m.batch, m.be.Name())
 	}
+	m.ReportPrecision(out.Log) // fp16/bf16: the layers left in float32
 	if j.DataShard != input.ShardNone && w > 1 {
 		fmt.Fprintf(out.Log, "data: --data-shard %s: %s\n", j.DataShard, shardText(j.DataShard, w, m.batch))
 	}
@@ -499,6 +496,9 @@ func trainSummary(res FitResult, d time.Duration) string {
 	}
 	if res.Stopped {
 		s += " (the AUC threshold was reached)"
+	}
+	if res.Skipped > 0 {
+		s += fmt.Sprintf("; %d %s skipped for fp16 overflow", res.Skipped, plural(res.Skipped, "step", "steps"))
 	}
 	return s
 }

@@ -22,8 +22,11 @@ type Overrides struct {
 	Seed                                                                           *uint64
 	AUCThreshold                                                                   *float64
 	I64InputKey, TF32, MixedPrecision                                              *bool
-	AlgorithmSearch                                                                *bool // the solver's algorithm_search
-	CUDAGraph                                                                      *bool // the solver's cuda_graph
+	// Precision, when set, changes the solver's precision and loss scale
+	// after the other settings (the command line's precision flags).
+	Precision       func(*graph.Solver)
+	AlgorithmSearch *bool // the solver's algorithm_search
+	CUDAGraph       *bool // the solver's cuda_graph
 
 	LossWeights      map[string]float64
 	FreezeDense      bool
@@ -154,6 +157,9 @@ func (o *Overrides) Solver(cfg *graph.Config) graph.Solver {
 		s.NoAlgorithmSearch = !*o.AlgorithmSearch
 	}
 	setB(&s.CUDAGraph, o.CUDAGraph)
+	if o.Precision != nil {
+		o.Precision(&s)
+	}
 	if o.Train && o.ExportPredictionsPrefix != nil {
 		s.ExportPredictionsPrefix = *o.ExportPredictionsPrefix
 	}

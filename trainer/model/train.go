@@ -98,19 +98,29 @@ func (m *Model) eagerStep(n int) error {
 		m.prof.mark(spanEmbBwd, i)
 	}
 	m.joinGrads() // weight gradients on the side stream (fused.go)
-	if !m.frozen {
-		m.opt.UpdateEach(m.prof.paramHook())
-	} else {
-		m.opt.Skip()
-	}
-	m.prof.mark(spanOptRest, 0)
-	for i, e := range m.embs {
-		if !e.frozen {
-			e.opt.Update()
+	update := func() {
+		if !m.frozen {
+			m.opt.UpdateEach(m.prof.paramHook())
 		} else {
-			e.opt.Skip()
+			m.opt.Skip()
 		}
-		m.prof.mark(spanEmbUpdate, i)
+		m.prof.mark(spanOptRest, 0)
+		for i, e := range m.embs {
+			if !e.frozen {
+				e.opt.Update()
+			} else {
+				e.opt.Skip()
+			}
+			m.prof.mark(spanEmbUpdate, i)
+		}
+	}
+	if m.guard != nil {
+		m.guardedUpdate(update) // fp16: a step whose gradients overflow updates nothing
+	} else {
+		update()
+	}
+	if !m.frozen {
+		m.refreshHalf() // the half operand copies of the updated masters
 	}
 	return m.be.Err()
 }
@@ -793,6 +803,9 @@ type FitResult struct {
 	LastAUC      float64 // NaN when never evaluated
 	History      []Point
 	Stopped      bool // the AUC threshold was reached
+	// Skipped is the number of steps fp16's overflow check skipped since
+	// the model was built (0 in other precisions).
+	Skipped int64
 }
 
 // Fit trains (HugeCTR Model.fit).
@@ -803,6 +816,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	}
 	if m.Inference() {
 		return res, errInference
+	}
+	if m.guard != nil {
+		m.guard.readIter = res.First // the skipped count is read from here on
 	}
 	if o.NumEpochs <= 0 && res.First >= int64(o.MaxIter) {
 		return res, fmt.Errorf("nothing to train: the model is at iteration %d and max_iter is %d (iterations count from 0, a loaded snapshot's included)", res.First, o.MaxIter)
@@ -869,6 +885,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			return false, nil
 		}
 		if err := watch.check(res.Iters); err != nil {
+			return false, err
+		}
+		if err := m.checkGuard(logw, res.Iters); err != nil {
 			return false, err
 		}
 		var export func(s, l []float32) error
@@ -957,6 +976,9 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 				if err := watch.check(res.Iters); err != nil {
 					return res, err
 				}
+				if err := m.checkGuard(logw, res.Iters); err != nil { // fp16's skipped steps
+					return res, err
+				}
 			}
 			if display {
 				loss, err := m.Loss()
@@ -1030,7 +1052,15 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 			passSamples = 0
 		}
 	}
-	return res, watch.check(res.Iters)
+	if err := watch.check(res.Iters); err != nil {
+		return res, err
+	}
+	if err := m.checkGuard(logw, res.Iters); err != nil {
+		return res, err
+	}
+	var err error
+	res.Skipped, err = m.SkippedSteps()
+	return res, err
 }
 
 // plural is one when n is 1, else many.

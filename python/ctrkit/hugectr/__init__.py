@@ -72,10 +72,16 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
                  device_layout=_enums.DeviceLayout.LocalFirst, use_embedding_collection=False,
                  all_reduce_algo=_enums.AllReduceAlgo.NCCL, grouped_all_reduce=False,
                  num_iterations_statistics=20, perf_logging=False, drop_incomplete_batch=True,
-                 kafka_brockers="", training_callbacks=None):
+                 kafka_brockers="", training_callbacks=None, ctrkit_precision=None):
     """HugeCTR's CreateSolver. ctrkit runs on one device: a vvgpu of more
     GPUs gives each embedding the capacity of all of them (as the JSON
-    config's solver.gpu does)."""
+    config's solver.gpu does).
+
+    ctrkit_precision (a ctrkit extension, docs/PRECISION.md) picks the
+    arithmetic by name: "fp32", "tf32", "fp16" or "bf16"; None (the
+    default) follows use_mixed_precision (fp16 with scaler as the loss
+    scale) and enable_tf32_compute as HugeCTR does. "bf16" trains in
+    bfloat16 without loss scaling unless scaler is given (≠ 1)."""
     _ev(lr_policy, _enums.LrPolicy_t, "lr_policy")
     _ev(device_layout, _enums.DeviceLayout, "device_layout")
     _ev(all_reduce_algo, _enums.AllReduceAlgo, "all_reduce_algo")
@@ -96,11 +102,21 @@ def CreateSolver(model_name="", seed=0, lr_policy=_enums.LrPolicy_t.fixed, lr=0.
     if training_callbacks:
         raise NotImplementedError("training_callbacks: ctrkit's fit takes none; "
                                   "use the low-level loop (Model.train, Model.eval) for custom steps")
+    if ctrkit_precision is not None:
+        if ctrkit_precision not in ("fp32", "tf32", "fp16", "bf16"):
+            raise ValueError("ctrkit_precision=%r: want 'fp32', 'tf32', 'fp16' or 'bf16'" % (ctrkit_precision,))
+        implied = "fp16" if use_mixed_precision else "tf32" if enable_tf32_compute else None
+        if implied is not None and implied != ctrkit_precision:
+            raise ValueError("ctrkit_precision=%r and %s=True disagree: give one of them" % (
+                ctrkit_precision, "use_mixed_precision" if use_mixed_precision else "enable_tf32_compute"))
+        use_mixed_precision = use_mixed_precision or ctrkit_precision == "fp16"
+        enable_tf32_compute = enable_tf32_compute or ctrkit_precision == "tf32"
     return Solver(model_name=model_name, seed=seed, lr_policy=lr_policy, lr=lr, warmup_steps=warmup_steps,
                   decay_start=decay_start, decay_steps=decay_steps, decay_power=decay_power, end_lr=end_lr,
                   max_eval_batches=max_eval_batches, batchsize_eval=batchsize_eval, batchsize=batchsize,
                   vvgpu=[list(v) for v in vvgpu], repeat_dataset=repeat_dataset,
                   use_mixed_precision=use_mixed_precision, enable_tf32_compute=enable_tf32_compute,
+                  ctrkit_precision=ctrkit_precision,
                   scaler=scaler, metrics_spec=dict(metrics_spec), i64_input_key=i64_input_key,
                   use_algorithm_search=use_algorithm_search, use_cuda_graph=use_cuda_graph,
                   gen_loss_summary=gen_loss_summary,
@@ -1154,6 +1170,11 @@ class Model(object):
         # HugeCTR's Model::read_a_batch: drop_incomplete_batch (default True)
         # skips short training batches in both modes.
         f.append("--drop-incomplete-batch=%s" % ("true" if self._solver.drop_incomplete_batch else "false"))
+        if getattr(self._solver, "ctrkit_precision", None) == "bf16":
+            # No JSON key picks bf16: the flag does (docs/PRECISION.md).
+            f += ["--precision", "bf16"]
+            if float(self._solver.scaler) != 1.0:
+                f += ["--loss-scale", repr(float(self._solver.scaler))]
         if self._freeze_dense:
             f.append("--freeze-dense")
         names = [e["top"] for e in self._embeddings] if self._freeze_all else sorted(self._frozen)
