@@ -127,10 +127,29 @@ func TestGPUHalfOverflow(t *testing.T) {
 		t.Errorf("no skipped step ran as a graph: %+v", gs)
 	}
 	w1 := before(m0)
+	dense := 0
+	for _, p := range m0.params {
+		dense += p.Value.Len()
+	}
+	vec := m0.embs[0].layer.Table.Cols()
 	for i := range w0 {
-		if math.Float32bits(w0[i]) != math.Float32bits(w1[i]) {
-			t.Fatalf("weight %d changed in skipped steps: %v → %v", i, w0[i], w1[i])
+		if math.Float32bits(w0[i]) == math.Float32bits(w1[i]) {
+			continue
 		}
+		// A key first seen in a skipped step is still inserted into the
+		// hash table by the forward pass, its row initialised (not
+		// updated): a table row all zero before may change.
+		if i >= dense {
+			row := (i - dense) / vec * vec
+			zero := true
+			for _, v := range w0[dense+row : dense+row+vec] {
+				zero = zero && v == 0
+			}
+			if zero {
+				continue
+			}
+		}
+		t.Fatalf("weight %d changed in skipped steps: %v → %v", i, w0[i], w1[i])
 	}
 	// Fit: the run stops at the first check past guardRun skipped steps.
 	cfg, err := graph.Reference("dlrm", graph.RefOptions{DenseDim: 4, SlotSizes: smallSlots, VecSize: 16, Width: 1.0 / 8})
