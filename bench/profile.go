@@ -49,6 +49,10 @@ func WriteProfile(w io.Writer, title string, p *model.Profile) error {
 				fmt.Fprintf(w, " of which the copies take %.3f ms on the copy stream (overlapping compute)", q.CopyMs)
 			}
 		}
+		if q.Turns > 0 {
+			fmt.Fprintf(w, "; %d pass turns: training waits %.3f ms for a pass's first batch, the prefetcher switches readers in %.3f ms",
+				q.Turns, q.TurnWaitMs, q.TurnMs)
+		}
 		fmt.Fprintln(w)
 	}
 	return nil

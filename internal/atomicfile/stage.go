@@ -53,9 +53,11 @@ type StageOptions struct {
 //
 // A Stage is safe for concurrent use by the writers of its files.
 type Stage struct {
-	root    string // the final directory (directory mode)
-	tmp     string // the temporary directory (directory mode)
-	replace bool   // root exists: swap it on Commit
+	root    string          // the final directory (directory mode)
+	tmp     string          // the temporary directory (directory mode)
+	replace bool            // root holds a dataset: swap it on Commit
+	merge   bool            // root exists without a dataset: move the new entries into it on Commit
+	owned   map[string]bool // root's top-level entries at NewStage (replace): the dataset Commit removes
 	o       StageOptions
 
 	mu     sync.Mutex // guards the fields below
@@ -84,7 +86,6 @@ func NewFileStage(o StageOptions) *Stage {
 func NewStage(root string, o StageOptions) (*Stage, error) {
 	root = filepath.Clean(root)
 	s := NewFileStage(o)
-	hasDataset := false
 	st, err := os.Lstat(root)
 	if err == nil && st.Mode()&os.ModeSymlink != 0 {
 		// Replace what the link points to; the link stays.
@@ -127,14 +128,25 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 		case len(owned) > 0 && !o.Force:
 			return nil, errExists("%s holds a dataset (%s, …): use --force to replace it", root, owned[0])
 		}
-		s.replace = true // swapped with the new one even when empty
-		hasDataset = len(owned) > 0
+		if len(owned) == 0 {
+			// An existing directory without a dataset (empty, or
+			// holding only another output's temporaries): the new
+			// entries move into it on Commit, index last, and whatever
+			// another process puts there meanwhile stays.
+			s.merge = true
+		} else {
+			s.replace = true
+			s.owned = map[string]bool{}
+			for _, f := range owned {
+				s.owned[strings.SplitN(f, "/", 2)[0]] = true
+			}
+		}
 	}
 	tmp, err := os.MkdirTemp(filepath.Dir(root), "."+filepath.Base(root)+".tmp-")
 	if err != nil {
-		if s.replace && !hasDataset {
-			s.replace = false
-			return s, nil // the parent is read-only: the new files beside none of a dataset
+		if s.merge {
+			s.merge = false
+			return s, nil // the parent is read-only: the new files beside the others
 		}
 		return nil, fmt.Errorf("creating %s: %w", root, unwrapPath(err))
 	}
@@ -318,6 +330,9 @@ func (s *Stage) commitDir() error {
 			}
 		}
 	}
+	if s.merge {
+		return s.commitMerge(sync)
+	}
 	if !s.replace {
 		if err := os.Rename(s.tmp, s.root); err != nil {
 			return fmt.Errorf("renaming the new output to %s: %w", s.root, unwrapPath(err))
@@ -344,11 +359,75 @@ func (s *Stage) commitDir() error {
 		}
 	}
 	if s.replace {
+		// What appeared in the old directory after NewStage classified
+		// it (another process's file or temporary output) is not the
+		// dataset being replaced: it moves back beside the new one.
+		if ents, err := os.ReadDir(prev); err == nil {
+			for _, e := range ents {
+				if !s.owned[e.Name()] {
+					os.Rename(filepath.Join(prev, e.Name()), filepath.Join(s.root, e.Name()))
+				}
+			}
+		}
 		if err := os.RemoveAll(prev); err != nil {
 			return fmt.Errorf("%s committed; removing the previous dataset (now %s): %w", s.root, prev, err)
 		}
 	}
 	return nil
+}
+
+// commitMerge moves the temporary directory's top-level entries into the
+// existing root, ordered by the last file each holds (so the index, written
+// last, appears last), then removes the emptied temporary directory. An
+// entry whose name appeared in root meanwhile is an error: nothing of the
+// new output stays.
+func (s *Stage) commitMerge(sync bool) error {
+	var order []string
+	last := map[string]int{}
+	for i, f := range s.files {
+		rel, err := filepath.Rel(s.tmp, f.tmp)
+		if err != nil || !filepath.IsLocal(rel) {
+			continue
+		}
+		top := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
+		if _, ok := last[top]; !ok {
+			order = append(order, top)
+		}
+		last[top] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return last[order[a]] < last[order[b]] })
+	for i, top := range order {
+		dst := filepath.Join(s.root, top)
+		if _, err := os.Lstat(dst); err == nil {
+			s.unmerge(order[:i])
+			return fmt.Errorf("committing %s: %s appeared there while the output was written; move it away or write elsewhere", s.root, dst)
+		}
+		if err := os.Rename(filepath.Join(s.tmp, top), dst); err != nil {
+			s.unmerge(order[:i])
+			return fmt.Errorf("renaming the new %s into %s: %w", top, s.root, unwrapPath(err))
+		}
+	}
+	for _, f := range s.files {
+		if rel, err := filepath.Rel(s.tmp, f.tmp); err == nil {
+			f.tmp = filepath.Join(s.root, rel)
+		}
+	}
+	os.Remove(s.tmp)
+	s.tmp = ""
+	if sync {
+		if err := SyncDir(s.root); err != nil {
+			return fmt.Errorf("syncing %s: %w", s.root, unwrapPath(err))
+		}
+	}
+	return nil
+}
+
+// unmerge moves entries commitMerge already moved back into the temporary
+// directory (Abort then removes it).
+func (s *Stage) unmerge(moved []string) {
+	for _, top := range moved {
+		os.Rename(filepath.Join(s.root, top), filepath.Join(s.tmp, top))
+	}
 }
 
 func (s *Stage) commitFiles() error {

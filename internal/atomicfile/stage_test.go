@@ -144,3 +144,82 @@ func TestStageAbortRemovesParents(t *testing.T) {
 		t.Errorf("left after Abort: %s", got)
 	}
 }
+
+// TestStageKeepsConcurrentEntries is the regression test of two gens
+// writing into one directory at once (a Raw gen's d.bin beside a Parquet
+// gen's pq/): a Stage over an existing directory without a dataset, and
+// one replacing a dataset, must not remove what another process creates
+// there while they write — another output's temporary directory with an
+// open file in it, or a plain file. Before the fix the Raw gen's Commit
+// swapped the directory and removed the previous one, the Parquet gen's
+// temporary directory with it.
+func TestStageKeepsConcurrentEntries(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		root := t.TempDir()
+		if replace {
+			s, err := NewStage(root+"/", StageOptions{Owned: owned})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeStage(t, s, root, "part_0", "part_9", "list.txt")
+			if err := s.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := NewStage(root, StageOptions{Owned: owned, Force: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Replaces() != replace {
+			t.Fatalf("replace=%v: Replaces() = %v", replace, s.Replaces())
+		}
+		writeStage(t, s, root, "part_0", "list.txt")
+		// Another output starts in the same directory meanwhile.
+		other := filepath.Join(root, ".pq.tmp-123")
+		if err := os.MkdirAll(filepath.Join(other, "train"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(other, "train", "gen_0.parquet"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "notes.txt"), []byte("mine"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(); err != nil {
+			t.Fatalf("replace=%v: %v", replace, err)
+		}
+		if _, err := f.WriteString("rows"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if b, err := os.ReadFile(filepath.Join(other, "train", "gen_0.parquet")); err != nil || string(b) != "rows" {
+			t.Errorf("replace=%v: the other output's temporary file after Commit: %q, %v", replace, b, err)
+		}
+		if got, want := readDir(t, root), "list.txt=list.txt notes.txt=mine part_0=part_0"; !strings.HasSuffix(got, want) {
+			t.Errorf("replace=%v: root holds %q, want the new dataset and notes.txt (%q)", replace, got, want)
+		}
+	}
+}
+
+// TestStageMergeRefusesANameThatAppeared: an entry of the new output whose
+// name another process created in the directory meanwhile is an error, and
+// nothing of the new output stays.
+func TestStageMergeRefusesANameThatAppeared(t *testing.T) {
+	root := t.TempDir()
+	s, err := NewStage(root, StageOptions{Owned: owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeStage(t, s, root, "part_0", "list.txt")
+	if err := os.WriteFile(filepath.Join(root, "list.txt"), []byte("theirs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Commit()
+	if err == nil || !strings.Contains(err.Error(), "list.txt appeared") {
+		t.Fatalf("Commit: %v, want an error naming list.txt", err)
+	}
+	if got := readDir(t, root); got != "list.txt=theirs" {
+		t.Fatalf("after the refused Commit the directory holds %q", got)
+	}
+}

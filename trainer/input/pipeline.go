@@ -349,7 +349,13 @@ func (pf *Prefetcher) run() {
 			pf.ahead(got)
 			continue
 		}
-		if !errors.Is(st.Err, io.EOF) || !pf.turn(got) {
+		if !errors.Is(st.Err, io.EOF) {
+			return
+		}
+		t0 = pf.st.now()
+		ok := pf.turn(got)
+		pf.st.add(statTurn, t0)
+		if !ok {
 			return
 		}
 		got = 0

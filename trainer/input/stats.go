@@ -21,6 +21,12 @@ type Stats struct {
 	// (tensor.CopyTimer); else 0.
 	CopyMillis float64
 	Copies     int
+	// Turns are the switches from a pass's reader to the next's
+	// (StartPasses), Turn their time in the prefetcher's goroutine
+	// (closing the old reader, opening the new one when not opened
+	// ahead).
+	Turns int
+	Turn  time.Duration
 }
 
 // stat names a duration of Stats.
@@ -30,6 +36,7 @@ const (
 	statRead stat = iota
 	statHostSide
 	statStage
+	statTurn
 )
 
 // pipeStats collects Stats; off, it costs one atomic load per batch.
@@ -62,6 +69,9 @@ func (p *pipeStats) add(k stat, t0 time.Time) {
 		p.s.HostSide += d
 	case statStage:
 		p.s.Stage += d
+	case statTurn:
+		p.s.Turn += d
+		p.s.Turns++
 	}
 }
 

@@ -96,6 +96,14 @@ type PipelineProfile struct {
 	// batch (CUDA events; 0 when the backend does not time them). They
 	// overlap the compute stream's work.
 	CopyMs float64 `json:"copy_ms"`
+	// Turns are the pass boundaries inside the profiled steps;
+	// TurnWaitMs the training goroutine's mean wait for a pass's first
+	// batch (included in WaitMs) and TurnMs the prefetcher's time
+	// switching readers per turn (closing the old one; opening the next
+	// when it was not opened ahead).
+	Turns      int     `json:"turns,omitempty"`
+	TurnWaitMs float64 `json:"turn_wait_ms,omitempty"`
+	TurnMs     float64 `json:"turn_ms,omitempty"`
 }
 
 // spanKind names the spans of a step.

@@ -65,8 +65,10 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 		defer func() { m.prof = nil }()
 	}
 	var start, waitFrom time.Time
-	var wait, waitMax time.Duration
-	full := false // a full batch in this pass
+	var wait, waitMax, waitTurn time.Duration
+	turns := 0
+	turned := false // the next batch is a new pass's first
+	full := false   // a full batch in this pass
 	for i := 0; i < warmup+steps; {
 		if i == warmup && start.IsZero() {
 			if err := m.be.Sync(); err != nil {
@@ -91,7 +93,12 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 				d := time.Since(waitFrom)
 				wait += d
 				waitMax = max(waitMax, d)
+				if turned {
+					waitTurn += d
+					turns++
+				}
 			}
+			turned = false
 			m.prof.mark(spanGap, 0)
 			if err := pf.Commit(st); err != nil {
 				return res, nil, err
@@ -121,6 +128,7 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 				return res, nil, fmt.Errorf("the data holds no full batch of %d samples", m.batch)
 			}
 			full = false // the prefetcher reads the next pass
+			turned = true
 		}
 	}
 	res, err := m.finish(res, start, steps)
@@ -144,6 +152,12 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	}
 	if ps.Copies > 0 {
 		pp.CopyMs = ps.CopyMillis / float64(ps.Copies)
+	}
+	if turns > 0 {
+		pp.Turns, pp.TurnWaitMs = turns, float64(waitTurn)/1e6/float64(turns)
+	}
+	if ps.Turns > 0 {
+		pp.TurnMs = float64(ps.Turn) / 1e6 / float64(ps.Turns)
 	}
 	pr.Pipeline = pp
 	return res, &pr, nil
