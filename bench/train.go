@@ -37,6 +37,9 @@ type TrainOptions struct {
 	// Async reads a Raw dataset with HugeCTR's RawAsync engine (O_DIRECT
 	// unless Async.Buffered) instead of the synchronous reader.
 	Async *asyncio.Params
+	// Workers is the reader's decoding goroutines (the data section's
+	// num_workers; 0: the trainer's default).
+	Workers int
 	// Profile also profiles ProfileSteps steps (default 20) after
 	// Warmup steps, through the pipeline and (Resident) on the resident
 	// batch: per layer and phase, the pipeline's share (model.Profile).
@@ -109,7 +112,7 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	open := func() (formats.Reader, error) { return d.Open(formats.Options{BatchSize: o.BatchSize}) }
 	pipe := open
 	if src, ok := trainSource(d, o.Async); ok {
-		src.SlotSizeArray = sizes
+		src.SlotSizeArray, src.Workers = sizes, o.Workers
 		// The trainer's own opener: lending readers decode into the
 		// backend's pinned memory, RawAsync runs the O_DIRECT engine.
 		pipe = func() (formats.Reader, error) { return m.Open(src) }

@@ -62,6 +62,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.BoolFlag{Name: "cuda-graph", Value: true, Usage: "train the steps as a CUDA graph on the GPU (HugeCTR's use_cuda_graph); --cuda-graph=false: eager steps"},
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object"},
 				vflag("reader", withValue("sync")),
+				vflag("num-workers"),
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
 				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run (reader, pipeline and host side of the steps) to `FILE` (go tool pprof)"},
@@ -118,7 +119,7 @@ func runBenchTrain(c *cli.Context) error {
 	}
 	res, err := bench.Train(d, be, bench.TrainOptions{
 		Model: c.String("model"), BatchSize: c.Int("batchsize"), Warmup: c.Int("warmup"), Steps: c.Int("steps"),
-		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async,
+		VecSize: c.Int("vec-size"), Optimizer: c.String("optimizer"), LearningRate: c.Float64("lr"), Resident: c.Bool("resident"), Async: async, Workers: c.Int("num-workers"),
 		Profile: c.Bool("profile"), ProfileSteps: c.Int("profile-steps"), CUDAGraph: c.Bool("cuda-graph"),
 		Precision: s.Precision(), LossScale: s.LossScale(),
 	}, log)

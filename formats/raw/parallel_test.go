@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -340,4 +341,52 @@ func SampleSizeOf(t *testing.T, s *formats.Schema, l Layout) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestReadBuffersRecycled: a reader given a formats.Recycler keeps its
+// workers' read buffers at Close, and the next reader of the same file
+// (training's reader of the next pass) decodes with those buffers — no
+// Workers × batch bytes allocated and faulted in per pass — and reads the
+// same batches.
+func TestReadBuffersRecycled(t *testing.T) {
+	c := configs[1]
+	d := c.dataset(77, 500)
+	path := writeFile(t, t.TempDir(), d, c.layout)
+	rec := formats.NewRecycler(nil)
+	o := Options{Layout: c.layout}
+	o.BatchSize, o.Workers, o.Alloc = 64, 3, rec
+	var first []*byte
+	var got [2]*formatstest.Dataset
+	for pass := 0; pass < 2; pass++ {
+		r, err := Open(path, &d.Schema, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.rbufs) != 3 {
+			t.Fatalf("pass %d: %d read buffers, want 3", pass, len(r.rbufs))
+		}
+		ptrs := map[*byte]bool{}
+		for _, b := range r.rbufs {
+			ptrs[&b[0]] = true
+		}
+		if pass == 0 {
+			for p := range ptrs {
+				first = append(first, p)
+			}
+		} else {
+			for _, p := range first {
+				if !ptrs[p] {
+					t.Errorf("pass 1 allocated new read buffers instead of taking the first pass's from the Recycler")
+					break
+				}
+			}
+		}
+		if got[pass], err = formatstest.ReadAll(r, 64, 0); err != nil {
+			t.Fatal(err)
+		}
+		r.Close()
+	}
+	if !reflect.DeepEqual(got[0], got[1]) {
+		t.Fatal("the second pass read other batches than the first")
+	}
 }

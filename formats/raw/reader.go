@@ -138,7 +138,15 @@ type Reader struct {
 	bufLen  int
 	alloc   formats.Allocator
 	own     *formats.Batch // Next's batch with one worker, made on first use
+	// rbufs are the workers' read buffers; with a *formats.Recycler as
+	// Options.Alloc they are kept at Close (and Reset) for the next
+	// reader, so a training run's reader per pass reuses them instead of
+	// allocating and faulting in Workers × batch bytes each pass.
+	rbufs [][]byte
 }
+
+// readBufKey keys the workers' read buffers in a Recycler, by length.
+type readBufKey struct{ n int }
 
 // Open opens the Raw file at path holding samples of schema s in layout
 // o.Layout. The sample count comes from the file size; a size that is not a
@@ -227,6 +235,7 @@ func (r *Reader) Reset() error {
 		r.pipe.stop()
 		r.pipe.wait()
 		r.pipe = nil
+		r.keepReadBufs()
 		p, err := r.startPipeline(r.workers, r.bufLen, r.alloc)
 		if err != nil {
 			r.err = err
@@ -324,6 +333,7 @@ func (r *Reader) Close() error {
 		r.pipe.wait()
 		r.pipe = nil
 	}
+	r.keepReadBufs()
 	if r.own != nil {
 		r.own.Free()
 		r.own = nil
@@ -387,9 +397,17 @@ func (r *Reader) startPipeline(workers, bufLen int, alloc formats.Allocator) (*d
 		defer mu.Unlock()
 		return seq.claim()
 	}
+	rec, _ := alloc.(*formats.Recycler)
 	newFill := func() fillFunc {
 		dec := r.dec.Clone()
-		buf := make([]byte, bufLen)
+		var buf []byte
+		if rec != nil {
+			buf, _ = rec.Take(readBufKey{bufLen}).([]byte)
+		}
+		if buf == nil {
+			buf = make([]byte, bufLen)
+		}
+		r.rbufs = append(r.rbufs, buf)
 		return func(_, k int64, d *decoded) error {
 			c0 := dec.Clamped()
 			err := r.readBatch(k, buf, d.b, dec)
@@ -398,4 +416,15 @@ func (r *Reader) startPipeline(workers, bufLen int, alloc formats.Allocator) (*d
 		}
 	}
 	return startPipe(r.schema, r.bsize, alloc, workers, total, claim, newFill)
+}
+
+// keepReadBufs hands the stopped workers' read buffers to a Recycler
+// allocator (formats.Recycler.Keep), else drops them.
+func (r *Reader) keepReadBufs() {
+	if rec, ok := r.alloc.(*formats.Recycler); ok {
+		for _, b := range r.rbufs {
+			rec.Keep(readBufKey{len(b)}, b)
+		}
+	}
+	r.rbufs = nil
 }
