@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,6 +179,51 @@ func TestCompileErrorNamesTheLine(t *testing.T) {
 	var e *Error
 	if !errors.As(err, &e) || !strings.Contains(e.Log, "undefined_name") || !strings.Contains(err.Error(), "broken.cu") {
 		t.Fatalf("compile error %v", err)
+	}
+}
+
+// TestCompileAll compiles several sources at once (NVRTC from several
+// goroutines), each cached on its own, finds each kernel in its module,
+// and reports the first broken source by name with nothing left loaded.
+func TestCompileAll(t *testing.T) {
+	d := openOrSkip(t)
+	t.Setenv("CTRKIT_KERNEL_CACHE", t.TempDir())
+	var units []Unit
+	for i := range 8 {
+		units = append(units, Unit{Name: fmt.Sprintf("k%d.cu", i),
+			Src: fmt.Sprintf("extern \"C\" __global__ void k%d(float* y) { y[threadIdx.x] = %d.0f; }\n", i, i)})
+	}
+	err := d.Do(func(c *Ctx) error {
+		mods, err := c.CompileAll(units, 4)
+		if err != nil {
+			return err
+		}
+		if len(mods) != len(units) {
+			t.Fatalf("%d modules for %d units", len(mods), len(units))
+		}
+		files, _ := filepath.Glob(filepath.Join(os.Getenv("CTRKIT_KERNEL_CACHE"), "*.cubin"))
+		if len(files) != len(units) {
+			t.Errorf("kernel cache holds %d cubins, want %d", len(files), len(units))
+		}
+		for i, m := range mods {
+			if _, err := c.Func(m, fmt.Sprintf("k%d", i)); err != nil {
+				t.Errorf("k%d in its module: %v", i, err)
+			}
+			if _, err := c.Func(m, fmt.Sprintf("k%d", (i+1)%len(mods))); err == nil {
+				t.Errorf("module %d holds k%d", i, (i+1)%len(mods))
+			}
+			c.Unload(m)
+		}
+		bad := append(append([]Unit(nil), units...), Unit{Name: "broken.cu", Src: "extern \"C\" __global__ void b(float* x) { x[0] = nope; }\n"})
+		_, err = c.CompileAll(bad, 0)
+		var e *Error
+		if !errors.As(err, &e) || !strings.Contains(err.Error(), "broken.cu") || !strings.Contains(e.Log, "nope") {
+			t.Errorf("a broken unit: %v, want its compile error by name", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -7,7 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -79,6 +82,61 @@ func (c *Ctx) Compile(name, src string, opts ...string) (Module, error) {
 		return 0, fmt.Errorf("loading kernels %s: %w", name, err)
 	}
 	return Module(m), nil
+}
+
+// Unit is one CUDA C++ source of CompileAll: Name labels it in compile
+// errors.
+type Unit struct{ Name, Src string }
+
+// CompileAll compiles units with NVRTC at once, on up to jobs goroutines
+// (NVRTC compiles distinct programs concurrently; jobs ≤ 0: GOMAXPROCS,
+// CTRKIT_NVRTC_JOBS overrides), each through the disk cache on its own
+// (editing one source recompiles only it), then loads them as modules in
+// order. The first error (in the units' order) is returned, with the
+// modules loaded so far unloaded.
+func (c *Ctx) CompileAll(units []Unit, jobs int, opts ...string) ([]Module, error) {
+	if v, err := strconv.Atoi(os.Getenv("CTRKIT_NVRTC_JOBS")); err == nil && v > 0 {
+		jobs = v
+	}
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	cubins := make([][]byte, len(units))
+	errs := make([]error, len(units))
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cubins[i], errs[i] = c.cubin(u.Name, u.Src, opts)
+		}()
+	}
+	wg.Wait()
+	mods := make([]Module, 0, len(units))
+	for i, u := range units {
+		err := errs[i]
+		if err == nil {
+			var m uintptr
+			if err = check("cuModuleLoadData", call(drv.cuModuleLoadData, uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&cubins[i][0])))); err == nil {
+				mods = append(mods, Module(m))
+				continue
+			}
+			err = fmt.Errorf("loading kernels %s: %w", u.Name, err)
+		}
+		for _, m := range mods {
+			c.Unload(m)
+		}
+		return nil, err
+	}
+	return mods, nil
+}
+
+// Unload unloads a module.
+func (c *Ctx) Unload(m Module) error {
+	return check("cuModuleUnload", call(drv.cuModuleUnload, uintptr(m)))
 }
 
 // Module is a loaded CUmodule.

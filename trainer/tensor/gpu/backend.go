@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"unsafe"
@@ -78,7 +79,7 @@ type Backend struct {
 	err   error
 	op    string // the operation being issued (for errors)
 	s     cuda.Stream
-	mod   cuda.Module
+	mods  []cuda.Module // one per kernel file (Units)
 	fns   map[string]cuda.Func
 	flag  cuda.Ptr // u64[4] device error record
 	ws    cuda.Ptr // workspace for one operation's temporaries
@@ -127,7 +128,7 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 	if err := interEnvCheck(); err != nil {
 		return nil, err
 	}
-	src, err := Source()
+	units, err := Units()
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,7 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 		if be.s, err = c.NewStream(); err != nil {
 			return err
 		}
-		if be.mod, err = c.Compile("ctrkit-kernels.cu", src); err != nil {
+		if be.mods, err = c.CompileAll(units, 0); err != nil {
 			return err
 		}
 		if be.flag, err = c.Malloc(32); err != nil {
@@ -154,29 +155,32 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 	return be, nil
 }
 
-// Source is the kernels' CUDA source as NVRTC compiles it: common.cuh, then
-// every .cu file in name order.
-func Source() (string, error) {
-	var b strings.Builder
+// Units are the kernels' CUDA sources as NVRTC compiles them, one module
+// per .cu file (in name order): common.cuh, then the file. The files are
+// compiled at once (cuda.Ctx.CompileAll), so a fresh machine's first start
+// takes the longest file's compile time, not their sum, and an edited file
+// recompiles alone. Each file is self-contained after common.cuh
+// (check_kernels.sh compiles them that way).
+func Units() ([]cuda.Unit, error) {
 	head, err := kernelFS.ReadFile("kernels/common.cuh")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	b.Write(head)
 	names, err := fs.Glob(kernelFS, "kernels/*.cu")
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	sort.Strings(names)
+	var us []cuda.Unit
 	for _, n := range names {
 		s, err := kernelFS.ReadFile(n)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		fmt.Fprintf(&b, "\n// ---- %s ----\n", n)
-		b.Write(s)
+		base := path.Base(n)
+		us = append(us, cuda.Unit{Name: base, Src: fmt.Sprintf("%s\n#line 1 \"%s\"\n%s", head, base, s)})
 	}
-	return b.String(), nil
+	return us, nil
 }
 
 // Device is the backend's device.
@@ -379,9 +383,15 @@ func (be *Backend) fn(c *cuda.Ctx, name string) (cuda.Func, error) {
 	if f, ok := be.fns[name]; ok {
 		return f, nil
 	}
-	f, err := c.Func(be.mod, name)
-	if err != nil {
-		return 0, err
+	var f cuda.Func
+	var err error
+	for _, m := range be.mods {
+		if f, err = c.Func(m, name); err == nil {
+			break
+		}
+	}
+	if err != nil || len(be.mods) == 0 {
+		return 0, fmt.Errorf("kernel %s: in none of the %d kernel modules: %w", name, len(be.mods), err)
 	}
 	be.fns[name] = f
 	return f, nil
