@@ -90,6 +90,8 @@ type Backend struct {
 	graph *graphState      // the training step's CUDA graph (graph.go); nil until used
 	guard *guardState      // the overflow guard (guard.go); nil until used
 	ltNo  map[ltSig]bool
+	// fstats counts the fused InnerProduct calls (fused.go: FusedStats).
+	fstats fusedCounts
 }
 
 var _ tensor.Backend = (*Backend)(nil)
