@@ -3,6 +3,8 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/tensor"
@@ -151,14 +153,49 @@ func halfOf(t cuda.DataType) tensor.DType {
 // gemm_bias_relu_mask, gemm_drelu_bgrad, gemm_bgrad. Ran are those that
 // ran fused; Fallback those that reported false (cuBLASLt had no kernel
 // for the shape, dtypes and epilogue, or an operand was unaligned), after
-// which the layer ran the plain kernels. Calls made while the fused
-// kernels are off are not counted. HalfBiasGrad counts the gemm_drelu_bgrad
+// which the layer ran the plain kernels. The FusedDense methods count
+// nothing while the fused kernels are off (they report false at once);
+// GemmBiasAct, which runs either way, is always counted. HalfBiasGrad
+// counts the gemm_drelu_bgrad
 // calls that ran with the bias gradient in the output's half type, widened
 // into the float32 db by a convert kernel (cuBLASLt refused a float32 one
 // with a half output).
 type FusedStats struct {
 	Ran, Fallback map[string]int
 	HalfBiasGrad  int
+}
+
+// String is a one-line summary for logs, operations in name order:
+// "gemm_bgrad 8 ran, gemm_bias_act 1 ran 1 fell back, …; 6 half bias
+// gradients" ("no fused calls" when there were none).
+func (st FusedStats) String() string {
+	var ops []string
+	for op := range st.Ran {
+		ops = append(ops, op)
+	}
+	for op := range st.Fallback {
+		if _, ok := st.Ran[op]; !ok {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return "no fused calls"
+	}
+	sort.Strings(ops)
+	var b strings.Builder
+	for i, op := range ops {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d ran", op, st.Ran[op])
+		if n := st.Fallback[op]; n > 0 {
+			fmt.Fprintf(&b, " %d fell back", n)
+		}
+	}
+	if st.HalfBiasGrad > 0 {
+		fmt.Fprintf(&b, "; %d half bias gradients", st.HalfBiasGrad)
+	}
+	return b.String()
 }
 
 // fusedCounts are FusedStats' counters.

@@ -367,3 +367,23 @@ func BenchmarkFusedDenseHalf(b *testing.B) {
 		})
 	}
 }
+
+// TestFusedStatsString (no GPU needed): the counters' log line.
+func TestFusedStatsString(t *testing.T) {
+	be := &Backend{}
+	if s := be.FusedStats().String(); s != "no fused calls" {
+		t.Errorf("empty: %q", s)
+	}
+	be.fusedRan("gemm_bias_act", false)
+	be.fusedRan("gemm_drelu_bgrad", true)
+	be.fusedRan("gemm_bias_act", true)
+	be.fstats.halfBgrad++
+	st := be.FusedStats()
+	if want := "gemm_bias_act 1 ran 1 fell back, gemm_drelu_bgrad 1 ran; 1 half bias gradients"; st.String() != want {
+		t.Errorf("%q, want %q", st.String(), want)
+	}
+	st.Ran["gemm_bgrad"] = 9 // a copy: the backend's counters stay
+	if be.FusedStats().Ran["gemm_bgrad"] != 0 {
+		t.Error("FusedStats shares the backend's maps")
+	}
+}
