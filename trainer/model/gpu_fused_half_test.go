@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"os"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -14,8 +15,10 @@ import (
 // and in fp16 (scaler 1024) as CUDA graphs with the fused InnerProduct
 // kernels on and off: the losses agree within half tolerance, and the
 // fused run took the half epilogues — no RELU_AUX_BIAS forward fell back,
-// DRELU_BGRAD ran, and the only fallbacks allowed are the 1-wide output
-// layer's (one per step and operation, its leading dimension 2 bytes).
+// DRELU_BGRAD ran, the weight gradients ran as the plain searched GEMM
+// (gpu.Options.HalfBgradEpilogue off), and the only fallbacks allowed are
+// the 1-wide output layer's (one per step and operation, its leading
+// dimension 2 bytes).
 //
 //	model.test -test.run 'GPUHalfFused' -test.v
 func TestGPUHalfFusedDLRM(t *testing.T) {
@@ -28,8 +31,8 @@ func TestGPUHalfFusedDLRM(t *testing.T) {
 	run := func(p graph.Precision, scale float64, fused bool) ([]float64, gpu.FusedStats, GraphStats) {
 		t.Helper()
 		be := gpuOrSkip(t, gpu.Options{Math: GEMMMath(p), Fused: fused})
-		if be.FusesDense() != fused {
-			t.Skipf("CTRKIT_FUSED overrides Options.Fused")
+		if be.FusesDense() != fused || os.Getenv("CTRKIT_HALF_BGRAD_EPILOGUE") != "" {
+			t.Skipf("CTRKIT_FUSED or CTRKIT_HALF_BGRAD_EPILOGUE overrides the options")
 		}
 		m, err := Build(cfg, be, Options{BatchSize: batch, Seed: 3, Precision: p, LossScale: scale, MixedPrecision: p == graph.FP16, CUDAGraph: true})
 		if err != nil {
@@ -89,7 +92,12 @@ func TestGPUHalfFusedDLRM(t *testing.T) {
 			if st.Ran["gemm_drelu_bgrad"] == 0 {
 				t.Errorf("the half DRELU_BGRAD backward never ran (fell back %d times)", st.Fallback["gemm_drelu_bgrad"])
 			}
-			for _, op := range []string{"gemm_bias_act", "gemm_drelu_bgrad", "gemm_bgrad"} {
+			// The weight gradients of half operands run as the plain
+			// searched GEMM (gpu.Options.HalfBgradEpilogue off).
+			if st.Plain["gemm_bgrad"] == 0 || st.Ran["gemm_bgrad"] != 0 {
+				t.Errorf("half weight gradients: %d plain, %d BGRADA epilogue GEMMs (want all plain)", st.Plain["gemm_bgrad"], st.Ran["gemm_bgrad"])
+			}
+			for _, op := range []string{"gemm_bias_act", "gemm_drelu_bgrad"} {
 				if st.Fallback[op] > steps {
 					t.Errorf("%s fell back %d times in %d steps (more than the 1-wide output layer's)", op, st.Fallback[op], steps)
 				}

@@ -155,27 +155,29 @@ func halfOf(t cuda.DataType) tensor.DType {
 // for the shape, dtypes and epilogue, or an operand was unaligned), after
 // which the layer ran the plain kernels. The FusedDense methods count
 // nothing while the fused kernels are off (they report false at once);
-// GemmBiasAct, which runs either way, is always counted. HalfBiasGrad
-// counts the gemm_drelu_bgrad
-// calls that ran with the bias gradient in the output's half type, widened
-// into the float32 db by a convert kernel (cuBLASLt refused a float32 one
-// with a half output).
+// GemmBiasAct, which runs either way, is always counted. Plain counts the
+// calls the backend chose to run with the plain kernels itself, reporting
+// true: gemm_bgrad on half operands without Options.HalfBgradEpilogue.
+// HalfBiasGrad counts the gemm_drelu_bgrad calls that ran with the bias
+// gradient in the output's half type, widened into the float32 db by a
+// convert kernel (cuBLASLt refused a float32 one with a half output).
 type FusedStats struct {
-	Ran, Fallback map[string]int
-	HalfBiasGrad  int
+	Ran, Fallback, Plain map[string]int
+	HalfBiasGrad         int
 }
 
 // String is a one-line summary for logs, operations in name order:
 // "gemm_bgrad 8 ran, gemm_bias_act 1 ran 1 fell back, …; 6 half bias
 // gradients" ("no fused calls" when there were none).
 func (st FusedStats) String() string {
+	seen := map[string]bool{}
 	var ops []string
-	for op := range st.Ran {
-		ops = append(ops, op)
-	}
-	for op := range st.Fallback {
-		if _, ok := st.Ran[op]; !ok {
-			ops = append(ops, op)
+	for _, m := range []map[string]int{st.Ran, st.Fallback, st.Plain} {
+		for op := range m {
+			if !seen[op] {
+				seen[op] = true
+				ops = append(ops, op)
+			}
 		}
 	}
 	if len(ops) == 0 {
@@ -191,6 +193,9 @@ func (st FusedStats) String() string {
 		if n := st.Fallback[op]; n > 0 {
 			fmt.Fprintf(&b, " %d fell back", n)
 		}
+		if n := st.Plain[op]; n > 0 {
+			fmt.Fprintf(&b, " %d plain", n)
+		}
 	}
 	if st.HalfBiasGrad > 0 {
 		fmt.Fprintf(&b, "; %d half bias gradients", st.HalfBiasGrad)
@@ -200,29 +205,38 @@ func (st FusedStats) String() string {
 
 // fusedCounts are FusedStats' counters.
 type fusedCounts struct {
-	ran, fallback map[string]int
-	halfBgrad     int
+	ran, fallback, plain map[string]int
+	halfBgrad            int
 }
 
 // FusedStats returns the counts of the fused calls since the backend was
 // made (copies).
 func (be *Backend) FusedStats() FusedStats {
-	st := FusedStats{Ran: map[string]int{}, Fallback: map[string]int{}, HalfBiasGrad: be.fstats.halfBgrad}
+	st := FusedStats{Ran: map[string]int{}, Fallback: map[string]int{}, Plain: map[string]int{}, HalfBiasGrad: be.fstats.halfBgrad}
 	for k, v := range be.fstats.ran {
 		st.Ran[k] = v
 	}
 	for k, v := range be.fstats.fallback {
 		st.Fallback[k] = v
 	}
+	for k, v := range be.fstats.plain {
+		st.Plain[k] = v
+	}
 	return st
+}
+
+// fusedCounts returns the counters, made on first use.
+func (be *Backend) fusedCounts() *fusedCounts {
+	f := &be.fstats
+	if f.ran == nil {
+		f.ran, f.fallback, f.plain = map[string]int{}, map[string]int{}, map[string]int{}
+	}
+	return f
 }
 
 // fusedRan counts a fused call of op and returns ran.
 func (be *Backend) fusedRan(op string, ran bool) bool {
-	f := &be.fstats
-	if f.ran == nil {
-		f.ran, f.fallback = map[string]int{}, map[string]int{}
-	}
+	f := be.fusedCounts()
 	if ran {
 		f.ran[op]++
 	} else {
@@ -283,7 +297,10 @@ func (be *Backend) GemmDReLUBgrad(dy, w, mask, dx, db tensor.Tensor) bool {
 
 // GemmBgrad implements tensor.FusedDense (BGRADA, or no epilogue without
 // db), on the side stream when side. dw and db are Float32 (so is cuBLASLt's
-// bias gradient: D's type).
+// bias gradient: D's type). On half x and dy, unless
+// Options.HalfBgradEpilogue, it runs the plain kernels on the compute
+// stream instead — Gemm (searched, cuBLAS's split-K kernels among the
+// candidates) and ColSum — and reports true (FusedStats.Plain).
 func (be *Backend) GemmBgrad(x, dy, dw, db tensor.Tensor, side bool) bool {
 	const op = "gemm_bgrad"
 	if !be.FusesDense() || be.err != nil {
@@ -299,6 +316,14 @@ func (be *Backend) GemmBgrad(x, dy, dw, db tensor.Tensor, side bool) bool {
 			return true
 		}
 		args = cuda.LtArgs{Epilogue: cuda.EpilogueBGradA, Bias: Ptr(db), Types: ty}
+	}
+	if x.DType.IsHalf() && !be.opts.HalfBgradEpilogue {
+		be.Gemm(true, false, 1, x, dy, 0, dw)
+		if !db.IsZero() {
+			be.ColSum(db, 0, dy)
+		}
+		be.fusedCounts().plain[op]++
+		return true
 	}
 	if m == 0 || n == 0 || k == 0 || !aligned(Ptr(x), Ptr(dy), Ptr(dw), Ptr(db)) {
 		return be.fusedRan(op, false)

@@ -47,16 +47,21 @@ func poisoned(t *testing.T, h *harness, x tensor.Tensor) bool {
 // against the float64 reference, with half biases (the layers' half copies:
 // cuBLASLt's bias type for a half D). On 16-byte-aligned shapes none may
 // fall back (FusedStats counts every call); the plain kernels give the
-// same values within half tolerance.
+// same values within half tolerance. The weight gradients run both ways:
+// by default as the plain searched GEMM and ColSum (FusedStats.Plain),
+// with Options.HalfBgradEpilogue as BGRADA epilogue GEMMs on the side
+// stream.
 func TestFusedDenseHalf(t *testing.T) {
-	be := fusedBackend(t, cuda.TF32, Options{})
-	h := newHarness(t)
-	h.g = be
-	for _, dt := range halfDTypes {
-		for _, c := range fusedCases {
-			t.Run(fmt.Sprintf("%v/%dx%d→%d→%d", dt, c.b, c.in, c.out, c.out2), func(t *testing.T) {
-				testFusedHalfChain(t, h, be, dt, c)
-			})
+	for _, epi := range []bool{false, true} {
+		be := fusedBackend(t, cuda.TF32, Options{HalfBgradEpilogue: epi})
+		h := newHarness(t)
+		h.g = be
+		for _, dt := range halfDTypes {
+			for _, c := range fusedCases {
+				t.Run(fmt.Sprintf("bgrad-epilogue=%v/%v/%dx%d→%d→%d", be.opts.HalfBgradEpilogue, dt, c.b, c.in, c.out, c.out2), func(t *testing.T) {
+					testFusedHalfChain(t, h, be, dt, c)
+				})
+			}
 		}
 	}
 }
@@ -171,8 +176,15 @@ func testFusedHalfChain(t *testing.T, h *harness, be *Backend, dt tensor.DType, 
 
 	st := be.FusedStats()
 	t.Logf("%v: ran %v, fell back %v, half bias gradients %d (since %v)", dt, st.Ran, st.Fallback, st.HalfBiasGrad, before)
+	ops := []string{"gemm_bias_relu_mask", "gemm_bias_act", "gemm_drelu_bgrad"}
+	if be.opts.HalfBgradEpilogue {
+		ops = append(ops, "gemm_bgrad")
+	} else if st.Plain["gemm_bgrad"] != before.Plain["gemm_bgrad"]+2 || st.Ran["gemm_bgrad"] != before.Ran["gemm_bgrad"] ||
+		st.Fallback["gemm_bgrad"] != before.Fallback["gemm_bgrad"] {
+		t.Errorf("FusedStats: half weight gradients not both run plain: %v → %v", before, st)
+	}
 	if strict {
-		for _, op := range []string{"gemm_bias_relu_mask", "gemm_bias_act", "gemm_drelu_bgrad", "gemm_bgrad"} {
+		for _, op := range ops {
 			if st.Fallback[op] != before.Fallback[op] || st.Ran[op] == before.Ran[op] {
 				t.Errorf("FusedStats: %s ran %d→%d, fell back %d→%d", op, before.Ran[op], st.Ran[op], before.Fallback[op], st.Fallback[op])
 			}
@@ -273,17 +285,18 @@ func TestFusedDenseHalfGraph(t *testing.T) {
 //
 //	fused forward   GemmBiasReLUMask                    (RELU_AUX_BIAS)
 //	plain forward   Gemm, BiasAct(ReLU)
-//	fused backward  GemmBgrad (dW, db), GemmDReLUBgrad   (BGRADA, DRELU_BGRAD)
+//	fused backward  GemmBgrad (dW, db), GemmDReLUBgrad   (plain Gemm + ColSum, DRELU_BGRAD)
+//	fused-bgrad-epilogue backward  the same, GemmBgrad as BGRADA (Options.HalfBgradEpilogue)
 //	plain backward  Gemm (dW), ColSum (db), Gemm (dx), ActGrad (ReLU of x), ColSum (x's db)
 //
 //	gpu.test -test.run '^$' -test.bench FusedDenseHalf -test.benchtime 50x
 func BenchmarkFusedDenseHalf(b *testing.B) {
 	gpuBackend(b)
 	const rows, in, out = 65536, 1024, 1024
-	for _, fused := range []bool{true, false} {
-		name := map[bool]string{true: "fused", false: "plain"}[fused]
-		b.Run("bf16/"+name, func(b *testing.B) {
-			be, err := NewOnDevice(sharedBE.Device(), Options{Math: cuda.TF32, Fused: true})
+	for _, mode := range []string{"fused", "fused-bgrad-epilogue", "plain"} {
+		fused := mode != "plain"
+		b.Run("bf16/"+mode, func(b *testing.B) {
+			be, err := NewOnDevice(sharedBE.Device(), Options{Math: cuda.TF32, Fused: true, HalfBgradEpilogue: mode == "fused-bgrad-epilogue"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -361,6 +374,7 @@ func BenchmarkFusedDenseHalf(b *testing.B) {
 			if fused && (len(st.Fallback) != 0) {
 				b.Errorf("fused calls fell back: %+v", st)
 			}
+			b.Logf("%s: %v", mode, st)
 			for _, t := range []tensor.Tensor{x, w, y, dy, dx, bh, bf, dw, db, dbx, mask, maskX, xin, wx, bx} {
 				be.Free(t)
 			}
@@ -378,8 +392,9 @@ func TestFusedStatsString(t *testing.T) {
 	be.fusedRan("gemm_drelu_bgrad", true)
 	be.fusedRan("gemm_bias_act", true)
 	be.fstats.halfBgrad++
+	be.fusedCounts().plain["gemm_bgrad"] += 2
 	st := be.FusedStats()
-	if want := "gemm_bias_act 1 ran 1 fell back, gemm_drelu_bgrad 1 ran; 1 half bias gradients"; st.String() != want {
+	if want := "gemm_bgrad 0 ran 2 plain, gemm_bias_act 1 ran 1 fell back, gemm_drelu_bgrad 1 ran; 1 half bias gradients"; st.String() != want {
 		t.Errorf("%q, want %q", st.String(), want)
 	}
 	st.Ran["gemm_bgrad"] = 9 // a copy: the backend's counters stay
