@@ -202,6 +202,23 @@ func TestLtKey(t *testing.T) {
 	if _, err := ltKeyOf(TF32, false, false, 96, 300, 64, base, 96, base, 64, base, 96, withTypes(Types{R16BF, R16F}), false); !errors.Is(err, ErrTypes) {
 		t.Errorf("bfloat16 A/B into a float16 C: %v", err)
 	}
+	// The bias's type is part of the descriptor: a float32 and a half bias
+	// with the same half D are two plans (one may be refused, the other
+	// not). A half bias must be D's type, and needs an epilogue using it.
+	bf16Bias := bf16
+	bf16Bias.BiasType = R16BF
+	if kb := key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, bf16Bias, false); kb == key(TF32, false, 96, 300, 64, 96, base, base+1<<20, base+2<<20, bf16, false) || kb.biasTy != R16BF {
+		t.Errorf("a bfloat16 bias: key %+v, the same as a float32 bias's", kb)
+	}
+	for name, y := range map[string]LtArgs{
+		"float16 bias, bfloat16 C": func() LtArgs { y := bf16; y.BiasType = R16F; return y }(),
+		"bfloat16 bias, float32 C": func() LtArgs { y := x; y.BiasType = R16BF; return y }(),
+		"half bias, no epilogue":   func() LtArgs { y := bf16; y.Epilogue, y.Aux, y.AuxLD, y.BiasType = EpilogueNone, 0, 0, R16BF; return y }(),
+	} {
+		if _, err := ltKeyOf(TF32, false, false, 96, 300, 64, base, 96, base, 64, base, 96, y, false); !errors.Is(err, ErrTypes) {
+			t.Errorf("%s: %v, want ErrTypes", name, err)
+		}
+	}
 	bad := x
 	bad.AuxLD = 100
 	if _, err := ltKeyOf(TF32, false, false, 96, 300, 64, base, 96, base, 64, base, 96, bad, false); err == nil || !strings.Contains(err.Error(), "multiple of 128") {

@@ -353,6 +353,9 @@ type ltKey struct {
 	// ty are the element types (the same shape in float16 and float32 is
 	// another descriptor); math is FP32 for half ones (they ignore it).
 	ty Types
+	// biasTy is the bias's element type (LtArgs.BiasType) of an epilogue
+	// that uses one; R32F otherwise.
+	biasTy DataType
 }
 
 // ltPlan is a matmul descriptor, its layouts and its algorithm, built once
@@ -447,11 +450,12 @@ func (c *Ctx) newLtPlan(k ltKey, bias, aux Ptr, n int) (*ltPlan, [][ltResultSize
 		if err := p.setPtr(ltDescBias, bias); err != nil {
 			return nil, nil, err
 		}
-		// The bias (or bias gradient) is float32; cuBLASLt's default is
-		// D's type. A cuBLASLt that refuses a float32 bias with a half D
-		// refuses the descriptor (ErrNoAlgorithm: the caller falls back).
-		if k.ty.C != R32F {
-			x := []int32{int32(R32F)}
+		// cuBLASLt's default bias (and bias gradient) type is D's; a
+		// float32 one with a half D is set explicitly, and a cuBLASLt that
+		// refuses it refuses the descriptor (ErrNoAlgorithm: the caller
+		// falls back, or retries with a bias of D's type).
+		if k.biasTy != k.ty.C {
+			x := []int32{int32(k.biasTy)}
 			r := call(blasLt.descSet, p.desc, ltDescBiasType, uintptr(unsafe.Pointer(&x[0])), 4)
 			if r == 15 || r == 7 {
 				return nil, nil, ErrNoAlgorithm
@@ -607,9 +611,13 @@ type LtArgs struct {
 	// the first time by timing the heuristic's candidates (AlgoSearch);
 	// nil takes the heuristic's first choice.
 	Search *AlgoSearch
-	// Types are the element types of A, B and C (zero: float32). The bias
-	// and the bias gradient are float32 whatever C is.
+	// Types are the element types of A, B and C (zero: float32).
 	Types Types
+	// BiasType is the element type of the bias or bias gradient: R32F
+	// (the zero value) whatever C is, or C's own half type (cuBLASLt's
+	// documented type for a half D; a cuBLASLt may refuse a float32 bias
+	// with a half D: ErrNoAlgorithm).
+	BiasType DataType
 }
 
 // LtMatmul is column-major C[m,n] = epilogue(alpha·op(A)·op(B) + beta·C +
@@ -644,8 +652,11 @@ func ltKeyOf(math Math, transA, transB bool, m, n, k int, a Ptr, lda int, b Ptr,
 	if x.Types.half() {
 		math = FP32 // half operands compute in float32 whatever the Math
 	}
+	if x.BiasType != R32F && (x.BiasType != x.Types.C || !x.Epilogue.usesBias()) {
+		return ltKey{}, fmt.Errorf("%w: a %v bias with a %v C and epilogue %d (the bias is float32 or C's half type)", ErrTypes, x.BiasType, x.Types.C, x.Epilogue)
+	}
 	key := ltKey{math: math, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue,
-		alA: alignOf(a), alB: alignOf(b), alC: alignOf(cc), search: x.Search != nil, legacy: legacy, ty: x.Types}
+		alA: alignOf(a), alB: alignOf(b), alC: alignOf(cc), search: x.Search != nil, legacy: legacy, ty: x.Types, biasTy: x.BiasType}
 	if x.Epilogue.aux() {
 		if x.AuxLD < m || x.AuxLD%128 != 0 || x.Aux == 0 {
 			return ltKey{}, fmt.Errorf("cublasLt: ReLU mask leading dimension %d for %d rows (want a multiple of 128, at least the rows)", x.AuxLD, m)

@@ -145,7 +145,7 @@ func (c *Ctx) tapeArgs(call string, args ...any) bool {
 			ws = append(ws, uint64(uint32(x.AB))<<32|uint64(uint32(x.C)))
 		case LtArgs:
 			ws = append(ws, uint64(x.Epilogue), uint64(x.Bias), uint64(x.Aux), uint64(x.AuxLD), uint64(x.Workspace),
-				uint64(uint32(x.Types.AB))<<32|uint64(uint32(x.Types.C)))
+				uint64(uint32(x.Types.AB))<<32|uint64(uint32(x.Types.C)), uint64(uint32(x.BiasType)))
 		default: // not among the calls' types today: hash its printed value
 			h := uint64(fnvOffset)
 			for _, b := range []byte(fmt.Sprintf("%T %v", x, x)) {

@@ -52,7 +52,13 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation, inits ...
 	l := &InnerProduct{c: c, in: in, out: c.Blob(in.Value.Rows(), out), Act: act,
 		W: c.weight("weight", true, n, out),
 		B: Param{Name: "bias", Value: c.alloc(out), Grad: c.alloc(out)}}
-	l.fd = FusedDense(c.BE)
+	if l.fd = FusedDense(c.BE); l.fd != nil && c.Half() {
+		// The fused GEMMs' epilogues add the bias in the output's half
+		// type (cuBLASLt's bias type for a half D): the bias gets a half
+		// operand copy like the weight, refreshed with it (RefreshHalf).
+		// The plain path keeps reading the float32 master.
+		l.B.Half = c.act(out)
+	}
 	c.fillAll(l.Params(), fs[:])
 	return l, nil
 }
@@ -85,8 +91,9 @@ func (l *InnerProduct) ChainReLU(prev *InnerProduct) bool {
 
 // FusedGemm is implemented by backends with a fused InnerProduct forward
 // (the GPU's cuBLASLt bias+ReLU epilogue): y = act(x·W + bias) in one call.
-// It reports false when it does not handle act (the layer then runs Gemm
-// and BiasAct).
+// bias is the float32 master or, with a half y, its half copy
+// (Param.Operand). It reports false when it does not handle act or the
+// shape (the layer then runs Gemm and BiasAct on the float32 bias).
 type FusedGemm interface {
 	GemmBiasAct(act tensor.Activation, x, w, bias, y tensor.Tensor) bool
 }
@@ -97,12 +104,12 @@ func (l *InnerProduct) Forward(p Pass) {
 	be := l.c.BE
 	l.maskOK = false
 	if p.Training && !l.mask.IsZero() {
-		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Operand(), l.B.Value, l.out.Value, l.mask) {
+		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Operand(), l.B.Operand(), l.out.Value, l.mask) {
 			l.maskOK = true
 			return
 		}
 	}
-	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Operand(), l.B.Value, l.out.Value) {
+	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Operand(), l.B.Operand(), l.out.Value) {
 		return
 	}
 	be.Gemm(false, false, 1, l.in.Value, l.W.Operand(), 0, l.out.Value)

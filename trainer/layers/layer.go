@@ -84,7 +84,9 @@ type Param struct {
 	// Half is the weight's half-precision operand copy (Ctx.Act's dtype)
 	// that a half layer's GEMMs read; the zero Tensor: none (the GEMMs
 	// read Value). It is valid after RefreshHalf: the model refreshes it
-	// after initialisation, every update and every load of Value.
+	// after initialisation, every update and every load of Value. A half
+	// InnerProduct's bias has one on a backend with fused kernels (their
+	// epilogues add a bias of the output's half type).
 	Half tensor.Tensor
 	// Regularize marks weights the L1/L2 regularizer applies to
 	// (InnerProduct W; not biases).

@@ -323,6 +323,11 @@ func NewMLP(c *Ctx, in *Blob, outs []int, bias []bool, acts []tensor.Activation,
 	}
 	c.fillAll(l.Params(), fs)
 	if l.fd = FusedDense(c.BE); l.fd != nil {
+		for i, o := range outs {
+			if bias[i] && c.Half() {
+				l.B[i].Half = c.act(o) // as InnerProduct's: the epilogues' half bias
+			}
+		}
 		l.masks, l.maskOK, l.done = make([]tensor.Tensor, len(outs)), make([]bool, len(outs)), make([]bool, len(outs))
 		for i := 0; i+1 < len(outs); i++ {
 			if acts[i] == tensor.ReLU && bias[i] {
@@ -347,13 +352,13 @@ func (l *MLP) Forward(p Pass) {
 	for i := range l.W {
 		x, y := l.x(i).Value, l.hs[i].Value
 		if l.fd != nil {
-			l.maskOK[i] = p.Training && !l.masks[i].IsZero() && l.fd.GemmBiasReLUMask(x, l.W[i].Operand(), l.B[i].Value, y, l.masks[i])
+			l.maskOK[i] = p.Training && !l.masks[i].IsZero() && l.fd.GemmBiasReLUMask(x, l.W[i].Operand(), l.B[i].Operand(), y, l.masks[i])
 			if l.maskOK[i] {
 				continue
 			}
 		}
 		if l.Bias[i] {
-			if l.fused != nil && l.fused.GemmBiasAct(l.Acts[i], x, l.W[i].Operand(), l.B[i].Value, y) {
+			if l.fused != nil && l.fused.GemmBiasAct(l.Acts[i], x, l.W[i].Operand(), l.B[i].Operand(), y) {
 				continue
 			}
 			be.Gemm(false, false, 1, x, l.W[i].Operand(), 0, y)

@@ -30,8 +30,10 @@ type FusedDense interface {
 	// with Free.
 	ReLUMask(dt DType, rows, cols int) Tensor
 	// GemmBiasReLUMask: y = ReLU(x·w + bias), and mask records which
-	// elements of y are positive (the training forward). Plain: Gemm(false,
-	// false, 1, x, w, 0, y), BiasAct(ReLU, 0, y, y, bias).
+	// elements of y are positive (the training forward). bias is Float32
+	// or, with a half y, of y's dtype (the layer's half copy of its
+	// float32 bias, which the plain operations read instead). Plain:
+	// Gemm(false, false, 1, x, w, 0, y), BiasAct(ReLU, 0, y, y, bias).
 	GemmBiasReLUMask(x, w, bias, y, mask Tensor) bool
 	// GemmDReLUBgrad: dx = (dy·wᵀ)⊙[mask > 0] and db = Σ_rows dx — the input
 	// gradient of an InnerProduct taken through the ReLU of the layer that

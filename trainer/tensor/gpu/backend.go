@@ -52,6 +52,18 @@ type Options struct {
 	// default: on the H200 (2026-12-01) the reference DLRM trained at
 	// 5.83 M samples/s fused against 6.93 M unfused (docs/PERFORMANCE.md).
 	Fused bool
+	// HalfBgradEpilogue runs the fused weight gradient of half operands
+	// (GemmBgrad: dW = xᵀ·dy into float32, with db) as one cuBLASLt GEMM
+	// with the BGRADA epilogue on the side stream, as float32 ones run.
+	// Off (the default), GemmBgrad runs it as the searched plain GEMM
+	// (Gemm: cuBLAS's split-K kernels among the candidates) and ColSum on
+	// the compute stream, the unfused path's kernels: on the H200
+	// (2026-12-02, bf16 DLRM, batch 65536) the side-stream epilogue GEMMs
+	// (k = 65536, few output tiles) kept the step waiting ≈ 4 ms at
+	// JoinGrads. CTRKIT_HALF_BGRAD_EPILOGUE=1 (or 0) sets (clears) it for
+	// every backend opened, for A/B runs. FusedStats counts the plain
+	// ones in Plain.
+	HalfBgradEpilogue bool
 	// NoAlgorithmSearch turns the cuBLASLt algorithm search off (HugeCTR's
 	// algorithm_search false): each GEMM descriptor then runs the
 	// heuristic's first choice, and plain GEMMs cuBLAS's own. With the
@@ -91,6 +103,8 @@ type Backend struct {
 	graph *graphState      // the training step's CUDA graph (graph.go); nil until used
 	guard *guardState      // the overflow guard (guard.go); nil until used
 	ltNo  map[ltSig]bool
+	// fstats counts the fused InnerProduct calls (fused.go: FusedStats).
+	fstats fusedCounts
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -124,6 +138,12 @@ func NewOnDevice(dev *cuda.Device, o Options) (*Backend, error) {
 		o.Fused = true
 	case "0", "false", "off", "no":
 		o.Fused = false
+	}
+	switch strings.ToLower(os.Getenv("CTRKIT_HALF_BGRAD_EPILOGUE")) {
+	case "1", "true", "on", "yes":
+		o.HalfBgradEpilogue = true
+	case "0", "false", "off", "no":
+		o.HalfBgradEpilogue = false
 	}
 	if err := interEnvCheck(); err != nil {
 		return nil, err

@@ -35,16 +35,17 @@ func (be *Backend) Gemm(transA, transB bool, alpha float64, a, b tensor.Tensor, 
 // GemmBiasAct: y = act(x·W + bias) in one cuBLASLt call (the fused
 // InnerProduct forward) for Identity and ReLU; other activations fall back
 // to Gemm then BiasAct, as do shapes cuBLASLt has no kernel for. x, W and
-// y are of Gemm's dtypes, bias is Float32 (with a half y, a cuBLASLt
-// without float32-bias epilogues for half outputs falls back). It
-// reports whether the fused path ran.
+// y are of Gemm's dtypes; bias is Float32, or with a half y of y's dtype
+// (the layer's half copy of its float32 bias: cuBLASLt's own bias type for
+// a half D, which it may refuse a float32 bias with). It reports whether
+// the fused path ran (FusedStats counts both outcomes).
 func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor) bool {
+	const op = "gemm_bias_act"
 	if a != tensor.Identity && a != tensor.ReLU {
 		return false
 	}
-	m, k, n, ty, ok := be.gemmShape("gemm_bias_act", false, false, x, w, y)
-	if !ok || !be.f32Bias("gemm_bias_act", bias) ||
-		!be.check(tensor.CheckWant("gemm_bias_act", bias, tensor.Float32, n)) {
+	m, k, n, ty, ok := be.gemmShape(op, false, false, x, w, y)
+	if !ok || !be.biasOf(op, bias, y, n) {
 		return true
 	}
 	if m == 0 || n == 0 {
@@ -55,9 +56,10 @@ func (be *Backend) GemmBiasAct(a tensor.Activation, x, w, bias, y tensor.Tensor)
 		epi = cuda.EpilogueReLUBias
 	}
 	if k == 0 || !aligned(Ptr(x), Ptr(w), Ptr(y), Ptr(bias)) {
-		return false
+		return be.fusedRan(op, false)
 	}
-	return be.lt("gemm_bias_act", be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n, cuda.LtArgs{Epilogue: epi, Bias: Ptr(bias), Types: ty})
+	return be.fusedRan(op, be.lt(op, be.s, false, false, n, m, k, Ptr(w), n, Ptr(x), k, Ptr(y), n,
+		cuda.LtArgs{Epilogue: epi, Bias: Ptr(bias), BiasType: cudaType(bias.DType), Types: ty}, tensor.Tensor{}))
 }
 
 // gemmShape checks Gemm's operands: their dtypes (see Gemm), shapes
@@ -82,17 +84,30 @@ func (be *Backend) gemmShape(op string, transA, transB bool, a, b, c tensor.Tens
 	return m, k, n, cuda.Types{AB: cudaType(a.DType), C: cudaType(c.DType)}, true
 }
 
-// f32Bias checks a bias or bias gradient of a GEMM epilogue: Float32
-// whatever the GEMM's dtypes.
+// f32Bias checks a bias gradient of a GEMM epilogue: Float32 whatever
+// the GEMM's dtypes.
 func (be *Backend) f32Bias(op string, bias tensor.Tensor) bool {
 	if !be.owned(op, bias) {
 		return false
 	}
 	if bias.Buf != nil && bias.DType != tensor.Float32 {
-		be.fail(op, tensor.ErrDType, "bias %v (biases and their gradients are float32)", bias)
+		be.fail(op, tensor.ErrDType, "bias gradient %v (bias gradients are float32)", bias)
 		return false
 	}
 	return true
+}
+
+// biasOf checks the bias of a forward epilogue into y: n elements of
+// Float32, or of y's dtype when y is half (a half operand copy).
+func (be *Backend) biasOf(op string, bias, y tensor.Tensor, n int) bool {
+	if !be.owned(op, bias) {
+		return false
+	}
+	if bias.DType != tensor.Float32 && (!y.DType.IsHalf() || bias.DType != y.DType) {
+		be.fail(op, tensor.ErrDType, "bias %v for a %v output (float32, or the output's half dtype)", bias, y.DType)
+		return false
+	}
+	return be.check(tensor.CheckWant(op, bias, bias.DType, n))
 }
 
 // cudaType is the cuBLAS element type of a float dtype the GPU stores.

@@ -83,6 +83,7 @@ type ltSig struct {
 	epi                    cuda.Epilogue
 	auxLD                  int
 	ty                     cuda.Types
+	bty                    cuda.DataType // the bias's type (a float32 and a half one are two shapes)
 }
 
 var _ tensor.StepGraphs = (*Backend)(nil)
@@ -413,35 +414,14 @@ func (g *graphState) free(c *cuda.Ctx) {
 	}
 }
 
-// ltDeferred is lt inside a graph step: a shape cuBLASLt refused in an
-// eager step is refused again without asking; another refusal (a shape
-// first seen inside a graph step) is an error, since the caller could no
-// longer take its unfused path.
-func (be *Backend) ltDeferred(op string, s cuda.Stream, transA, transB bool, m, n, k int, a cuda.Ptr, lda int, b cuda.Ptr, ldb int, cp cuda.Ptr, ldc int, x cuda.LtArgs) bool {
-	if be.ltNo[ltSigOf(s, transA, transB, m, n, k, lda, ldb, ldc, x)] {
-		return false
-	}
-	// The eager step's plan, searched or not (the search is part of the
-	// descriptor): a graph step runs the algorithm the eager one did.
-	x.Search = be.srch
-	be.do(op, func(cx *cuda.Ctx) error {
-		err := cx.LtMatmulEx(s, be.opts.Math, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, cp, ldc, x)
-		if errors.Is(err, cuda.ErrNoAlgorithm) {
-			return fmt.Errorf("cuBLASLt has no kernel for a GEMM first met inside a CUDA graph step (%d×%d×%d): %w", m, n, k, err)
-		}
-		return err
-	})
-	return true
-}
-
-// ltRefused notes a shape cuBLASLt refused in an eager step.
-func (be *Backend) ltRefused(s cuda.Stream, transA, transB bool, m, n, k, lda, ldb, ldc int, x cuda.LtArgs) {
+// ltRefused notes a shape cuBLASLt refused in an eager step (lt, fused.go).
+func (be *Backend) ltRefused(sig ltSig) {
 	if be.ltNo == nil {
 		be.ltNo = map[ltSig]bool{}
 	}
-	be.ltNo[ltSigOf(s, transA, transB, m, n, k, lda, ldb, ldc, x)] = true
+	be.ltNo[sig] = true
 }
 
 func ltSigOf(s cuda.Stream, transA, transB bool, m, n, k, lda, ldb, ldc int, x cuda.LtArgs) ltSig {
-	return ltSig{s: s, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue, auxLD: x.AuxLD, ty: x.Types}
+	return ltSig{s: s, ta: transA, tb: transB, m: m, n: n, k: k, lda: lda, ldb: ldb, ldc: ldc, epi: x.Epilogue, auxLD: x.AuxLD, ty: x.Types, bty: x.BiasType}
 }
