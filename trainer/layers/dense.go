@@ -29,7 +29,22 @@ type InnerProduct struct {
 	// gradDone: the consumer's dx GEMM left the ReLU gradient in out.Grad
 	// and the bias gradient in B.Grad (this backward pass).
 	gradDone bool
+	// A half layer whose input width is not a multiple of 8 and that
+	// computes no input gradient (the bottom MLP's first layer on the 13
+	// dense features) runs its GEMMs on the input padded with zero
+	// columns to a multiple of 8 (xp, copied each forward), so that every
+	// row of the GEMM operands is 16-byte aligned and cuBLASLt takes its
+	// tensor-core kernels (and the fused epilogues) instead of the slow
+	// unaligned ones: W.Half is [padded, out] with zero rows below the
+	// master's, and the weight gradient comes out [padded, out] in gp,
+	// whose first rows are copied into W.Grad. The zero columns add
+	// nothing to y, and the padded rows' gradient is never used.
+	xp, gp tensor.Tensor
 }
+
+// padTo is the input width a half GEMM layer pads to: a multiple of 8
+// elements (16 bytes of a 16-bit type).
+func padTo(n int) int { return (n + 7) &^ 7 }
 
 // NewInnerProduct builds an InnerProduct; inits are HugeCTR's
 // initializer_types (weight_init, bias_init; none: Default), drawn as
@@ -59,8 +74,25 @@ func NewInnerProduct(c *Ctx, in *Blob, out int, act tensor.Activation, inits ...
 		// The plain path keeps reading the float32 master.
 		l.B.Half = c.act(out)
 	}
+	if c.Half() && in.Grad.IsZero() && n%8 != 0 {
+		np := padTo(n)
+		l.xp, l.gp = c.act(in.Value.Rows(), np), c.alloc(np, out)
+		l.W.Half = c.act(np, out)
+		c.BE.Fill(l.xp, 0)
+		c.BE.Fill(l.W.Half, 0) // rows n.. stay zero: RefreshHalf writes the first n
+	}
 	c.fillAll(l.Params(), fs[:])
 	return l, nil
+}
+
+// x is the forward's GEMM input: the input itself, or (padding) the input
+// copied into the zero-padded xp.
+func (l *InnerProduct) x() tensor.Tensor {
+	if l.xp.IsZero() {
+		return l.in.Value
+	}
+	l.c.BE.CopyCols(l.xp, 0, l.in.Value, 0, l.in.Value.Cols(), 0)
+	return l.xp
 }
 
 // FusedDense returns be's fused InnerProduct kernels when it has them and
@@ -103,16 +135,17 @@ type FusedGemm interface {
 func (l *InnerProduct) Forward(p Pass) {
 	be := l.c.BE
 	l.maskOK = false
+	x := l.x()
 	if p.Training && !l.mask.IsZero() {
-		if l.fd.GemmBiasReLUMask(l.in.Value, l.W.Operand(), l.B.Operand(), l.out.Value, l.mask) {
+		if l.fd.GemmBiasReLUMask(x, l.W.Operand(), l.B.Operand(), l.out.Value, l.mask) {
 			l.maskOK = true
 			return
 		}
 	}
-	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, l.in.Value, l.W.Operand(), l.B.Operand(), l.out.Value) {
+	if f, ok := be.(FusedGemm); ok && f.GemmBiasAct(l.Act, x, l.W.Operand(), l.B.Operand(), l.out.Value) {
 		return
 	}
-	be.Gemm(false, false, 1, l.in.Value, l.W.Operand(), 0, l.out.Value)
+	be.Gemm(false, false, 1, x, l.W.Operand(), 0, l.out.Value)
 	be.BiasAct(l.Act, 1, l.out.Value, l.out.Value, l.B.Value)
 }
 
@@ -131,11 +164,19 @@ func (l *InnerProduct) Backward(Pass) {
 	if done {
 		db = tensor.Tensor{} // written by the consumer's dx GEMM
 	}
-	if l.fd == nil || !l.fd.GemmBgrad(l.in.Value, dz, l.W.Grad, db, true) {
-		be.Gemm(true, false, 1, l.in.Value, dz, 0, l.W.Grad)
+	x, dw := l.in.Value, l.W.Grad
+	if !l.xp.IsZero() {
+		x, dw = l.xp, l.gp // xp holds this step's input (Forward)
+	}
+	// (Padded, on the compute stream: gp is copied right after.)
+	if l.fd == nil || !l.fd.GemmBgrad(x, dz, dw, db, l.xp.IsZero()) {
+		be.Gemm(true, false, 1, x, dz, 0, dw)
 		if !done {
 			be.ColSum(l.B.Grad, 0, dz)
 		}
+	}
+	if !l.xp.IsZero() {
+		be.Copy(l.W.Grad, l.gp.Prefix(l.W.Grad.Len()).Reshape(l.W.Grad.Shape...))
 	}
 	if l.in.Grad.IsZero() {
 		return

@@ -109,7 +109,11 @@ func RefreshHalf(be tensor.Backend, ps []Param) int {
 	n := 0
 	for _, p := range ps {
 		if !p.Half.IsZero() {
-			be.Convert(p.Half, p.Value)
+			h := p.Half
+			if h.Len() != p.Value.Len() { // zero-padded rows below the master's (InnerProduct)
+				h = h.Prefix(p.Value.Len()).Reshape(p.Value.Shape...)
+			}
+			be.Convert(h, p.Value)
 			n++
 		}
 	}
