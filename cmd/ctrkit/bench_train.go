@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -127,6 +128,12 @@ func runBenchTrain(c *cli.Context) error {
 		return err
 	}
 	printAlgoSearch(log, be)
+	if f, ok := be.(interface {
+		FusesDense() bool
+		FusedStats() gpu.FusedStats
+	}); ok && f.FusesDense() {
+		fmt.Fprintf(log, "fused InnerProduct calls issued (eager and captured steps): %v\n", f.FusedStats())
+	}
 	if c.Bool("json") {
 		e := json.NewEncoder(c.App.Writer)
 		e.SetIndent("", "  ")
