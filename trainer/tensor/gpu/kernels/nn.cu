@@ -912,6 +912,7 @@ static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T*
             const int gi = NN_HF_L * st + l; // 32-column group
             if (gi >= G32) continue;         // warp-uniform
             if (g == 0 && 4 * gi + t < d8) ((nn_u4*)o)[4 * gi + t] = R[0][l]; // x0, exact
+            __syncwarp(); // mma.sync.aligned: the warp converged after the divergent store
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 unsigned a[4][2];
@@ -1116,6 +1117,7 @@ static __device__ __forceinline__ void nn_bwd_hmma(T* __restrict__ dx0, T* __res
             for (int i2 = 0; i2 < 2; i2++)
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++) acc[i2][mt][0] = acc[i2][mt][1] = acc[i2][mt][2] = acc[i2][mt][3] = 0.f;
+            __syncwarp(); // mma.sync.aligned: the warp converged after the divergent stores
 #pragma unroll
             for (int ks = 0; ks < 2; ks++) {
                 if (ks >= KS) continue; // warp-uniform: rows 16ks.. past N are all padding

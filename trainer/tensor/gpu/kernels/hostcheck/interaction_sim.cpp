@@ -245,7 +245,7 @@ template <class T> int checkAll(std::mt19937& rng) {
     // warp; then out and dOut off 16-byte alignment.
     int hmShapes[][3] = {{1, 8, 1},   {7, 16, 7},   {5, 16, 8},  {33, 128, 26}, {9, 64, 31}, {3, 136, 16},
                          {4, 200, 24}, {3, 8, 16},  {6, 24, 26}, {2, 264, 31},  {5, 16, 13}, {3, 40, 3},
-                         {4, 48, 25},  {3, 72, 23}};
+                         {4, 48, 25},  {3, 72, 23},  {5, 32, 15}};
     for (auto& sh : hmShapes) bad += check<T>(kHMMA, sh[0], sh[1], sh[2], rng);
     for (auto& sh : {hmShapes[3], hmShapes[1], hmShapes[4]}) bad += check<T>(kHMMA, sh[0], sh[1], sh[2], rng, 1);
   }
