@@ -833,6 +833,12 @@ static __device__ __forceinline__ void nn_mma16(const bf16_t*, float (&c)[4], un
 struct alignas(16) nn_u4 {
     unsigned x, y, z, w;
 };
+// nn_cp16 copies 16 bytes component-wise (one 16-byte load and one
+// 16-byte store; a struct copy may be split into narrower ones).
+static __device__ __forceinline__ void nn_cp16(nn_u4* dst, const nn_u4* src) {
+    const unsigned x = src->x, y = src->y, z = src->z, w = src->w;
+    *dst = nn_u4{x, y, z, w};
+}
 // nn_wd: word i (elements 2i, 2i+1) of an nn_u4 (i a constant after unrolling).
 static __device__ __forceinline__ unsigned nn_wd(const nn_u4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -951,7 +957,7 @@ static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T*
             if (lane == 0) o[W - 1] = 0;
             __syncwarp();
             if (vec == 8) {
-                for (int k = lane; k < W8; k += 32) ((nn_u4*)out)[s * W8 + k] = ((const nn_u4*)o)[k];
+                for (int k = lane; k < W8; k += 32) nn_cp16((nn_u4*)out + s * W8 + k, (const nn_u4*)o + k);
             } else if (vec == 4) {
                 for (int k = lane; k < (W >> 2); k += 32) ((nn_h4*)out)[s * (W >> 2) + k] = ((const nn_h4*)o)[k];
             } else {
@@ -1156,10 +1162,10 @@ static __device__ __forceinline__ void nn_bwd_hmma(T* __restrict__ dx0, T* __res
                                 f[2 * mt + 1] += nn_hf(x0, (h16)(w >> 16));
                             }
                         }
-                        const nn_u4 r = {nn_pk(x0, f[0], f[1]), nn_pk(x0, f[2], f[3]), nn_pk(x0, f[4], f[5]),
+                        nn_u4* dst = v == 0 ? (nn_u4*)dx0 + s * d8 + c8 : (nn_u4*)demb + (s * n + v - 1) * d8 + c8;
+                        if (v < N)
+                            *dst = nn_u4{nn_pk(x0, f[0], f[1]), nn_pk(x0, f[2], f[3]), nn_pk(x0, f[4], f[5]),
                                          nn_pk(x0, f[6], f[7])};
-                        if (v == 0) ((nn_u4*)dx0)[s * d8 + c8] = r;
-                        else if (v < N) ((nn_u4*)demb)[(s * n + v - 1) * d8 + c8] = r;
                     }
             }
         }
