@@ -20,22 +20,25 @@ var interSharedMax = 96 << 10
 // switch: tc (the default) takes the tensor-core kernels where they apply
 // (interHMMA for half operands, then interTC) and the warp-per-sample fp32
 // kernels elsewhere; tf32 the same without the native half mma kernels
-// (half operands take the TF32 ones); warp takes the warp-per-sample
-// kernels in every math mode; old the one-block-per-sample kernels for
-// every shape. Variables so tests can cover each.
+// (half operands take the TF32 ones); hmma64 the default with the
+// 64-column native half mma forward (interaction_fwd_hmma64) in place of
+// the 128-column one; warp takes the warp-per-sample kernels in every math
+// mode; old the one-block-per-sample kernels for every shape. Variables so
+// tests can cover each.
 var (
 	interOld    = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
 	interNoTC   = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "warp")
 	interNoHMMA = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "tf32")
+	interHMMA64 = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "hmma64")
 )
 
 // interEnvCheck refuses a CTRKIT_INTERACTION that names no kernel choice.
 func interEnvCheck() error {
 	switch v := os.Getenv("CTRKIT_INTERACTION"); strings.ToLower(v) {
-	case "", "tc", "tf32", "warp", "old":
+	case "", "tc", "tf32", "hmma64", "warp", "old":
 		return nil
 	default:
-		return fmt.Errorf("CTRKIT_INTERACTION=%q: want tc (the default), tf32, warp or old", v)
+		return fmt.Errorf("CTRKIT_INTERACTION=%q: want tc (the default), tf32, hmma64, warp or old", v)
 	}
 }
 
@@ -182,7 +185,11 @@ func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
 		// 16-byte groups (4 floats each).
 		if interHMMA(dt, be.dev.Major, n, d, x0, emb) {
 			if wpb := interTCWarps(4 * ((w + 7) / 8)); wpb > 0 {
-				return be.interLaunchN(c, k("interaction_fwd_hmma"), be.interTCBlocks(b, wpb), 32*wpb, 16*wpb*((w+7)/8),
+				name := "interaction_fwd_hmma"
+				if interHMMA64 {
+					name = "interaction_fwd_hmma64"
+				}
+				return be.interLaunchN(c, k(name), be.interTCBlocks(b, wpb), 32*wpb, 16*wpb*((w+7)/8),
 					p(out), p(x0), p(emb), b, n, d)
 			}
 		}

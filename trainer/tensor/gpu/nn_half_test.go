@@ -110,7 +110,7 @@ var interShapesHalf = [][3]int{ // B, d, n
 // apply, the TF32 tensor-core kernels for the other d multiple of 4, on
 // the FP32 backend too: half values are exact in TF32), then
 // CTRKIT_INTERACTION=tf32 (the TF32 kernels for the half mma shapes too),
-// =warp and =old, then the global-memory kernels (interSharedMax 0); short
+// =hmma64 (the 64-column half mma forward), =warp and =old, then the global-memory kernels (interSharedMax 0); short
 // batches in full-size buffers.
 func TestInteractionHalf(t *testing.T) {
 	families := map[string][]string{ // mode: the kernels it must launch
@@ -118,13 +118,15 @@ func TestInteractionHalf(t *testing.T) {
 			"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd", "interaction_fwd_g", "interaction_bwd_g"},
 		"tf32": {"interaction_fwd_tc", "interaction_bwd_tc", "interaction_fwd4", "interaction_bwd4",
 			"interaction_fwd", "interaction_bwd"},
+		"hmma64": {"interaction_fwd_hmma64", "interaction_bwd_hmma", "interaction_fwd_tc", "interaction_bwd_tc",
+			"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd"},
 		"warp":   {"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd"},
 		"old":    {"interaction_fwd", "interaction_bwd"},
 		"global": {"interaction_fwd_g", "interaction_bwd_g"},
 	}
-	all := families["default"]
+	all := append(families["default"], "interaction_fwd_hmma64")
 	for _, dt := range halfDTypes {
-		for _, mode := range []string{"default", "tf32", "warp", "old", "global"} {
+		for _, mode := range []string{"default", "tf32", "hmma64", "warp", "old", "global"} {
 			t.Run(fmt.Sprintf("%v/%s", dt, mode), func(t *testing.T) {
 				h := newHarness(t)
 				be, err := NewOnDevice(sharedBE.Device(), Options{})
@@ -146,6 +148,9 @@ func TestInteractionHalf(t *testing.T) {
 				case "tf32":
 					defer func(v bool) { interNoHMMA = v }(interNoHMMA)
 					interNoHMMA = true
+				case "hmma64":
+					defer func(v bool) { interHMMA64 = v }(interHMMA64)
+					interHMMA64 = true
 				case "warp":
 					defer func(v bool) { interNoTC = v }(interNoTC)
 					interNoTC = true
@@ -367,8 +372,9 @@ func TestInteractionHalfPick(t *testing.T) {
 // embeddings and the bottom output of 128) forward and backward on
 // float32 operands (FP32 math: the warp kernels; TF32: the tensor-core
 // ones) and on float16 and bfloat16 operands (the native half mma kernels;
-// _tf32: CTRKIT_INTERACTION=tf32, the TF32 tensor-core kernels reading
-// half, for A/B), the bytes each call moves as SetBytes:
+// _fwd64: CTRKIT_INTERACTION=hmma64, the 64-column forward; _tf32:
+// CTRKIT_INTERACTION=tf32, the TF32 tensor-core kernels reading half; for
+// A/B in one run), the bytes each call moves as SetBytes:
 //
 //	gpu.test -test.run '^$' -test.bench 'Interaction/' -test.benchtime 200x
 func BenchmarkInteraction(b *testing.B) {
@@ -376,15 +382,16 @@ func BenchmarkInteraction(b *testing.B) {
 	const batch, n, d = 65536, 26, 128
 	const w = d + n*(n+1)/2 + 1
 	for _, c := range []struct {
-		name   string
-		math   cuda.Math
-		dt     tensor.DType
-		noHMMA bool
-	}{{"f32_fp32", cuda.FP32, tensor.Float32, false}, {"f32_tf32", cuda.TF32, tensor.Float32, false},
-		{"f16", cuda.FP32, tensor.Float16, false}, {"bf16", cuda.FP32, tensor.BFloat16, false},
-		{"f16_tf32", cuda.FP32, tensor.Float16, true}, {"bf16_tf32", cuda.FP32, tensor.BFloat16, true}} {
-		defer func(v bool) { interNoHMMA = v }(interNoHMMA)
-		interNoHMMA = c.noHMMA
+		name          string
+		math          cuda.Math
+		dt            tensor.DType
+		noHMMA, fwd64 bool
+	}{{"f32_fp32", cuda.FP32, tensor.Float32, false, false}, {"f32_tf32", cuda.TF32, tensor.Float32, false, false},
+		{"f16", cuda.FP32, tensor.Float16, false, false}, {"bf16", cuda.FP32, tensor.BFloat16, false, false},
+		{"f16_fwd64", cuda.FP32, tensor.Float16, false, true}, {"bf16_fwd64", cuda.FP32, tensor.BFloat16, false, true},
+		{"f16_tf32", cuda.FP32, tensor.Float16, true, false}, {"bf16_tf32", cuda.FP32, tensor.BFloat16, true, false}} {
+		defer func(v, w bool) { interNoHMMA, interHMMA64 = v, w }(interNoHMMA, interHMMA64)
+		interNoHMMA, interHMMA64 = c.noHMMA, c.fwd64
 		be, err := NewOnDevice(sharedBE.Device(), Options{Math: c.math})
 		if err != nil {
 			b.Fatal(err)

@@ -109,6 +109,7 @@ static __device__ __forceinline__ void nn_st4(T* p, i64 q, nn_f4 v) {
 #define NN_LB_FWD_TC __launch_bounds__(256, 3)
 #define NN_LB_BWD_TC __launch_bounds__(256, 2)
 #define NN_LB_FWD_HM __launch_bounds__(256, 2)
+#define NN_LB_FWD_HM64 __launch_bounds__(256, 3)
 #define NN_LB_BWD_HM __launch_bounds__(256, 2)
 // ---- end of interaction storage ----
 
@@ -861,10 +862,13 @@ static __device__ __forceinline__ nn_u4 nn_hrow(const T* x0, const T* emb, i64 s
 }
 
 // Forward: Z = F·Fᵀ, the strict lower triangle into the output row. An
-// item is 128 columns of a sample (NN_HF_L = 4 loads a row: d = 128 is one
-// item, larger d several, accumulating). Lane (g, t) loads rows g, g+8,
-// g+16, g+24 of F (R[r4][l] = row g+8·r4) at the 16-byte groups
-// 32(4st+l)+8t..+7, l = 0..3: words x, y of a group are the A fragment's
+// item is 32L columns of a sample (L loads a row; interaction_fwd_hmma: L =
+// 4, 128 columns, d = 128 one item, larger d several, accumulating, at
+// __launch_bounds__(256, 2); interaction_fwd_hmma64: L = 2, 64 columns, 32
+// registers of F, at (256, 3), the float32 TF32 forward's bytes in flight
+// a lane, for A/B). Lane (g, t) loads rows g, g+8, g+16, g+24 of F
+// (R[r4][l] = row g+8·r4) at the 16-byte groups 32(L·st+l)+8t..+7, l <
+// L: words x, y of a group are the A fragment's
 // k = 2t,2t+1 and 2t+8,2t+9 of one 16-column k-step, words z, w those of
 // the next (the k index of each step a permutation of F's columns, the
 // same in A and B), which are at once the A fragment of both 16-row m-tiles
@@ -878,13 +882,12 @@ static __device__ __forceinline__ nn_u4 nn_hrow(const T* x0, const T* emb, i64 s
 // 16-byte groups when W is a multiple of 8 and out 16-byte aligned, else
 // 8-byte quads (W a multiple of 4, out 8-byte aligned), else elements.
 // Shared per warp: ⌈W/8⌉ 16-byte groups.
-#define NN_HF_L 4
-template <class T>
-static __device__ __forceinline__ void nn_fwd_hmma_load(nn_u4 (&R)[4][NN_HF_L], const T* x0, const T* emb, i64 s,
-                                                        int st, int g, int t, int N, int n, int d8) {
+template <class T, int L>
+static __device__ __forceinline__ void nn_fwd_hmma_load(nn_u4 (&R)[4][L], const T* x0, const T* emb, i64 s, int st,
+                                                        int g, int t, int N, int n, int d8) {
 #pragma unroll
-    for (int l = 0; l < NN_HF_L; l++) {
-        const int c8 = 4 * (NN_HF_L * st + l) + t;
+    for (int l = 0; l < L; l++) {
+        const int c8 = 4 * (L * st + l) + t;
 #pragma unroll
         for (int r4 = 0; r4 < 4; r4++) {
             const int r = g + 8 * r4;
@@ -895,27 +898,27 @@ static __device__ __forceinline__ void nn_fwd_hmma_load(nn_u4 (&R)[4][NN_HF_L], 
     }
 }
 
-template <class T>
+template <class T, int L>
 static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T* __restrict__ x0,
                                                    const T* __restrict__ emb, int B, int n, int d) {
     const int N = n + 1, d8 = d >> 3, W = d + n * (n + 1) / 2 + 1, W8 = (W + 7) >> 3;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
-    const int G32 = (d + 31) >> 5, NST = (G32 + NN_HF_L - 1) / NN_HF_L; // 32-column groups; items a sample
+    const int G32 = (d + 31) >> 5, NST = (G32 + L - 1) / L; // 32-column groups; items a sample
     const bool t01 = N > 8, t1 = N > 16, t13 = N > 24; // tiles (0,1), (1,0..2), (1,3) hold pairs
     h16* o = (h16*)(nn_smem + (threadIdx.x >> 5) * W8);
     const int vec = (W & 7) == 0 && ((u64)out & 15) == 0 ? 8 : (W & 3) == 0 && ((u64)out & 7) == 0 ? 4 : 1;
     const i64 nw = (i64)gridDim.x * wpb;
     i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
     int st = 0;
-    nn_u4 R[4][NN_HF_L];
+    nn_u4 R[4][L];
     float acc[6][4];
 #pragma unroll
     for (int k = 0; k < 6; k++) acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
-    if (s < B) nn_fwd_hmma_load(R, x0, emb, s, 0, g, t, N, n, d8);
+    if (s < B) nn_fwd_hmma_load<T, L>(R, x0, emb, s, 0, g, t, N, n, d8);
     while (s < B) {
 #pragma unroll
-        for (int l = 0; l < NN_HF_L; l++) {
-            const int gi = NN_HF_L * st + l; // 32-column group
+        for (int l = 0; l < L; l++) {
+            const int gi = L * st + l; // 32-column group
             if (gi >= G32) continue;         // warp-uniform
             if (g == 0 && 4 * gi + t < d8) ((nn_u4*)o)[4 * gi + t] = R[0][l]; // x0, exact
             __syncwarp(); // mma.sync.aligned: the warp converged after the divergent store
@@ -937,12 +940,12 @@ static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T*
                 }
             }
         }
-        // The next item (this sample's next 128 columns, or the next
+        // The next item (this sample's next 32L columns, or the next
         // sample's first): its loads fly while this sample's row is stored.
         i64 ns = s;
         int nst = st + 1;
         if (nst == NST) ns += nw, nst = 0;
-        if (ns < B) nn_fwd_hmma_load(R, x0, emb, ns, nst, g, t, N, n, d8);
+        if (ns < B) nn_fwd_hmma_load<T, L>(R, x0, emb, ns, nst, g, t, N, n, d8);
         if (nst == 0) {
 #pragma unroll
             for (int k = 0; k < 6; k++) {
@@ -969,7 +972,18 @@ static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T*
         st = nst;
     }
 }
-NN_STAMPH(interaction_fwd_hmma, nn_fwd_hmma, NN_LB_FWD_HM, FWD, (out, x0, emb, B, n, d))
+template <class T>
+static __device__ __forceinline__ void nn_fwd_hmma128(T* __restrict__ out, const T* __restrict__ x0,
+                                                      const T* __restrict__ emb, int B, int n, int d) {
+    nn_fwd_hmma<T, 4>(out, x0, emb, B, n, d);
+}
+template <class T>
+static __device__ __forceinline__ void nn_fwd_hmma64(T* __restrict__ out, const T* __restrict__ x0,
+                                                     const T* __restrict__ emb, int B, int n, int d) {
+    nn_fwd_hmma<T, 2>(out, x0, emb, B, n, d);
+}
+NN_STAMPH(interaction_fwd_hmma, nn_fwd_hmma128, NN_LB_FWD_HM, FWD, (out, x0, emb, B, n, d))
+NN_STAMPH(interaction_fwd_hmma64, nn_fwd_hmma64, NN_LB_FWD_HM64, FWD, (out, x0, emb, B, n, d))
 
 // Backward: dF = S·F with S the symmetric N×N matrix of the pair gradients
 // (zero diagonal), computed transposed, dFᵀ = Fᵀ·S (m = column c of F, n =

@@ -163,12 +163,13 @@ template <class T> std::vector<T> randv(size_t n, std::mt19937& rng) {
 }
 
 // The kernel families check runs.
-enum Kind { kWarp, kTC, kHMMA };
-const char* kindName[] = {"warp", "tc", "hmma"};
+enum Kind { kWarp, kTC, kHMMA, kHMMA64 };
+const char* kindName[] = {"warp", "tc", "hmma", "hmma64"};
 
 // check runs the warp kernels (interaction_fwd4/bwd4), the TF32
 // tensor-core ones (interaction_fwd_tc/bwd_tc) or the native half mma ones
-// (interaction_fwd_hmma/bwd_hmma, half T only) on one shape for several
+// (interaction_fwd_hmma/bwd_hmma, half T only; kHMMA64 with the 64-column
+// forward, interaction_fwd_hmma64) on one shape for several
 // warps per block and grid sizes; with off, out and dOut start off
 // elements into their buffers (not 16-byte aligned for off = 1: the half
 // mma kernels' scalar stores and loads). It returns the failures.
@@ -184,9 +185,10 @@ template <class T> int check(Kind kind, int B, int d, int n, std::mt19937& rng, 
   T* outp = outb.data() + off;
   for (int wpb : {1, 2}) for (int grid : {1, 3}) {
     fill(outb, NAN); fill(dx0, NAN); fill(demb, NAN);
-    if (kind == kHMMA) {
+    if (kind == kHMMA || kind == kHMMA64) {
       if constexpr (!std::is_same_v<T, float>) {
-        launch(grid, 32 * wpb, [&] { nn_fwd_hmma<T>(outp, x0.data(), emb.data(), B, n, d); });
+        if (kind == kHMMA) launch(grid, 32 * wpb, [&] { nn_fwd_hmma128<T>(outp, x0.data(), emb.data(), B, n, d); });
+        else launch(grid, 32 * wpb, [&] { nn_fwd_hmma64<T>(outp, x0.data(), emb.data(), B, n, d); });
         launch(grid, 32 * wpb, [&] { nn_bwd_hmma<T>(dx0.data(), demb.data(), dOutp, x0.data(), emb.data(), B, n, d); });
       }
     } else if (tc) {
@@ -247,6 +249,9 @@ template <class T> int checkAll(std::mt19937& rng) {
                          {4, 200, 24}, {3, 8, 16},  {6, 24, 26}, {2, 264, 31},  {5, 16, 13}, {3, 40, 3},
                          {4, 48, 25},  {3, 72, 23},  {5, 32, 15}};
     for (auto& sh : hmShapes) bad += check<T>(kHMMA, sh[0], sh[1], sh[2], rng);
+    // The 64-column forward variant (and the backward again) on the shapes
+    // where the item size matters: d = 8, 64, 72, 128, 136, 200, 264.
+    for (int i : {0, 3, 4, 5, 6, 9, 13}) bad += check<T>(kHMMA64, hmShapes[i][0], hmShapes[i][1], hmShapes[i][2], rng);
     for (auto& sh : {hmShapes[3], hmShapes[1], hmShapes[4]}) bad += check<T>(kHMMA, sh[0], sh[1], sh[2], rng, 1);
   }
   return bad;
