@@ -113,6 +113,9 @@ func (l *InnerProduct) ChainReLU(prev *InnerProduct) bool {
 	if l.fd == nil || prev == nil || prev.fd == nil || prev.Act != tensor.ReLU || prev.out != l.in || l.in.Grad.IsZero() {
 		return false
 	}
+	if l.in.Value.DType.IsHalf() {
+		return false // the GPU refuses the mask chain on half activations (gpu.halfMaskRefused)
+	}
 	if prev.mask.IsZero() {
 		y := prev.out.Value
 		prev.mask = l.fd.ReLUMask(y.DType, y.Rows(), y.Cols())

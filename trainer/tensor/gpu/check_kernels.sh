@@ -12,15 +12,16 @@ for f in ${@:-*.cu}; do
 		status=1
 	fi
 done
-# With no arguments, also run the warp interaction kernels (the fp32 ones
-# and the tensor-core ones, mma.sync emulated; float, float16 and bfloat16
-# storage) on the host (hostcheck/interaction_sim.cpp; needs C++20 <barrier>).
+# With no arguments, also run the warp interaction kernels (the fp32 ones,
+# the TF32 tensor-core ones and the native half mma ones, mma.sync
+# emulated; float, float16 and bfloat16 storage) on the host (hostcheck/interaction_sim.cpp; needs C++20 <barrier>).
 if [ $# -eq 0 ]; then
 	tmp=$(mktemp -d) || exit 2
 	awk '/^static __device__ __forceinline__ void nn_tri/{p=1} p{print} p&&/^}/{exit}' nn.cu >"$tmp/tri.inc"
 	awk '/^\/\/ ---- Interaction storage ----/{p=1} p{print} /^\/\/ ---- end of interaction storage ----/{exit}' nn.cu >"$tmp/st.inc"
 	awk '/^\/\/ interaction_fwd4 \/ interaction_bwd4/{p=1} /^\/\/ interaction_fwd_g \/ interaction_bwd_g:/{p=0} p' nn.cu >"$tmp/k4.inc"
-	awk '/^\/\/ interaction_fwd_tc \/ interaction_bwd_tc:/{p=1} /^\/\/ ---- FmOrder2 ----/{p=0} p' nn.cu >"$tmp/tc.inc"
+	awk '/^\/\/ interaction_fwd_tc \/ interaction_bwd_tc:/{p=1} /^\/\/ ---- Interaction on tensor cores \(native half mma\) ----/{p=0} p' nn.cu >"$tmp/tc.inc"
+	awk '/^\/\/ interaction_fwd_hmma \/ interaction_bwd_hmma/{p=1} /^\/\/ ---- FmOrder2 ----/{p=0} p' nn.cu >"$tmp/hm.inc"
 	if ! $CXX -std=c++20 -O1 -pthread -Wall -Wno-unknown-pragmas -I"$tmp" hostcheck/interaction_sim.cpp -o "$tmp/sim" ||
 		! "$tmp/sim" >"$tmp/log"; then
 		cat "$tmp/log" 2>/dev/null

@@ -93,8 +93,13 @@ func testFusedHalfChain(t *testing.T, h *harness, be *Backend, dt tensor.DType, 
 	defer h.g.Free(mask)
 	defer h.c.Free(rmask)
 
-	// Forward, layer 1: y₁ and its mask.
-	fwd := ran("GemmBiasReLUMask", h.g.GemmBiasReLUMask(x.G, w1.G, b1.G, y1.G, mask))
+	// Forward, layer 1: the masked epilogue is refused with a half output
+	// (halfMaskRefused), having written nothing; the RELU_BIAS epilogue
+	// (GemmBiasAct) computes y₁.
+	if h.g.GemmBiasReLUMask(x.G, w1.G, b1.G, y1.G, mask) || !poisoned(t, h, y1.G) {
+		t.Fatalf("GemmBiasReLUMask ran with a half output (it is refused)")
+	}
+	fwd := ran("GemmBiasAct(ReLU)", h.g.GemmBiasAct(tensor.ReLU, x.G, w1.G, b1.G, y1.G))
 	ref.GemmBiasReLUMask(x.C, w1.C, b1.C, y1.C, rmask)
 	h.RoundC(dt, y1)
 	if !fwd {
@@ -129,22 +134,19 @@ func testFusedHalfChain(t *testing.T, h *harness, be *Backend, dt tensor.DType, 
 		h.Check("db₂", db2, tolHalfF32Long)
 	}
 	dz1, db1 := h.OutDT(dt, c.b, c.out), h.Out(tensor.Float32, c.out)
-	half0 := be.FusedStats().HalfBiasGrad
-	if !ran("GemmDReLUBgrad", h.g.GemmDReLUBgrad(dy2.G, w2.G, mask, dz1.G, db1.G)) {
-		if err := h.g.Err(); err != nil || !poisoned(t, h, dz1.G) || !poisoned(t, h, db1.G) {
-			t.Fatalf("GemmDReLUBgrad reported false but wrote dz or db, or failed: %v", err)
-		}
-		h.Free(x, w1, b1, w2, b2, y1, y2, dy2, dw2, db2, dz1, db1)
-		return
+	if h.g.GemmDReLUBgrad(dy2.G, w2.G, mask, dz1.G, db1.G) || !poisoned(t, h, dz1.G) || !poisoned(t, h, db1.G) {
+		t.Fatalf("GemmDReLUBgrad ran with a half dz (it is refused)")
 	}
-	ref.GemmDReLUBgrad(dy2.C, w2.C, rmask, dz1.C, db1.C)
+	// The layers' backward instead: dz₁ = (dy₂·W₂ᵀ)⊙(y₁ > 0), db₁ = Σ dz₁.
+	h.g.Gemm(false, true, 1, dy2.G, w2.G, 0, dz1.G)
+	h.g.ActGrad(tensor.ReLU, 0, dz1.G, dz1.G, tensor.Tensor{}, y1.G)
+	h.g.ColSum(db1.G, 0, dz1.G)
+	h.c.Gemm(false, true, 1, dy2.C, w2.C, 0, dz1.C)
 	h.RoundC(dt, dz1)
-	h.Check("dz₁ = (dy₂·W₂ᵀ)⊙mask", dz1, tol)
-	dbTol := tolHalfF32Long // summed in float32 by cuBLASLt
-	if be.FusedStats().HalfBiasGrad > half0 {
-		dbTol = tol // rounded once to the half dtype, then widened
-	}
-	h.Check("db₁", db1, dbTol)
+	h.c.ActGrad(tensor.ReLU, 0, dz1.C, dz1.C, tensor.Tensor{}, rmask0(h, gy1, dz1.C))
+	h.c.ColSum(db1.C, 0, dz1.C)
+	h.Check("dz₁ = (dy₂·W₂ᵀ)⊙(y₁ > 0)", dz1, tol)
+	h.Check("db₁", db1, tol)
 
 	// Backward, layer 1: dW₁ from the GPU's own dz₁, no bias gradient (the
 	// chained GEMM wrote it).
@@ -156,27 +158,9 @@ func testFusedHalfChain(t *testing.T, h *harness, be *Backend, dt tensor.DType, 
 		h.Check("dW₁", dw1, tolHalfF32Long)
 	}
 
-	// The plain kernels on the same operands give the same values (the
-	// layers' fallback).
-	py1, pdz1, pdb1 := h.OutDT(dt, c.b, c.out), h.OutDT(dt, c.b, c.out), h.Out(tensor.Float32, c.out)
-	b1f := h.g.Alloc(tensor.Float32, c.out)
-	h.g.Convert(b1f, b1.G) // the float32 master the plain path reads
-	h.g.Gemm(false, false, 1, x.G, w1.G, 0, py1.G)
-	h.g.BiasAct(tensor.ReLU, 0, py1.G, py1.G, b1f)
-	h.g.Gemm(false, true, 1, dy2.G, w2.G, 0, pdz1.G)
-	h.g.ActGrad(tensor.ReLU, 0, pdz1.G, pdz1.G, tensor.Tensor{}, py1.G)
-	h.g.ColSum(pdb1.G, 0, pdz1.G)
-	h.c.Upload(py1.C, gy1)
-	h.Check("plain y₁ vs fused", py1, tol)
-	h.c.Upload(pdz1.C, download(dz1))
-	h.Check("plain dz₁ vs fused", pdz1, tol)
-	h.c.Upload(pdb1.C, download(db1))
-	h.Check("plain db₁ vs fused", pdb1, tol)
-	h.g.Free(b1f)
-
 	st := be.FusedStats()
 	t.Logf("%v: ran %v, fell back %v, half bias gradients %d (since %v)", dt, st.Ran, st.Fallback, st.HalfBiasGrad, before)
-	ops := []string{"gemm_bias_relu_mask", "gemm_bias_act", "gemm_drelu_bgrad"}
+	ops := []string{"gemm_bias_act"}
 	if be.opts.HalfBgradEpilogue {
 		ops = append(ops, "gemm_bgrad")
 	} else if st.Plain["gemm_bgrad"] != before.Plain["gemm_bgrad"]+2 || st.Ran["gemm_bgrad"] != before.Ran["gemm_bgrad"] ||
@@ -190,7 +174,7 @@ func testFusedHalfChain(t *testing.T, h *harness, be *Backend, dt tensor.DType, 
 			}
 		}
 	}
-	h.Free(x, w1, b1, w2, b2, y1, y2, dy2, dw2, db2, dz1, db1, dw1, py1, pdz1, pdb1)
+	h.Free(x, w1, b1, w2, b2, y1, y2, dy2, dw2, db2, dz1, db1, dw1)
 }
 
 // TestFusedDenseHalfF32Bias: a float32 bias with a half output is asked of
@@ -229,9 +213,10 @@ func TestFusedDenseHalfF32Bias(t *testing.T) {
 	}
 }
 
-// TestFusedDenseHalfGraph: the chained DRELU_BGRAD inside a CUDA graph step
-// runs the variant the eager step settled on (a float32 bias gradient, or
-// the half scratch widened into it) and gives the eager step's values.
+// TestFusedDenseHalfGraph: the half fused calls the layers make (the
+// RELU_BIAS forward epilogue, the weight gradient's plain GEMM and ColSum)
+// inside a CUDA graph step give the eager step's values; the refused mask
+// chain stays refused there.
 func TestFusedDenseHalfGraph(t *testing.T) {
 	be := fusedBackend(t, cuda.TF32, Options{})
 	h := newHarness(t)
@@ -243,16 +228,21 @@ func TestFusedDenseHalfGraph(t *testing.T) {
 	x, wx, bx := h.RandDT(dt, -1, 1, b, 64), h.RandDT(dt, -1, 1, 64, out), h.RandDT(dt, -0.5, 0.5, out)
 	mask := be.ReLUMask(dt, b, out)
 	defer be.Free(mask)
-	dz, db := h.OutDT(dt, b, out), h.Out(tensor.Float32, out)
+	dz, db := h.OutDT(dt, b, out), h.Out(tensor.Float32, out2)
+	dw, dbz := h.Out(tensor.Float32, out, out2), h.Out(tensor.Float32, out)
+	defer h.Free(dw, dbz)
 	step := func() {
-		if !be.GemmBiasReLUMask(x.G, wx.G, bx.G, ya.G, mask) || !be.GemmDReLUBgrad(dy.G, w.G, mask, dz.G, db.G) {
+		if be.GemmBiasReLUMask(x.G, wx.G, bx.G, ya.G, mask) || be.GemmDReLUBgrad(dy.G, w.G, mask, dz.G, dbz.G) {
+			t.Fatal("the refused mask chain ran")
+		}
+		if !be.GemmBiasAct(tensor.ReLU, x.G, wx.G, bx.G, ya.G) || !be.GemmBgrad(ya.G, dy.G, dw.G, db.G, false) {
 			t.Fatal("a fused call fell back")
 		}
 	}
 	step() // eager: plans (and refusals) settled, algorithms searched
 	step()
 	h.Sync()
-	want := make([]float32, out)
+	want := make([]float32, out2)
 	if err := be.Download(want, db.G); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +255,7 @@ func TestFusedDenseHalfGraph(t *testing.T) {
 		if res := be.EndGraphStep(false); res.Why != "" || !res.Replayed {
 			t.Fatalf("graph step %d ran eagerly: %+v", i, res)
 		}
-		got := make([]float32, out)
+		got := make([]float32, out2)
 		if err := be.Download(got, db.G); err != nil {
 			t.Fatal(err)
 		}
@@ -317,13 +307,13 @@ func BenchmarkFusedDenseHalf(b *testing.B) {
 			be.Fill(xin, 0.01)
 			be.Fill(wx, 0.01)
 			be.Fill(bx, -0.003) // x = ReLU(0.0064 - 0.003) > 0: the timing does not depend on the values
-			if !be.GemmBiasReLUMask(xin, wx, bx, x, maskX) {
-				b.Fatal("the producer's GemmBiasReLUMask fell back")
+			if !be.GemmBiasAct(tensor.ReLU, xin, wx, bx, x) {
+				b.Fatal("the producer's GemmBiasAct fell back")
 			}
 			forward := func() {
 				if fused {
-					if !be.GemmBiasReLUMask(x, w, bh, y, mask) {
-						b.Fatal("GemmBiasReLUMask fell back")
+					if !be.GemmBiasAct(tensor.ReLU, x, w, bh, y) { // the mask chain is refused in half (halfMaskRefused)
+						b.Fatal("GemmBiasAct fell back")
 					}
 					return
 				}
@@ -332,9 +322,12 @@ func BenchmarkFusedDenseHalf(b *testing.B) {
 			}
 			backward := func() {
 				if fused {
-					if !be.GemmBgrad(x, dy, dw, db, false) || !be.GemmDReLUBgrad(dy, w, maskX, dx, dbx) {
+					if !be.GemmBgrad(x, dy, dw, db, false) {
 						b.Fatal("a fused backward GEMM fell back")
 					}
+					be.Gemm(false, true, 1, dy, w, 0, dx)
+					be.ActGrad(tensor.ReLU, 0, dx, dx, tensor.Tensor{}, x)
+					be.ColSum(dbx, 0, dx)
 					return
 				}
 				be.Gemm(true, false, 1, x, dy, 0, dw)
@@ -401,4 +394,12 @@ func TestFusedStatsString(t *testing.T) {
 	if be.FusedStats().Ran["gemm_bgrad"] != 0 {
 		t.Error("FusedStats shares the backend's maps")
 	}
+}
+
+// rmask0 is the reference's ReLU input for ActGrad: the GPU's own y₁
+// (values within rounding of 0 follow it), shaped like like.
+func rmask0(h *harness, gy1 []float64, like tensor.Tensor) tensor.Tensor {
+	y := h.c.Alloc(like.DType, like.Shape...)
+	h.c.Upload(y, gy1)
+	return y
 }

@@ -18,21 +18,27 @@ var interSharedMax = 96 << 10
 
 // CTRKIT_INTERACTION picks the interaction kernels, an A/B switch and a kill
 // switch: tc (the default) takes the tensor-core kernels where they apply
-// (interTC) and the warp-per-sample fp32 kernels elsewhere; warp takes the
-// warp-per-sample kernels in every math mode; old the one-block-per-sample
-// kernels for every shape. Variables so tests can cover each.
+// (interHMMA for half operands, then interTC) and the warp-per-sample fp32
+// kernels elsewhere; tf32 the same without the native half mma kernels
+// (half operands take the TF32 ones); hmma64 the default with the
+// 64-column native half mma forward (interaction_fwd_hmma64) in place of
+// the 128-column one; warp takes the warp-per-sample kernels in every math
+// mode; old the one-block-per-sample kernels for every shape. Variables so
+// tests can cover each.
 var (
-	interOld  = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
-	interNoTC = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "warp")
+	interOld    = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "old")
+	interNoTC   = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "warp")
+	interNoHMMA = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "tf32")
+	interHMMA64 = strings.EqualFold(os.Getenv("CTRKIT_INTERACTION"), "hmma64")
 )
 
 // interEnvCheck refuses a CTRKIT_INTERACTION that names no kernel choice.
 func interEnvCheck() error {
 	switch v := os.Getenv("CTRKIT_INTERACTION"); strings.ToLower(v) {
-	case "", "tc", "warp", "old":
+	case "", "tc", "tf32", "hmma64", "warp", "old":
 		return nil
 	default:
-		return fmt.Errorf("CTRKIT_INTERACTION=%q: want tc (the default), warp or old", v)
+		return fmt.Errorf("CTRKIT_INTERACTION=%q: want tc (the default), tf32, hmma64, warp or old", v)
 	}
 }
 
@@ -48,6 +54,25 @@ func interTC(math cuda.Math, major, n, d int, quads ...tensor.Tensor) bool {
 		return false
 	}
 	return interQuads(quads...)
+}
+
+// interHMMA says whether the native half mma interaction kernels apply
+// (interaction_fwd_hmma/bwd_hmma, mma.sync m16n8k16 on float16 or
+// bfloat16 with float32 accumulation): half operands, compute capability
+// 8.0 or later, N = n+1 ≤ 32 vectors, d a multiple of 8, every operand
+// given 16-byte aligned (their 8-element loads and stores; out and dOut
+// need not be: the kernels check those themselves), and CTRKIT_INTERACTION
+// none of tf32, warp and old. Half shapes they refuse take interTC's.
+func interHMMA(dt tensor.DType, major, n, d int, aligned ...tensor.Tensor) bool {
+	if !dt.IsHalf() || interOld || interNoTC || interNoHMMA || major < 8 || n+1 > 32 || d%8 != 0 {
+		return false
+	}
+	for _, t := range aligned {
+		if t.DType != dt || uintptr(p(t))%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // interMath is the math mode interTC sees for operands of dtype dt: the
@@ -156,6 +181,18 @@ func (be *Backend) Interaction(out, x0, emb tensor.Tensor) {
 	b, w, dt := x0.Rows(), out.Cols(), x0.DType
 	k := func(name string) string { return interKernel(name, dt) }
 	be.do("interaction", func(c *cuda.Ctx) error {
+		// Native half mma: per warp the staged output row of T, ⌈W/8⌉
+		// 16-byte groups (4 floats each).
+		if interHMMA(dt, be.dev.Major, n, d, x0, emb) {
+			if wpb := interTCWarps(4 * ((w + 7) / 8)); wpb > 0 {
+				name := "interaction_fwd_hmma"
+				if interHMMA64 {
+					name = "interaction_fwd_hmma64"
+				}
+				return be.interLaunchN(c, k(name), be.interTCBlocks(b, wpb), 32*wpb, 16*wpb*((w+7)/8),
+					p(out), p(x0), p(emb), b, n, d)
+			}
+		}
 		// Tensor cores: per warp the staged output row, ⌈W/4⌉ float4s.
 		if interTC(interMath(be.opts.Math, dt), be.dev.Major, n, d, x0, emb) {
 			if wpb := interTCWarps((w + 3) &^ 3); wpb > 0 {
@@ -228,6 +265,15 @@ func (be *Backend) InteractionGrad(dx0, demb, dOut, x0, emb tensor.Tensor) {
 	b, dt := x0.Rows(), x0.DType
 	k := func(name string) string { return interKernel(name, dt) }
 	be.do(op, func(c *cuda.Ctx) error {
+		// Native half mma: per warp the pair gradients of T, ⌈P/8⌉ 16-byte
+		// groups (4 floats each).
+		if interHMMA(dt, be.dev.Major, n, d, dx0, demb, x0, emb) {
+			p8 := (n*(n+1)/2 + 7) / 8
+			if wpb := interTCWarps(4 * p8); wpb > 0 {
+				return be.interLaunchN(c, k("interaction_bwd_hmma"), be.interTCBlocks(b, wpb), 32*wpb, 16*wpb*p8,
+					p(dx0), p(demb), p(dOut), p(x0), p(emb), b, n, d)
+			}
+		}
 		// Tensor cores: per warp the pair gradients, rounded up to 4 floats.
 		if interTC(interMath(be.opts.Math, dt), be.dev.Major, n, d, dx0, demb, x0, emb) {
 			pairs := (n*(n+1)/2 + 3) &^ 3

@@ -90,32 +90,43 @@ func testInteractionDT(t *testing.T, h *harness, dt tensor.DType, b, d, n, extra
 }
 
 // interShapesHalf: DLRM's 27 vectors of 128 (out 480 = 479 and the pad)
-// with large, odd and tiny batches; the tensor-core kernels' tile
-// boundaries and N = 32; d not a multiple of 4 (the block kernels), N > 32
-// (the warp kernels), one column.
+// with large, odd and tiny batches (not multiples of 8 warps a block); the
+// tensor-core kernels' tile boundaries N = 8, 9, 17, 25, 27 and N = 32 at
+// d = 16, 64, 128, 132 (d a multiple of 8: the native half mma kernels,
+// one or two 128-column forward items, partial 64-column backward chunks;
+// else the TF32 ones), W a multiple of 8, of 4 only, or odd (the half mma
+// kernels' 16-byte, 8-byte and element row stores); d not a multiple of 4
+// (the block kernels), N > 32 (the warp kernels), one column.
 var interShapesHalf = [][3]int{ // B, d, n
 	{4096, 128, 26}, {1001, 128, 26}, {3, 128, 26}, {257, 64, 26}, {513, 16, 13}, {31, 132, 31}, {65, 16, 7},
 	{40, 36, 8}, {21, 52, 16}, {17, 20, 24}, {1, 4, 1}, {7, 4, 3},
+	{19, 16, 8}, {13, 64, 16}, {11, 128, 31}, {9, 16, 31}, {6, 200, 26}, {5, 136, 8}, {3, 132, 26}, {37, 8, 24}, {10, 24, 1},
 	{5, 8, 40}, {33, 17, 26}, {7, 13, 3}, {1, 1, 1}, {3, 5, 2},
 }
 
 // TestInteractionHalf runs the shapes on every kernel family in half
 // precision, each on a fresh FP32 backend whose launched kernels are then
-// checked: the default choice (the tensor-core kernels where they apply,
-// on the FP32 backend too: half values are exact in TF32), then
-// CTRKIT_INTERACTION=warp and =old, then the global-memory kernels
-// (interSharedMax 0); short batches in full-size buffers.
+// checked: the default choice (the native half mma kernels where they
+// apply, the TF32 tensor-core kernels for the other d multiple of 4, on
+// the FP32 backend too: half values are exact in TF32), then
+// CTRKIT_INTERACTION=tf32 (the TF32 kernels for the half mma shapes too),
+// =hmma64 (the 64-column half mma forward), =warp and =old, then the global-memory kernels (interSharedMax 0); short
+// batches in full-size buffers.
 func TestInteractionHalf(t *testing.T) {
 	families := map[string][]string{ // mode: the kernels it must launch
-		"default": {"interaction_fwd_tc", "interaction_bwd_tc", "interaction_fwd4", "interaction_bwd4",
-			"interaction_fwd", "interaction_bwd", "interaction_fwd_g", "interaction_bwd_g"},
+		"default": {"interaction_fwd_hmma", "interaction_bwd_hmma", "interaction_fwd_tc", "interaction_bwd_tc",
+			"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd", "interaction_fwd_g", "interaction_bwd_g"},
+		"tf32": {"interaction_fwd_tc", "interaction_bwd_tc", "interaction_fwd4", "interaction_bwd4",
+			"interaction_fwd", "interaction_bwd"},
+		"hmma64": {"interaction_fwd_hmma64", "interaction_bwd_hmma", "interaction_fwd_tc", "interaction_bwd_tc",
+			"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd"},
 		"warp":   {"interaction_fwd4", "interaction_bwd4", "interaction_fwd", "interaction_bwd"},
 		"old":    {"interaction_fwd", "interaction_bwd"},
 		"global": {"interaction_fwd_g", "interaction_bwd_g"},
 	}
-	all := families["default"]
+	all := append(families["default"], "interaction_fwd_hmma64")
 	for _, dt := range halfDTypes {
-		for _, mode := range []string{"default", "warp", "old", "global"} {
+		for _, mode := range []string{"default", "tf32", "hmma64", "warp", "old", "global"} {
 			t.Run(fmt.Sprintf("%v/%s", dt, mode), func(t *testing.T) {
 				h := newHarness(t)
 				be, err := NewOnDevice(sharedBE.Device(), Options{})
@@ -134,6 +145,12 @@ func TestInteractionHalf(t *testing.T) {
 					}
 				}()
 				switch mode {
+				case "tf32":
+					defer func(v bool) { interNoHMMA = v }(interNoHMMA)
+					interNoHMMA = true
+				case "hmma64":
+					defer func(v bool) { interHMMA64 = v }(interHMMA64)
+					interHMMA64 = true
 				case "warp":
 					defer func(v bool) { interNoTC = v }(interNoTC)
 					interNoTC = true
@@ -167,7 +184,8 @@ func TestInteractionHalf(t *testing.T) {
 }
 
 // TestInteractionHalfTC: on TF32 and BF16 backends half operands take the
-// same kernels (the backend's math does not round them further).
+// same kernels (the backend's math does not round them further): the
+// native half mma ones for d a multiple of 8, the TF32 ones for the rest.
 func TestInteractionHalfTC(t *testing.T) {
 	gpuBackend(t)
 	for _, m := range []cuda.Math{cuda.TF32, cuda.BF16} {
@@ -186,7 +204,7 @@ func TestInteractionHalfTC(t *testing.T) {
 				// Every shape above takes the tensor-core kernels: the
 				// backend looked up those of dt and no other family's.
 				used := kernelsLookedUp(t, be)
-				for _, k := range []string{"interaction_fwd_tc", "interaction_bwd_tc"} {
+				for _, k := range []string{"interaction_fwd_hmma", "interaction_bwd_hmma", "interaction_fwd_tc", "interaction_bwd_tc"} {
 					if !used[interKernel(k, dt)] {
 						t.Errorf("%s not launched (looked up: %v)", interKernel(k, dt), used)
 					}
@@ -307,6 +325,41 @@ func TestInteractionHalfPick(t *testing.T) {
 	if interTC(cuda.FP32, 9, 26, 128, at(tensor.Float32, 1<<20)) {
 		t.Error("float32 operands on an FP32 backend took the tensor-core kernels")
 	}
+	// The native half mma kernels: half operands only, cc 8.0+, N ≤ 32, d a
+	// multiple of 8, every operand given 16-byte aligned, the operands of
+	// dt, CTRKIT_INTERACTION neither tf32, warp nor old.
+	defer func(o, w, h bool) { interOld, interNoTC, interNoHMMA = o, w, h }(interOld, interNoTC, interNoHMMA)
+	interOld, interNoTC, interNoHMMA = false, false, false
+	f16at, bf16at := at(tensor.Float16, 1<<20), at(tensor.BFloat16, 1<<20+16)
+	for _, c := range []struct {
+		name        string
+		dt          tensor.DType
+		major, n, d int
+		ops         []tensor.Tensor
+		want        bool
+	}{
+		{"DLRM float16", tensor.Float16, 9, 26, 128, []tensor.Tensor{f16at, f16at}, true},
+		{"DLRM bfloat16", tensor.BFloat16, 8, 26, 128, []tensor.Tensor{bf16at, bf16at}, true},
+		{"N = 32", tensor.BFloat16, 9, 31, 8, []tensor.Tensor{bf16at}, true},
+		{"float32", tensor.Float32, 9, 26, 128, []tensor.Tensor{at(tensor.Float32, 1<<20)}, false},
+		{"cc 7.5", tensor.Float16, 7, 26, 128, []tensor.Tensor{f16at}, false},
+		{"N = 33", tensor.Float16, 9, 32, 128, []tensor.Tensor{f16at}, false},
+		{"d 132", tensor.Float16, 9, 26, 132, []tensor.Tensor{f16at}, false},
+		{"d 4", tensor.Float16, 9, 26, 4, []tensor.Tensor{f16at}, false},
+		{"8-byte aligned", tensor.Float16, 9, 26, 128, []tensor.Tensor{f16at, at(tensor.Float16, 1<<20+8)}, false},
+		{"mixed dtype", tensor.Float16, 9, 26, 128, []tensor.Tensor{f16at, bf16at}, false},
+	} {
+		if got := interHMMA(c.dt, c.major, c.n, c.d, c.ops...); got != c.want {
+			t.Errorf("interHMMA %s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	for _, v := range []*bool{&interNoHMMA, &interNoTC, &interOld} {
+		*v = true
+		if interHMMA(tensor.Float16, 9, 26, 128, f16at) {
+			t.Error("CTRKIT_INTERACTION=tf32/warp/old took the native half mma kernels")
+		}
+		*v = false
+	}
 	if v := crossVec(8, at(tensor.Float16, 1<<20+8), at(tensor.Float32, 1<<20), tensor.Tensor{}); v != 4 {
 		t.Errorf("crossVec of aligned half and float32 operands = %d, want 4", v)
 	}
@@ -318,20 +371,27 @@ func TestInteractionHalfPick(t *testing.T) {
 // BenchmarkInteraction times DLRM's interaction (batch 65536, 26
 // embeddings and the bottom output of 128) forward and backward on
 // float32 operands (FP32 math: the warp kernels; TF32: the tensor-core
-// ones) and on float16 and bfloat16 operands (the tensor-core kernels
-// reading half), the bytes each call moves as SetBytes:
+// ones) and on float16 and bfloat16 operands (the native half mma kernels;
+// _fwd64: CTRKIT_INTERACTION=hmma64, the 64-column forward; _tf32:
+// CTRKIT_INTERACTION=tf32, the TF32 tensor-core kernels reading half; for
+// A/B in one run), the bytes each call moves as SetBytes:
 //
-//	gpu.test -test.run '^$' -test.bench Interaction -test.benchtime 200x
+//	gpu.test -test.run '^$' -test.bench 'Interaction/' -test.benchtime 200x
 func BenchmarkInteraction(b *testing.B) {
 	gpuBackend(b)
 	const batch, n, d = 65536, 26, 128
 	const w = d + n*(n+1)/2 + 1
 	for _, c := range []struct {
-		name string
-		math cuda.Math
-		dt   tensor.DType
-	}{{"f32_fp32", cuda.FP32, tensor.Float32}, {"f32_tf32", cuda.TF32, tensor.Float32},
-		{"f16", cuda.FP32, tensor.Float16}, {"bf16", cuda.FP32, tensor.BFloat16}} {
+		name          string
+		math          cuda.Math
+		dt            tensor.DType
+		noHMMA, fwd64 bool
+	}{{"f32_fp32", cuda.FP32, tensor.Float32, false, false}, {"f32_tf32", cuda.TF32, tensor.Float32, false, false},
+		{"f16", cuda.FP32, tensor.Float16, false, false}, {"bf16", cuda.FP32, tensor.BFloat16, false, false},
+		{"f16_fwd64", cuda.FP32, tensor.Float16, false, true}, {"bf16_fwd64", cuda.FP32, tensor.BFloat16, false, true},
+		{"f16_tf32", cuda.FP32, tensor.Float16, true, false}, {"bf16_tf32", cuda.FP32, tensor.BFloat16, true, false}} {
+		defer func(v, w bool) { interNoHMMA, interHMMA64 = v, w }(interNoHMMA, interHMMA64)
+		interNoHMMA, interHMMA64 = c.noHMMA, c.fwd64
 		be, err := NewOnDevice(sharedBE.Device(), Options{Math: c.math})
 		if err != nil {
 			b.Fatal(err)

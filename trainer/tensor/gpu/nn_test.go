@@ -239,7 +239,7 @@ func TestInteractionPickTC(t *testing.T) {
 		}
 		*v = false
 	}
-	for _, v := range []string{"", "tc", "TC", "warp", "old"} {
+	for _, v := range []string{"", "tc", "TC", "tf32", "hmma64", "warp", "old"} {
 		t.Setenv("CTRKIT_INTERACTION", v)
 		if err := interEnvCheck(); err != nil {
 			t.Errorf("%q: %v", v, err)

@@ -100,9 +100,17 @@ static __device__ __forceinline__ void nn_st4(T* p, i64 q, nn_f4 v) {
 #define NN_PARAMS_BWDG(T)                                                                                        \
     (T* __restrict__ dx0, T* __restrict__ demb, const T* __restrict__ dOut, const T* __restrict__ x0,           \
      const T* __restrict__ emb, int n, int d, i64 total)
+// NN_STAMPH stamps only the half kernels (name_f16, name_bf16) of a
+// template with no float32 instantiation (the native half mma kernels).
+#define NN_STAMPH(name, fn, LB, PARAMS, ARGS)                               \
+    NN_STAMP1(name##_f16, fn, half_t, LB, NN_PARAMS_##PARAMS(half_t), ARGS) \
+    NN_STAMP1(name##_bf16, fn, bf16_t, LB, NN_PARAMS_##PARAMS(bf16_t), ARGS)
 #define NN_NOLB
 #define NN_LB_FWD_TC __launch_bounds__(256, 3)
 #define NN_LB_BWD_TC __launch_bounds__(256, 2)
+#define NN_LB_FWD_HM __launch_bounds__(256, 2)
+#define NN_LB_FWD_HM64 __launch_bounds__(256, 3)
+#define NN_LB_BWD_HM __launch_bounds__(256, 2)
 // ---- end of interaction storage ----
 
 // interaction_fwd: one block per sample (grid-stride over samples). The
@@ -758,6 +766,432 @@ static __device__ __forceinline__ void nn_bwd_tc(T* __restrict__ dx0, T* __restr
     }
 }
 NN_STAMP(interaction_bwd_tc, nn_bwd_tc, NN_LB_BWD_TC, BWD, (dx0, demb, dOut, x0, emb, B, n, d))
+
+// ---- Interaction on tensor cores (native half mma) ----
+// nn_mma16 is one warp-wide mma.sync m16n8k16 on 16-bit operands of T
+// (half_t: .f16, bf16_t: .bf16; the pointer only picks the type) with
+// float32 accumulation (A 16×16 row-major, B 16×8 column-major, C += A·B),
+// with the PTX ISA's fragments: each register holds two adjacent k (the
+// lower k in the low 16 bits); lane (g, t) = (lane/4, lane%4) holds
+// a0..a3 = A[g][2t,2t+1], A[g+8][2t,2t+1], A[g][2t+8,2t+9],
+// A[g+8][2t+8,2t+9]; b0, b1 = B[2t,2t+1][g], B[2t+8,2t+9][g]; c0..c3 as
+// m16n8k8's (C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]). Compute
+// capability 8.0 and later (nn.go never launches these kernels elsewhere);
+// the host syntax check sees the empty fallbacks, the host simulation
+// (hostcheck/interaction_sim.cpp) its own warp-wide emulation.
+static __device__ __forceinline__ void nn_mma16(const half_t*, float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
+                                                unsigned a3, unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+#endif
+}
+static __device__ __forceinline__ void nn_mma16(const bf16_t*, float (&c)[4], unsigned a0, unsigned a1, unsigned a2,
+                                                unsigned a3, unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+    (void)c, (void)a0, (void)a1, (void)a2, (void)a3, (void)b0, (void)b1;
+#endif
+}
+
+// interaction_fwd_hmma / interaction_bwd_hmma (_f16 and _bf16 only): the
+// interaction of half operands as native half mma.sync m16n8k16 GEMMs with
+// float32 accumulation, one warp per sample (grid-stride over samples,
+// blockDim.x/32 warps a block), for N = n+1 ≤ 32 vectors, d a multiple of
+// 8 and 16-byte aligned x0, emb (dx0, demb); nn.go's interHMMA picks them
+// for Float16 and BFloat16 operands, the TF32 kernels above (which widen
+// half to TF32 m16n8k8 and read 8-byte quads) for the half shapes they do
+// not take. The products of two half values are exact in float32 and the
+// sums float32, as in the TF32 kernels on half operands; the backward's
+// pair gradients are dOut's values, already of T, so S needs no rounding:
+// the results equal the TF32 kernels' up to the order of the float32 sums.
+//
+// Why: the TF32 kernels on half operands are latency-bound, not
+// bandwidth-bound. A warp holds one item's loads in flight while it waits,
+// and their lanes load 8-byte quads where the float32 kernels load
+// 16-byte float4s: at the same occupancy half the bytes are in flight,
+// so a sample takes the float32 kernel's time although it has half the
+// bytes (H200, DLRM's shape: 0.275 / 0.72 ms forward / backward against
+// float32's 0.26 / 0.55). By Little's law a bound of ~3.5 TB/s with ~1 µs
+// of loaded latency needs ≥ ~26 KB in flight an SM; the float32 TF32
+// backward reaches it with 16 warps × 32 lanes × 128 B = 64 KB. Here every
+// lane's load is 16 bytes (8 halves: the fragment words go to mma.sync as
+// loaded, no widening, no cvt), the forward holds a whole 128-column item
+// (16 loads = 64 registers, 256 B a lane; ~27/32 of them real rows, the
+// rest padding never loaded) and the backward a 64-column chunk (8 loads,
+// 128 B a lane), both at __launch_bounds__(256, 2) (≤ 128 registers: 16
+// warps an SM, ~110 KB / ~55 KB in flight), and the m16n8k16 mma does
+// the 16 columns of two m16n8k8 in one instruction (half the mma count),
+// so the instruction count a sample falls by more than half.
+
+// nn_u4: 16 bytes of a 16-bit T (8 elements), as loaded and stored.
+struct alignas(16) nn_u4 {
+    unsigned x, y, z, w;
+};
+// nn_cp16 copies 16 bytes component-wise (one 16-byte load and one
+// 16-byte store; a struct copy may be split into narrower ones).
+static __device__ __forceinline__ void nn_cp16(nn_u4* dst, const nn_u4* src) {
+    const unsigned x = src->x, y = src->y, z = src->z, w = src->w;
+    *dst = nn_u4{x, y, z, w};
+}
+// nn_wd: word i (elements 2i, 2i+1) of an nn_u4 (i a constant after unrolling).
+static __device__ __forceinline__ unsigned nn_wd(const nn_u4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+// nn_lo / nn_hi pair the low / high elements of two words: (lo a, lo b),
+// (hi a, hi b), the lower element in the low 16 bits (one PRMT each).
+static __device__ __forceinline__ unsigned nn_lo(unsigned a, unsigned b) { return (a & 0xffffu) | (b << 16); }
+static __device__ __forceinline__ unsigned nn_hi(unsigned a, unsigned b) { return (a >> 16) | (b & 0xffff0000u); }
+// nn_pk packs two floats rounded to T, lo in the low 16 bits.
+template <class T>
+static __device__ __forceinline__ unsigned nn_pk(const T* p, float lo, float hi) {
+    return (unsigned)nn_fh(p, lo) | ((unsigned)nn_fh(p, hi) << 16);
+}
+// nn_hrow: the 16-byte group c8 (elements 8c8..8c8+7) of row r of sample
+// s's F (x0 for r = 0, else embedding r-1), raw T bits.
+template <class T>
+static __device__ __forceinline__ nn_u4 nn_hrow(const T* x0, const T* emb, i64 s, int r, int n, int d8, int c8) {
+    const nn_u4* row = r == 0 ? (const nn_u4*)x0 + s * d8 : (const nn_u4*)emb + (s * n + r - 1) * d8;
+    return row[c8];
+}
+
+// Forward: Z = F·Fᵀ, the strict lower triangle into the output row. An
+// item is 32L columns of a sample (L loads a row; interaction_fwd_hmma: L =
+// 4, 128 columns, d = 128 one item, larger d several, accumulating, at
+// __launch_bounds__(256, 2); interaction_fwd_hmma64: L = 2, 64 columns, 32
+// registers of F, at (256, 3), the float32 TF32 forward's bytes in flight
+// a lane, for A/B). Lane (g, t) loads rows g, g+8, g+16, g+24 of F
+// (R[r4][l] = row g+8·r4) at the 16-byte groups 32(L·st+l)+8t..+7, l <
+// L: words x, y of a group are the A fragment's
+// k = 2t,2t+1 and 2t+8,2t+9 of one 16-column k-step, words z, w those of
+// the next (the k index of each step a permutation of F's columns, the
+// same in A and B), which are at once the A fragment of both 16-row m-tiles
+// (rows g, g+8 and g+16, g+24) and the B fragment of all four 8-row
+// n-tiles (row 8j+g). The six tiles on or below the diagonal (m-tile 0 ×
+// n-tiles 0-1, m-tile 1 × n-tiles 0-3) accumulate in acc, skipping tiles
+// that hold no pair of an N < 32 sample and groups past d. The next item's
+// loads are issued right after the last mma, before the row's stores. The
+// row is staged in shared memory as T (x0 raw, exact, from the lanes
+// holding row 0; pairs rounded once; the zero pad) and stored coalesced:
+// 16-byte groups when W is a multiple of 8 and out 16-byte aligned, else
+// 8-byte quads (W a multiple of 4, out 8-byte aligned), else elements.
+// Shared per warp: ⌈W/8⌉ 16-byte groups.
+template <class T, int L>
+static __device__ __forceinline__ void nn_fwd_hmma_load(nn_u4 (&R)[4][L], const T* x0, const T* emb, i64 s, int st,
+                                                        int g, int t, int N, int n, int d8) {
+#pragma unroll
+    for (int l = 0; l < L; l++) {
+        const int c8 = 4 * (L * st + l) + t;
+#pragma unroll
+        for (int r4 = 0; r4 < 4; r4++) {
+            const int r = g + 8 * r4;
+            nn_u4 v = {0u, 0u, 0u, 0u};
+            if (r < N && c8 < d8) v = nn_hrow(x0, emb, s, r, n, d8, c8);
+            R[r4][l] = v;
+        }
+    }
+}
+
+template <class T, int L>
+static __device__ __forceinline__ void nn_fwd_hmma(T* __restrict__ out, const T* __restrict__ x0,
+                                                   const T* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, d8 = d >> 3, W = d + n * (n + 1) / 2 + 1, W8 = (W + 7) >> 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
+    const int G32 = (d + 31) >> 5, NST = (G32 + L - 1) / L; // 32-column groups; items a sample
+    const bool t01 = N > 8, t1 = N > 16, t13 = N > 24; // tiles (0,1), (1,0..2), (1,3) hold pairs
+    h16* o = (h16*)(nn_smem + (threadIdx.x >> 5) * W8);
+    const int vec = (W & 7) == 0 && ((u64)out & 15) == 0 ? 8 : (W & 3) == 0 && ((u64)out & 7) == 0 ? 4 : 1;
+    const i64 nw = (i64)gridDim.x * wpb;
+    i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
+    int st = 0;
+    nn_u4 R[4][L];
+    float acc[6][4];
+#pragma unroll
+    for (int k = 0; k < 6; k++) acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.f;
+    if (s < B) nn_fwd_hmma_load<T, L>(R, x0, emb, s, 0, g, t, N, n, d8);
+    while (s < B) {
+#pragma unroll
+        for (int l = 0; l < L; l++) {
+            const int gi = L * st + l; // 32-column group
+            if (gi >= G32) continue;         // warp-uniform
+            if (g == 0 && 4 * gi + t < d8) ((nn_u4*)o)[4 * gi + t] = R[0][l]; // x0, exact
+            __syncwarp(); // mma.sync.aligned: the warp converged after the divergent store
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                unsigned a[4][2];
+#pragma unroll
+                for (int r4 = 0; r4 < 4; r4++) {
+                    a[r4][0] = nn_wd(R[r4][l], 2 * h);
+                    a[r4][1] = nn_wd(R[r4][l], 2 * h + 1);
+                }
+                nn_mma16(x0, acc[0], a[0][0], a[1][0], a[0][1], a[1][1], a[0][0], a[0][1]);
+                if (t01) nn_mma16(x0, acc[1], a[0][0], a[1][0], a[0][1], a[1][1], a[1][0], a[1][1]);
+                if (t1) {
+                    nn_mma16(x0, acc[2], a[2][0], a[3][0], a[2][1], a[3][1], a[0][0], a[0][1]);
+                    nn_mma16(x0, acc[3], a[2][0], a[3][0], a[2][1], a[3][1], a[1][0], a[1][1]);
+                    nn_mma16(x0, acc[4], a[2][0], a[3][0], a[2][1], a[3][1], a[2][0], a[2][1]);
+                    if (t13) nn_mma16(x0, acc[5], a[2][0], a[3][0], a[2][1], a[3][1], a[3][0], a[3][1]);
+                }
+            }
+        }
+        // The next item (this sample's next 32L columns, or the next
+        // sample's first): its loads fly while this sample's row is stored.
+        i64 ns = s;
+        int nst = st + 1;
+        if (nst == NST) ns += nw, nst = 0;
+        if (ns < B) nn_fwd_hmma_load<T, L>(R, x0, emb, ns, nst, g, t, N, n, d8);
+        if (nst == 0) {
+#pragma unroll
+            for (int k = 0; k < 6; k++) {
+                const int mi = k < 2 ? 0 : 1, ni = k < 2 ? k : k - 2;
+#pragma unroll
+                for (int h = 0; h < 4; h++) {
+                    const int r = 16 * mi + g + 8 * (h >> 1), c = 8 * ni + 2 * t + (h & 1);
+                    if (c < r && r < N) o[d + r * (r - 1) / 2 + c] = nn_fh(out, acc[k][h]);
+                    acc[k][h] = 0.f;
+                }
+            }
+            if (lane == 0) o[W - 1] = 0;
+            __syncwarp();
+            if (vec == 8) {
+                for (int k = lane; k < W8; k += 32) nn_cp16((nn_u4*)out + s * W8 + k, (const nn_u4*)o + k);
+            } else if (vec == 4) {
+                for (int k = lane; k < (W >> 2); k += 32) ((nn_h4*)out)[s * (W >> 2) + k] = ((const nn_h4*)o)[k];
+            } else {
+                for (int k = lane; k < W; k += 32) ((h16*)out)[s * W + k] = o[k];
+            }
+            __syncwarp(); // o is rewritten for the next sample
+        }
+        s = ns;
+        st = nst;
+    }
+}
+template <class T>
+static __device__ __forceinline__ void nn_fwd_hmma128(T* __restrict__ out, const T* __restrict__ x0,
+                                                      const T* __restrict__ emb, int B, int n, int d) {
+    nn_fwd_hmma<T, 4>(out, x0, emb, B, n, d);
+}
+template <class T>
+static __device__ __forceinline__ void nn_fwd_hmma64(T* __restrict__ out, const T* __restrict__ x0,
+                                                     const T* __restrict__ emb, int B, int n, int d) {
+    nn_fwd_hmma<T, 2>(out, x0, emb, B, n, d);
+}
+NN_STAMPH(interaction_fwd_hmma, nn_fwd_hmma128, NN_LB_FWD_HM, FWD, (out, x0, emb, B, n, d))
+NN_STAMPH(interaction_fwd_hmma64, nn_fwd_hmma64, NN_LB_FWD_HM64, FWD, (out, x0, emb, B, n, d))
+
+// Backward: dF = S·F with S the symmetric N×N matrix of the pair gradients
+// (zero diagonal), computed transposed, dFᵀ = Fᵀ·S (m = column c of F, n =
+// vector v, k = vector u), 64 columns of F a chunk (an item); dx0 = dF_0 +
+// dOut[:d]. In each 16-vector k-step ks, k = 2t, 2t+1, 2t+8, 2t+9 are the
+// vectors u = 16ks+4t+j, j = 0..3, and lane (g, t) loads those four rows at
+// the chunk's 16-byte group g (columns 64q+8g..+7): X[ks][j] (8 loads, 128
+// B a lane; a warp-wide load is 4 rows × 128 B). M-tile mt's rows g and
+// g+8 are columns 8g+2mt and 8g+2mt+1, so its A fragment is word mt of the
+// four rows, paired across rows (nn_lo / nn_hi: a0 = (X0, X1) low halves,
+// a1 their high halves, a2, a3 the same of X2, X3), and the accumulators
+// of vector v = 8nt+2t+i hold, over the four m-tiles, the eight columns
+// 64q+8g..+7 of dF_v: one 16-byte store. S's B fragments (S[u][v] and
+// S[u+1][v] in a word, v = 8nt+g) are gathered once per sample from the
+// pair gradients staged in shared memory as T (exact: dOut's own values).
+// To keep the accumulators at 32 registers the n-tiles go in two passes
+// (0-1, then 2-3 when N > 16), each of all four m-tiles; the next item's
+// loads are issued right after the last pass's mma, so they fly while its
+// rows are stored, and dOut's part of the next item (its x0 gradient
+// group, and at a new sample its pair gradients: 16-byte groups when W is
+// a multiple of 8 and dOut 16-byte aligned, else elements) after them.
+// Shared per warp: the P = n(n+1)/2 pair gradients, ⌈P/8⌉ 16-byte groups.
+template <class T>
+static __device__ __forceinline__ void nn_bwd_hmma_load(nn_u4 (&X)[2][4], const T* x0, const T* emb, i64 s, int q,
+                                                        int g, int t, int N, int n, int d8) {
+    const int c8 = 8 * q + g;
+#pragma unroll
+    for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int u = 16 * ks + 4 * t + j;
+            nn_u4 v = {0u, 0u, 0u, 0u};
+            if (u < N && c8 < d8) v = nn_hrow(x0, emb, s, u, n, d8, c8);
+            X[ks][j] = v;
+        }
+}
+
+// nn_bwd_hmma_x0: the dOut[:d] group (raw T) that lanes t = 0 add to dF_0
+// at chunk q.
+template <class T>
+static __device__ __forceinline__ nn_u4 nn_bwd_hmma_x0(const T* dOut, i64 s, int q, int g, int t, int W, int d8,
+                                                       bool vec) {
+    const int c8 = 8 * q + g;
+    nn_u4 r = {0u, 0u, 0u, 0u};
+    if (t == 0 && c8 < d8) {
+        const i64 go = s * W + 8 * c8;
+        if (vec) {
+            r = ((const nn_u4*)dOut)[go >> 3];
+        } else {
+            const h16* p = (const h16*)dOut + go;
+            r.x = (unsigned)p[0] | ((unsigned)p[1] << 16);
+            r.y = (unsigned)p[2] | ((unsigned)p[3] << 16);
+            r.z = (unsigned)p[4] | ((unsigned)p[5] << 16);
+            r.w = (unsigned)p[6] | ((unsigned)p[7] << 16);
+        }
+    }
+    return r;
+}
+
+// nn_bwd_hmma_gp loads sample s's pair gradients (raw T) into gp: with vec
+// the 16-byte groups lane and lane+32 of dOut[d:] (P8 = ⌈P/8⌉ ≤ 62 groups,
+// within the row: W and d are multiples of 8), else elements lane+32i, i =
+// 0..15 (P ≤ 496), two a word. nn_bwd_hmma_gs stages them in sm.
+template <class T>
+static __device__ __forceinline__ void nn_bwd_hmma_gp(unsigned (&gp)[8], const T* dOut, i64 s, int lane, int W,
+                                                      int d, int P, bool vec) {
+    const h16* row = (const h16*)dOut + s * W + d;
+    if (vec) {
+        const int P8 = (P + 7) >> 3;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            nn_u4 v = {0u, 0u, 0u, 0u};
+            if (lane + 32 * i < P8) v = ((const nn_u4*)row)[lane + 32 * i];
+            gp[4 * i] = v.x, gp[4 * i + 1] = v.y, gp[4 * i + 2] = v.z, gp[4 * i + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int e0 = lane + 64 * i, e1 = e0 + 32;
+            gp[i] = (e0 < P ? (unsigned)row[e0] : 0u) | ((e1 < P ? (unsigned)row[e1] : 0u) << 16);
+        }
+    }
+}
+static __device__ __forceinline__ void nn_bwd_hmma_gs(h16* sm, const unsigned (&gp)[8], int lane, int P, bool vec) {
+    if (vec) {
+        const int P8 = (P + 7) >> 3;
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            if (lane + 32 * i < P8) ((nn_u4*)sm)[lane + 32 * i] = nn_u4{gp[4 * i], gp[4 * i + 1], gp[4 * i + 2], gp[4 * i + 3]};
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int e0 = lane + 64 * i, e1 = e0 + 32;
+            if (e0 < P) sm[e0] = (h16)(gp[i] & 0xffffu);
+            if (e1 < P) sm[e1] = (h16)(gp[i] >> 16);
+        }
+    }
+}
+
+// nn_hsym: S[u][v] (raw T) from the staged pair gradients.
+static __device__ __forceinline__ unsigned nn_hsym(const h16* sm, int u, int v, int N) {
+    if (u == v || u >= N || v >= N) return 0u;
+    const int a = max(u, v), b = min(u, v);
+    return sm[a * (a - 1) / 2 + b];
+}
+
+template <class T>
+static __device__ __forceinline__ void nn_bwd_hmma(T* __restrict__ dx0, T* __restrict__ demb,
+                                                   const T* __restrict__ dOut, const T* __restrict__ x0,
+                                                   const T* __restrict__ emb, int B, int n, int d) {
+    const int N = n + 1, d8 = d >> 3, P = n * (n + 1) / 2, W = d + P + 1, P8 = (P + 7) >> 3;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, wpb = blockDim.x >> 5;
+    const int Q = (d + 63) >> 6, KS = (N + 15) >> 4, NT = (N + 7) >> 3; // chunks; k-steps, n-tiles holding vectors
+    h16* sm = (h16*)(nn_smem + (threadIdx.x >> 5) * P8);
+    const bool vec = (W & 7) == 0 && ((u64)dOut & 15) == 0;
+    const i64 nw = (i64)gridDim.x * wpb;
+    i64 s = (i64)blockIdx.x * wpb + (threadIdx.x >> 5);
+    int q = 0;
+    nn_u4 X[2][4];
+    nn_u4 gx;          // dOut[8c8..8c8+7] of the item, x0's passthrough (lanes t = 0 hold v = 0)
+    unsigned gp[8];    // the next sample's pair gradients
+    unsigned Sb[2][4][2];
+    if (s < B) {
+        nn_bwd_hmma_load(X, x0, emb, s, 0, g, t, N, n, d8);
+        gx = nn_bwd_hmma_x0(dOut, s, 0, g, t, W, d8, vec);
+        nn_bwd_hmma_gp(gp, dOut, s, lane, W, d, P, vec);
+    }
+    while (s < B) {
+        if (q == 0) { // S of sample s
+            nn_bwd_hmma_gs(sm, gp, lane, P, vec);
+            __syncwarp();
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    const int u = 16 * ks + 4 * t, v = 8 * nt + g;
+                    Sb[ks][nt][0] = nn_hsym(sm, u, v, N) | (nn_hsym(sm, u + 1, v, N) << 16);
+                    Sb[ks][nt][1] = nn_hsym(sm, u + 2, v, N) | (nn_hsym(sm, u + 3, v, N) << 16);
+                }
+            __syncwarp(); // sm is rewritten for the next sample
+        }
+        i64 ns = s;
+        int nq = q + 1;
+        if (nq == Q) ns += nw, nq = 0;
+        const int c8 = 8 * q + g;
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            if (2 * np >= NT) continue; // warp-uniform
+            float acc[2][4][4];
+#pragma unroll
+            for (int i2 = 0; i2 < 2; i2++)
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++) acc[i2][mt][0] = acc[i2][mt][1] = acc[i2][mt][2] = acc[i2][mt][3] = 0.f;
+            __syncwarp(); // mma.sync.aligned: the warp converged after the divergent stores
+#pragma unroll
+            for (int ks = 0; ks < 2; ks++) {
+                if (ks >= KS) continue; // warp-uniform: rows 16ks.. past N are all padding
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++) {
+                    const unsigned w0 = nn_wd(X[ks][0], mt), w1 = nn_wd(X[ks][1], mt);
+                    const unsigned w2 = nn_wd(X[ks][2], mt), w3 = nn_wd(X[ks][3], mt);
+                    const unsigned a0 = nn_lo(w0, w1), a1 = nn_hi(w0, w1), a2 = nn_lo(w2, w3), a3 = nn_hi(w2, w3);
+#pragma unroll
+                    for (int i2 = 0; i2 < 2; i2++) {
+                        const int nt = 2 * np + i2;
+                        if (nt < NT) nn_mma16(x0, acc[i2][mt], a0, a1, a2, a3, Sb[ks][nt][0], Sb[ks][nt][1]);
+                    }
+                }
+            }
+            // After the last pass's mma X is free: the next item's loads
+            // fly while the rows are stored.
+            if (2 * np + 2 >= NT && ns < B) nn_bwd_hmma_load(X, x0, emb, ns, nq, g, t, N, n, d8);
+            if (c8 < d8) {
+#pragma unroll
+                for (int i2 = 0; i2 < 2; i2++)
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        const int v = 8 * (2 * np + i2) + 2 * t + i;
+                        float f[8];
+#pragma unroll
+                        for (int mt = 0; mt < 4; mt++) {
+                            f[2 * mt] = acc[i2][mt][i];
+                            f[2 * mt + 1] = acc[i2][mt][2 + i];
+                        }
+                        if (v == 0) {
+#pragma unroll
+                            for (int mt = 0; mt < 4; mt++) {
+                                const unsigned w = nn_wd(gx, mt);
+                                f[2 * mt] += nn_hf(x0, (h16)(w & 0xffffu));
+                                f[2 * mt + 1] += nn_hf(x0, (h16)(w >> 16));
+                            }
+                        }
+                        nn_u4* dst = v == 0 ? (nn_u4*)dx0 + s * d8 + c8 : (nn_u4*)demb + (s * n + v - 1) * d8 + c8;
+                        if (v < N)
+                            *dst = nn_u4{nn_pk(x0, f[0], f[1]), nn_pk(x0, f[2], f[3]), nn_pk(x0, f[4], f[5]),
+                                         nn_pk(x0, f[6], f[7])};
+                    }
+            }
+        }
+        if (ns < B) {
+            gx = nn_bwd_hmma_x0(dOut, ns, nq, g, t, W, d8, vec);
+            if (nq == 0) nn_bwd_hmma_gp(gp, dOut, ns, lane, W, d, P, vec);
+        }
+        s = ns;
+        q = nq;
+    }
+}
+NN_STAMPH(interaction_bwd_hmma, nn_bwd_hmma, NN_LB_BWD_HM, BWD, (dx0, demb, dOut, x0, emb, B, n, d))
 
 // ---- FmOrder2 ----
 // One thread per (sample, column j) over total = B·k; sums in double.
