@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
@@ -38,27 +37,7 @@ func TestGPUHalfFusedDLRM(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		data := newPlanted(9, batch*steps, 16, smallSlots)
-		r := data.reader(batch)
-		b, err := formats.NewBatch(r.Schema(), batch, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Free()
-		var losses []float64
-		for i := 0; i < steps; i++ {
-			if n, err := r.Read(b); n != batch {
-				t.Fatalf("read %d: %v", n, err)
-			}
-			if err := m.TrainStep(b); err != nil {
-				t.Fatalf("%s fused %v step %d: %v", p, fused, i+1, err)
-			}
-			l, err := m.Loss()
-			if err != nil {
-				t.Fatal(err)
-			}
-			losses = append(losses, l)
-		}
+		losses := plantedLosses(t, m, newPlanted(9, batch*steps, 16, smallSlots), batch, steps)
 		if n, err := m.SkippedSteps(); err != nil || n != 0 {
 			t.Errorf("%s fused %v: %d steps skipped (%v)", p, fused, n, err)
 		}

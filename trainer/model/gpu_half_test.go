@@ -27,27 +27,7 @@ func halfRun(t *testing.T, name string, p graph.Precision, scale float64, steps 
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := newPlanted(9, batch*steps, 4, smallSlots)
-	r := data.reader(batch)
-	b, err := formats.NewBatch(r.Schema(), batch, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Free()
-	var losses []float64
-	for i := 0; i < steps; i++ {
-		if n, err := r.Read(b); n != batch {
-			t.Fatalf("read %d: %v", n, err)
-		}
-		if err := m.TrainStep(b); err != nil {
-			t.Fatalf("%s %s step %d: %v", name, p, i+1, err)
-		}
-		l, err := m.Loss()
-		if err != nil {
-			t.Fatal(err)
-		}
-		losses = append(losses, l)
-	}
+	losses := plantedLosses(t, m, newPlanted(9, batch*steps, 4, smallSlots), batch, steps)
 	return losses, m
 }
 

@@ -4,6 +4,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/trainer/metrics"
@@ -115,4 +116,31 @@ func (r *memReader) Read(b *formats.Batch) (int, error) {
 		return b.N, io.EOF
 	}
 	return b.N, nil
+}
+
+// plantedLosses trains m for steps steps of batch samples of data and
+// returns the loss after each.
+func plantedLosses(t *testing.T, m *Model, data *planted, batch, steps int) []float64 {
+	t.Helper()
+	r := data.reader(batch)
+	b, err := formats.NewBatch(r.Schema(), batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Free()
+	var losses []float64
+	for i := 0; i < steps; i++ {
+		if n, err := r.Read(b); n != batch {
+			t.Fatalf("read %d: %v", n, err)
+		}
+		if err := m.TrainStep(b); err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		l, err := m.Loss()
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses = append(losses, l)
+	}
+	return losses
 }
