@@ -626,12 +626,12 @@ func emitScalar[T number](d *decoder, row int, vals []T) *formats.Error {
 			// without ranges) is stored as is; otherwise the loop below
 			// reports the first that is not.
 			lo, n := d.keyWindow(si)
-			if (i64 && !cp.unsigned && d.r.ranges == nil) || firstOutside(vals, lo, n, cp.unsigned) < 0 {
-				if i64 {
-					scatterKeys(b.k64[base:], vals, S, cp.unsigned)
-				} else {
-					scatterKeys(b.k32[base:], vals, S, cp.unsigned)
-				}
+			switch {
+			case i64 && !cp.unsigned && d.r.ranges == nil:
+				scatterKeys(b.k64[base:], vals, S, cp.unsigned)
+				return nil
+			case i64 && scatterKeysIn(b.k64[base:], vals, S, cp.unsigned, lo, n),
+				!i64 && scatterKeysIn(b.k32[base:], vals, S, cp.unsigned, lo, n):
 				return nil
 			}
 		}
@@ -709,25 +709,34 @@ func scatterKeys[T number, K int64 | uint32](dst []K, vals []T, stride int, unsi
 	}
 }
 
-// firstOutside returns the index of the first value of vals whose key
-// (rawKey) k has uint64(k-lo) ≥ n, or -1. A uint64 value above MaxInt64
-// is outside every window (lo+n ≤ 2^63).
-func firstOutside[T number](vals []T, lo int64, n uint64, unsigned bool) int {
+// scatterKeysIn is scatterKeys checking each key in the same pass (one
+// pass over vals instead of firstOutside's and scatterKeys'): it reports
+// whether every key k has uint64(k-lo) < n. When one does not, the keys
+// are stored all the same and the caller reports the first bad one.
+func scatterKeysIn[T number, K int64 | uint32](dst []K, vals []T, stride int, unsigned bool, lo int64, n uint64) bool {
+	if len(vals) == 0 {
+		return true
+	}
+	dst = dst[:(len(vals)-1)*stride+1]
 	var z T
+	out := false
+	j := 0
 	if unsigned && unsafe.Sizeof(z) == 4 {
-		for i, x := range vals {
-			if uint64(int64(uint32(x))-lo) >= n {
-				return i
-			}
+		for _, x := range vals {
+			k := int64(uint32(x))
+			out = out || uint64(k-lo) >= n
+			dst[j] = K(k)
+			j += stride
 		}
-		return -1
+		return !out
 	}
-	for i, x := range vals {
-		if uint64(int64(x)-lo) >= n {
-			return i
-		}
+	for _, x := range vals {
+		k := int64(x)
+		out = out || uint64(k-lo) >= n
+		dst[j] = K(k)
+		j += stride
 	}
-	return -1
+	return !out
 }
 
 // emitOne stores value cnt of row cur of a list column.
