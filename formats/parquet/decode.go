@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/hostmem"
 )
 
 // chunkLevels is how many levels one ReadBatch call decodes.
@@ -211,6 +212,110 @@ func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, pt *
 	}
 }
 
+// stageRows is how many rows of a piece stagePiece decodes into its
+// staging block at a time: 128 rows of the Criteo shape (264 bytes a row)
+// are 33 KiB, which stays in the core's first-level cache while the columns
+// are scattered into it.
+const stageRows = 128
+
+// staging is whether decodePiece stages the pieces it can (stagePiece): where
+// StreamCopy has non-temporal stores; a variable so that tests compare
+// both ways.
+var staging = hostmem.Streaming
+
+// stagePiece decodes piece b of t's row group, every column of it (all
+// scalar, one-hot), stageRows rows at a time into the task's staging block
+// (sc.stage, viewed as the rgBuf sc.view for the decoders), and streams
+// each block into b's sample-major arrays with non-temporal stores
+// (hostmem.StreamCopy). Scattering 40 columns straight into a buffer of
+// 17 MB per batch reads every cache line of it from memory before writing
+// it (a write-allocate per line, up to eight times per line while
+// rowChunk's rows go by); the block takes the scattered stores in cache,
+// and the buffer is written once, without being read. On the dev VM that
+// halves the memory traffic of the destination and cut a one-hot piece's
+// scatter from 8.3 to 5.5 ms. Errors are those of decodePiece: rows and
+// records are counted from the block's first row (view.at, view.start).
+func (r *Reader) stagePiece(ctx context.Context, t *rgTask, b *rgBuf) *formats.Error {
+	s := r.schema
+	L, D, S := s.LabelDim, s.DenseDim, len(s.Slots)
+	sc := t.decs[0].sc
+	st := &sc.stage
+	st.labels = sized(st.labels, stageRows*L)
+	st.dense = sized(st.dense, stageRows*D)
+	i64 := s.KeyType == formats.KeyI64
+	if i64 {
+		st.k64 = sized(st.k64, stageRows*S)
+	} else {
+		st.k32 = sized(st.k32, stageRows*S)
+	}
+	v := &sc.view
+	defer func() {
+		for ci := range t.decs {
+			t.decs[ci].b = b
+		}
+		*v = rgBuf{}
+	}()
+	var first *formats.Error
+	for row := 0; row < b.rows && first == nil; row += stageRows {
+		if ctx.Err() != nil {
+			b.setErr(errClosed) // the caller returns
+			return nil
+		}
+		n := min(stageRows, b.rows-row)
+		*v = rgBuf{fp: b.fp, rg: b.rg, at: b.at + row, start: b.start + int64(row), rows: n, nslots: b.nslots,
+			labels: st.labels[:n*L], dense: st.dense[:n*D]}
+		if i64 {
+			v.k64 = st.k64[:n*S]
+		} else {
+			v.k32 = st.k32[:n*S]
+		}
+		for ci := range t.decs {
+			d := &t.decs[ci]
+			if d.cr == nil && d.pr == nil && !d.streamed {
+				continue
+			}
+			d.b = v
+			if e := d.run(0, n); e != nil {
+				b.errs[ci] = e
+				first = cmp.Or(first, e)
+			}
+		}
+		streamInto(b.labels[row*L:(row+n)*L], v.labels)
+		streamInto(b.dense[row*D:(row+n)*D], v.dense)
+		if i64 {
+			streamInto(b.k64[row*S:(row+n)*S], v.k64)
+		} else {
+			streamInto(b.k32[row*S:(row+n)*S], v.k32)
+		}
+	}
+	return first
+}
+
+// stageBlock is the staging block of stagePiece: stageRows sample-major rows.
+type stageBlock struct {
+	labels, dense []float32
+	k32           []uint32
+	k64           []int64
+}
+
+// sized returns buf with length n, reallocated when its capacity is less.
+func sized[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	return buf[:n]
+}
+
+// streamInto copies src to dst (of equal length) with hostmem.StreamCopy.
+func streamInto[T float32 | uint32 | int64](dst, src []T) {
+	if len(src) == 0 {
+		return
+	}
+	size := int(unsafe.Sizeof(src[0]))
+	hostmem.StreamCopy(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)*size),
+		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(src))), len(src)*size))
+}
+
 // freeSlot gives back a worker slot.
 func (r *Reader) freeSlot() { <-r.slots }
 
@@ -252,6 +357,9 @@ func (r *Reader) openRowGroup(t *rgTask, lo, hi int, b *rgBuf, sc *scratch) (f *
 func (r *Reader) decodePiece(ctx context.Context, t *rgTask, lo, hi int, b *rgBuf) *formats.Error {
 	for ci := lo; ci < hi; ci++ {
 		t.decs[ci].b = b
+	}
+	if staging && lo == 0 && hi == len(t.fp.cols) && t.fp.fixed && !t.fp.lists {
+		return r.stagePiece(ctx, t, b)
 	}
 	var first *formats.Error
 	for ci := lo; ci < hi; ci++ {

@@ -114,6 +114,11 @@
 // sample-major label/dense/key arrays being filled stay in the core's cache
 // (one column at a time over a whole row group writes every 26th key of a
 // 27 MB array, and 16 cores doing that run out of memory bandwidth). A
+// task that decodes every column of a one-hot row group (one task per row
+// group: Workers ≤ 3) goes further: it decodes 128 rows at a time into a
+// staging block that stays in the first-level cache and copies each block
+// into the piece with non-temporal stores (hostmem.StreamCopy, amd64), so
+// the piece's memory is written once and never read first. A
 // required scalar column of PLAIN pages without a dictionary (what the
 // Writer and NVTabular write), uncompressed or snappy, is read page by page
 // through a 256 KiB window refilled with pread (page headers parsed here):

@@ -118,6 +118,7 @@ type filePlan struct {
 	md       *metadata.FileMetaData
 	cols     []colPlan
 	fixed    bool    // every cat column is scalar: keys stored sample-major
+	lists    bool    // some selected column is a list (decoded whole)
 	rgStart  []int64 // first row of each row group within the file
 	numRows  int64
 	openSize int64
@@ -486,7 +487,7 @@ func inferSchema(fp *filePlan, meta *Metadata, kt formats.KeyType) (formats.Sche
 
 // planFile resolves every selected column of fp.
 func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) error {
-	fp.fixed = true
+	fp.fixed, fp.lists = true, false
 	for gi, cols := range [][]Column{meta.Labels, meta.Conts, meta.Cats} {
 		pos := 0
 		for i, c := range cols {
@@ -512,6 +513,7 @@ func planFile(fp *filePlan, meta *Metadata, labelW, denseW []int, o *Options) er
 					fp.fixed = false
 				}
 			}
+			fp.lists = fp.lists || cp.list
 			fp.cols = append(fp.cols, cp)
 		}
 	}

@@ -269,3 +269,65 @@ func TestSnappyLiteral(t *testing.T) {
 		t.Fatal("an empty block taken as a literal")
 	}
 }
+
+// TestStagedPieces checks that a task decoding every column of a one-hot
+// piece through its staging block (stagePiece, 1 and 2 workers) yields the
+// batches and the errors of decoding straight into the piece: snappy and
+// uncompressed plain pages, dictionary pages, both key types, row groups
+// and pieces that are not multiples of stageRows, and a key out of its
+// slot's range in the middle of a row group (the error's file, record and
+// column).
+func TestStagedPieces(t *testing.T) {
+	defer func(s bool) { staging = s }(staging)
+	rng := rand.New(rand.NewPCG(16, 0))
+	s64 := formats.NewSchema(2, 3, []int{1, 1, 1}, nil, formats.KeyI64)
+	s32 := formats.NewSchema(1, 2, []int{1, 1, 1, 1}, nil, formats.KeyU32)
+	cases := []struct {
+		name string
+		s    formats.Schema
+		wo   WriterOptions
+		bad  int // row whose first key is put out of range, -1 for none
+	}{
+		{"snappy-i64", s64, WriterOptions{}, -1},
+		{"none-u32", s32, WriterOptions{Compression: "none", CatType: "uint32"}, -1},
+		{"dict-u32", s32, WriterOptions{Dictionary: true, CatType: "int32"}, -1},
+		{"snappy-i64-bad-key", s64, WriterOptions{}, 23457},
+	}
+	for _, tc := range cases {
+		d := formatstest.NewDataset(rng, tc.s, 30001, 1, formatstest.AnyFloat)
+		for i := range d.Keys {
+			for _, k := range d.Keys[i] {
+				k[0] %= 1000
+			}
+		}
+		if tc.bad >= 0 {
+			d.Keys[tc.bad][0][0] = 5000
+		}
+		tc.wo.RowGroupSize = 7777
+		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: tc.wo, RowsPerFile: 12345})
+		for _, workers := range []int{1, 2} {
+			o := Options{Options: formats.Options{BatchSize: 4000, Workers: workers, SlotSizeArray: []int64{1000, 1000, 1000, 1000}[:len(tc.s.Slots)]}}
+			read := func(staged bool) []string {
+				staging = staged
+				r, err := OpenList(list, &tc.s, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				return batchSums(t, r, true)
+			}
+			want, got := read(false), read(true)
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("%s, %d workers: staged\n got %q\nwant %q", tc.name, workers, got, want)
+			}
+			last := want[len(want)-1]
+			if tc.bad >= 0 {
+				if !strings.Contains(last, "part_1.parquet") || !strings.Contains(last, fmt.Sprintf("record %d", tc.bad-12345)) || !strings.Contains(last, `"C1"`) {
+					t.Fatalf("%s: last %q, want the bad key's file, record and column", tc.name, last)
+				}
+			} else if strings.HasPrefix(last, "error") || len(want) != (30001+3999)/4000 {
+				t.Fatalf("%s: %d batches, last %q", tc.name, len(want), last)
+			}
+		}
+	}
+}

@@ -138,6 +138,10 @@ type scratch struct {
 	f64      []float64
 	def, rep []int16
 	comp     []byte // a compressed page larger than its column's window
+	// stage and view are stagePiece's staging block and the piece view of
+	// it that the decoders fill.
+	stage stageBlock
+	view  rgBuf
 }
 
 func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schema, o Options) *Reader {

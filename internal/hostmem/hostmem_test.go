@@ -1,6 +1,7 @@
 package hostmem
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -47,5 +48,38 @@ func TestCheckAlloc(t *testing.T) {
 	}
 	if FormatBytes(100) != "100 B" || FormatBytes(512<<10) != "512.0 KiB" {
 		t.Error(FormatBytes(100), FormatBytes(512<<10))
+	}
+}
+
+func TestStreamCopy(t *testing.T) {
+	src := make([]byte, 5000)
+	for i := range src {
+		src[i] = byte(i*7 + 3)
+	}
+	buf := make([]byte, 5100)
+	for _, n := range []int{0, 1, 63, 255, 256, 257, 1000, 4096, 4999, 5000} {
+		for _, off := range []int{0, 1, 7, 15, 16, 33} {
+			for i := range buf {
+				buf[i] = 0xee
+			}
+			dst := buf[off : off+n]
+			if got := StreamCopy(dst, src[off%5:]); got != min(n, len(src)-off%5) {
+				t.Fatalf("n %d off %d: copied %d", n, off, got)
+			}
+			want := src[off%5 : off%5+min(n, len(src)-off%5)]
+			if !bytes.Equal(dst[:len(want)], want) {
+				t.Fatalf("n %d off %d: bytes differ", n, off)
+			}
+			for i := 0; i < off; i++ {
+				if buf[i] != 0xee {
+					t.Fatalf("n %d off %d: byte %d before dst written", n, off, i)
+				}
+			}
+			for i := off + len(want); i < len(buf); i++ {
+				if buf[i] != 0xee {
+					t.Fatalf("n %d off %d: byte %d after the copy written", n, off, i)
+				}
+			}
+		}
 	}
 }
