@@ -270,15 +270,17 @@ func TestSnappyLiteral(t *testing.T) {
 	}
 }
 
-// TestStagedPieces checks that a task decoding every column of a one-hot
-// piece through its staging block (stagePiece, 1 and 2 workers) yields the
-// batches and the errors of decoding straight into the piece: snappy and
-// uncompressed plain pages, dictionary pages, both key types, row groups
-// and pieces that are not multiples of stageRows, and a key out of its
-// slot's range in the middle of a row group (the error's file, record and
-// column).
-func TestStagedPieces(t *testing.T) {
-	defer func(s bool) { staging = s }(staging)
+// TestPieceTasks checks that tasks decoding every column of a one-hot
+// piece through their staging block (stagePiece: 1 and 2 workers, one task
+// per row group), and tasks over column ranges of one (8 workers, not
+// staged), yield the batches and the errors of one worker decoding
+// straight into the pieces: snappy and uncompressed plain pages,
+// dictionary pages, both key types, row groups of several pages and
+// pieces, none a multiple of stageRows, and a key out of its slot's range
+// late in a row group (the error's file, record and column).
+func TestPieceTasks(t *testing.T) {
+	defer func(s bool, m int) { staging, minPieceRows = s, m }(staging, minPieceRows)
+	minPieceRows = 3000
 	rng := rand.New(rand.NewPCG(16, 0))
 	s64 := formats.NewSchema(2, 3, []int{1, 1, 1}, nil, formats.KeyI64)
 	s32 := formats.NewSchema(1, 2, []int{1, 1, 1, 1}, nil, formats.KeyU32)
@@ -291,10 +293,12 @@ func TestStagedPieces(t *testing.T) {
 		{"snappy-i64", s64, WriterOptions{}, -1},
 		{"none-u32", s32, WriterOptions{Compression: "none", CatType: "uint32"}, -1},
 		{"dict-u32", s32, WriterOptions{Dictionary: true, CatType: "int32"}, -1},
-		{"snappy-i64-bad-key", s64, WriterOptions{}, 23457},
+		{"snappy-i64-bad-key", s64, WriterOptions{}, 103457},
+		{"none-u32-bad-key", s32, WriterOptions{Compression: "none", CatType: "uint32"}, 71234},
 	}
+	const rows, perFile = 130001, 60000
 	for _, tc := range cases {
-		d := formatstest.NewDataset(rng, tc.s, 30001, 1, formatstest.AnyFloat)
+		d := formatstest.NewDataset(rng, tc.s, rows, 1, formatstest.AnyFloat)
 		for i := range d.Keys {
 			for _, k := range d.Keys[i] {
 				k[0] %= 1000
@@ -303,31 +307,34 @@ func TestStagedPieces(t *testing.T) {
 		if tc.bad >= 0 {
 			d.Keys[tc.bad][0][0] = 5000
 		}
-		tc.wo.RowGroupSize = 7777
-		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: tc.wo, RowsPerFile: 12345})
-		for _, workers := range []int{1, 2} {
+		tc.wo.RowGroupSize = 50000 // 128 KiB pages: 16384 int64 values
+		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: tc.wo, RowsPerFile: perFile})
+		read := func(workers int, staged bool) ([]string, int) {
+			staging = staged
 			o := Options{Options: formats.Options{BatchSize: 4000, Workers: workers, SlotSizeArray: []int64{1000, 1000, 1000, 1000}[:len(tc.s.Slots)]}}
-			read := func(staged bool) []string {
-				staging = staged
-				r, err := OpenList(list, &tc.s, o)
-				if err != nil {
-					t.Fatal(err)
+			r, err := OpenList(list, &tc.s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			return batchSums(t, r, true), r.pieces
+		}
+		want, _ := read(1, false)
+		for _, workers := range []int{1, 2, 8} {
+			for _, staged := range []bool{false, true} {
+				if got, n := read(workers, staged); fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("%s, %d workers, staged %v (%d pieces):\n got %q\nwant %q", tc.name, workers, staged, n, got, want)
 				}
-				defer r.Close()
-				return batchSums(t, r, true)
 			}
-			want, got := read(false), read(true)
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("%s, %d workers: staged\n got %q\nwant %q", tc.name, workers, got, want)
+		}
+		last := want[len(want)-1]
+		if tc.bad >= 0 {
+			f, rec := tc.bad/perFile, tc.bad%perFile
+			if !strings.Contains(last, fmt.Sprintf("part_%d.parquet", f)) || !strings.Contains(last, fmt.Sprintf("record %d", rec)) || !strings.Contains(last, `"C1"`) {
+				t.Fatalf("%s: last %q, want the bad key's file, record and column", tc.name, last)
 			}
-			last := want[len(want)-1]
-			if tc.bad >= 0 {
-				if !strings.Contains(last, "part_1.parquet") || !strings.Contains(last, fmt.Sprintf("record %d", tc.bad-12345)) || !strings.Contains(last, `"C1"`) {
-					t.Fatalf("%s: last %q, want the bad key's file, record and column", tc.name, last)
-				}
-			} else if strings.HasPrefix(last, "error") || len(want) != (30001+3999)/4000 {
-				t.Fatalf("%s: %d batches, last %q", tc.name, len(want), last)
-			}
+		} else if strings.HasPrefix(last, "error") || len(want) != (rows+3999)/4000 {
+			t.Fatalf("%s: %d batches, last %q", tc.name, len(want), last)
 		}
 	}
 }
