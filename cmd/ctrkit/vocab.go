@@ -57,7 +57,7 @@ var vocabulary = []vocabFlag{
 	{name: "dense-type", cmds: readCmds + modelCmds, kind: stringKind, group: "schema", usage: "Raw dense type: int32 (read as ln(x+1)) | float32 (default: by --float-label-dense)"},
 	{name: "skip-corrupt", cmds: readCmds + modelCmds, kind: boolKind, group: "schema", usage: "Norm: skip records with a bad check byte (HugeCTR's behaviour) instead of failing"},
 	{name: "vocab-file", cmds: readCmds, kind: stringKind, group: "schema", usage: "Criteo text: map categoricals with the vocabulary `FILE` (written by convert --out-vocab)"},
-	{name: "num-workers", cmds: "bench read, bench train, convert, gen, keyset" + modelCmds, kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS)"},
+	{name: "num-workers", cmds: "bench read, bench train, convert, gen, keyset" + modelCmds, kind: intKind, group: "reader", deprecated: []string{"threads"}, usage: "worker goroutines; never changes the output (default: the config's num_workers, else GOMAXPROCS; a training reader three quarters of GOMAXPROCS, leaving cores to the training loop)"},
 	{name: "reader", cmds: "bench read, bench train" + modelCmds, kind: stringKind, group: "reader", usage: "sync | async (Raw only: HugeCTR's RawAsync, the O_DIRECT engine; same as --format raw-async for train)"},
 	{name: "source", cmds: "train", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
 	{name: "eval-source", cmds: "train, evaluate, predict", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},

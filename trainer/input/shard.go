@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"unsafe"
 
 	"github.com/ctrkit/ctrkit/dataset"
@@ -154,7 +155,7 @@ func OpenShard(src Source, in *graph.Input, batch int, sh Shard) (formats.Reader
 	if err != nil {
 		return nil, err
 	}
-	o := formats.Options{BatchSize: batch, Repeat: src.Repeat, Workers: src.Workers, Shuffle: src.Shuffle, Seed: src.Seed}
+	o := formats.Options{BatchSize: batch, Repeat: src.Repeat, Workers: ReaderWorkers(src.Workers, runtime.GOMAXPROCS(0)), Shuffle: src.Shuffle, Seed: src.Seed}
 	switch sh.Mode {
 	case ShardSamples:
 		ds.Window = raw.Window{Lo: r * local, Hi: (r + 1) * local}

@@ -75,3 +75,13 @@ func TestRawNnzPerSlotReadsOneHot(t *testing.T) {
 		t.Errorf("damaged: %v", err)
 	}
 }
+
+func TestReaderWorkers(t *testing.T) {
+	for _, c := range []struct{ workers, cores, want int }{
+		{0, 16, 12}, {0, 8, 6}, {0, 4, 3}, {0, 2, 2}, {0, 1, 1}, {0, 0, 1}, {5, 16, 5}, {32, 16, 32},
+	} {
+		if got := ReaderWorkers(c.workers, c.cores); got != c.want {
+			t.Errorf("ReaderWorkers(%d, %d) = %d, want %d", c.workers, c.cores, got, c.want)
+		}
+	}
+}
