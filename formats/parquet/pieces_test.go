@@ -317,7 +317,9 @@ func TestPieceTasks(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer r.Close()
-			return batchSums(t, r, true), r.pieces
+			got := batchSums(t, r, true)
+			r.Close() // its producer has ended: r.pieces is final
+			return got, r.pieces
 		}
 		want, _ := read(1, false)
 		for _, workers := range []int{1, 2, 8} {
