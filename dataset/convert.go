@@ -38,10 +38,16 @@ type ConvertStats struct {
 // thread.
 func ReadWorkers(threads, cores int) int {
 	if cores >= 8 {
-		return min(threads, cores-cores/4)
+		return min(threads, ReaderShare(cores))
 	}
 	return threads
 }
+
+// ReaderShare is how many of cores a reader decodes on beside a consumer
+// that needs cores of its own (a conversion's writer, ReadWorkers; the
+// training loop, input.ReaderWorkers): three quarters of them, at least
+// one.
+func ReaderShare(cores int) int { return max(1, cores-cores/4) }
 
 // convertDepth is the number of batches in flight between the reading and
 // the writing goroutine: one being filled, one being written, one queued.

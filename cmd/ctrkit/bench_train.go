@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 	"io"
 
 	"github.com/urfave/cli/v2"
@@ -14,6 +13,7 @@ import (
 	"github.com/ctrkit/ctrkit/trainer/cuda"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 	"github.com/ctrkit/ctrkit/trainer/model"
+	"github.com/ctrkit/ctrkit/trainer/tensor/gpu"
 )
 
 func init() {

@@ -280,7 +280,7 @@ func ReaderWorkers(workers, cores int) int {
 	if workers > 0 {
 		return workers
 	}
-	return max(1, cores-cores/4)
+	return dataset.ReaderShare(cores)
 }
 
 // Sources is src as package dataset opens it for a graph's input in: the
