@@ -65,6 +65,22 @@ type decoder struct {
 	dec      []byte
 	stream   bool
 	tail     int64
+	reserve  int // a streamed cat list column: keys to make room for (reserveKeys)
+}
+
+// reserveKeys is how many keys a streamed cat list column chunk of n bytes
+// holding nv values of size bytes, in a row group of rows rows, makes room
+// for before decoding (sparing the copies of growing the slot's keys page
+// by page): its values as the footer counts them, but at most what its
+// bytes can plausibly hold (eight times as many as uncompressed) and, with
+// a max nnz, rows·maxNNZ, so that a footer that lies does not make the
+// reader allocate far beyond the file.
+func reserveKeys(nv, n, size, rows int64, maxNNZ int) int {
+	r := min(nv, 8*n/max(size, 1))
+	if maxNNZ > 0 {
+		r = min(r, rows*int64(maxNNZ))
+	}
+	return int(max(r, 0))
 }
 
 // littleEndian reports whether this machine stores numbers as Parquet's
@@ -72,15 +88,29 @@ type decoder struct {
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // plainOnly reports whether a column chunk's pages can be read directly: a
-// required scalar column, no dictionary page, and only PLAIN values (RLE and
-// BIT_PACKED being level encodings).
+// required scalar column or a list column, no dictionary page, and only
+// PLAIN values (RLE and BIT_PACKED being level encodings; a list's levels
+// must be RLE).
 func plainOnly(cp *colPlan, cc *metadata.ColumnChunkMetaData) bool {
-	if !littleEndian || cp.list || cp.maxDef != 0 || cc.HasDictionaryPage() || cc.CryptoMetadata() != nil {
+	if !littleEndian || cc.HasDictionaryPage() || cc.CryptoMetadata() != nil {
+		return false
+	}
+	switch {
+	case cp.list:
+		// Streamed (lists.go): levels of at most 8 bits, RLE only.
+		if !streamLists || cp.maxDef > math.MaxUint8 {
+			return false
+		}
+	case cp.maxDef != 0:
 		return false
 	}
 	for _, e := range cc.Encodings() {
 		switch e {
-		case parquet.Encodings.Plain, parquet.Encodings.RLE, parquet.Encodings.BitPacked:
+		case parquet.Encodings.Plain, parquet.Encodings.RLE:
+		case parquet.Encodings.BitPacked:
+			if cp.list {
+				return false
+			}
 		default:
 			return false
 		}
@@ -361,7 +391,7 @@ func (r *Reader) decodePiece(ctx context.Context, t *rgTask, lo, hi int, b *rgBu
 	}
 	var first *formats.Error
 	for ci := lo; ci < hi; ci++ {
-		if d := &t.decs[ci]; d.cr != nil && d.cp.list {
+		if d := &t.decs[ci]; (d.cr != nil || d.streamed) && d.cp.list {
 			if e := d.run(0, 0); e != nil {
 				b.errs[ci] = e
 				first = cmp.Or(first, e)
@@ -411,14 +441,19 @@ func (d *decoder) open(rg *file.RowGroupReader, f *os.File, size int64) (ferr *f
 				}
 				d.streamed, d.codec = true, c
 				d.st = chunkStream{f: f, path: d.b.fp.path, off: start, end: start + n}
+				if cp.list && cp.group == gCat {
+					d.reserve = reserveKeys(cc.NumValues(), n, int64(cp.phys.ByteSize()), int64(d.rows), d.r.schema.Slots[cp.dst].MaxNNZ)
+				}
 				return nil
 			}
-			pr, err := rg.GetColumnPageReader(cp.leaf)
-			if err != nil {
-				return d.corrupt(0, err)
+			if !cp.list {
+				pr, err := rg.GetColumnPageReader(cp.leaf)
+				if err != nil {
+					return d.corrupt(0, err)
+				}
+				d.pr = pr
+				return nil
 			}
-			d.pr = pr
-			return nil
 		}
 	}
 	cr, err := rg.Column(cp.leaf)
@@ -448,6 +483,19 @@ func (d *decoder) run(row, n int) (ferr *formats.Error) {
 			ferr = d.corrupt(row, fmt.Errorf("decoder panic: %v", p))
 		}
 	}()
+	if d.streamed && d.cp.list {
+		switch d.cp.phys {
+		case parquet.Types.Int32:
+			return listT(d, &d.sc.i32)
+		case parquet.Types.Int64:
+			return listT(d, &d.sc.i64)
+		case parquet.Types.Float:
+			return listT(d, &d.sc.f32)
+		case parquet.Types.Double:
+			return listT(d, &d.sc.f64)
+		}
+		return d.fail(row, formats.ErrSchema, "unsupported physical type %s", d.cp.phys)
+	}
 	if d.pr != nil || d.streamed {
 		switch d.cp.phys {
 		case parquet.Types.Int32:
@@ -602,54 +650,18 @@ func decodeT[T number](d *decoder, rd batchReader[T], vp *[]T, row, n int) *form
 	reps = sc.rep[:chunkLevels]
 	cur, cnt := -1, 0
 	for {
-		nl, _, err := rd.ReadBatch(chunkLevels, vals, defs, reps)
+		nl, nv, err := rd.ReadBatch(chunkLevels, vals, defs, reps)
 		if err != nil {
 			return d.corrupt(max(cur, 0), err)
 		}
 		if nl == 0 {
 			break
 		}
-		vi := 0
-		for i := 0; i < int(nl); i++ {
-			if reps[i] == 0 {
-				if cur >= 0 {
-					if e := endRow(d, cur, cnt); e != nil {
-						return e
-					}
-				}
-				cur++
-				cnt = 0
-				if cur >= rows {
-					return d.fail(cur, formats.ErrCorrupt, "column chunk holds more than the row group's %d rows", rows)
-				}
-			} else if cur < 0 {
-				return d.fail(0, formats.ErrCorrupt, "first repetition level is %d, want 0", reps[i])
-			}
-			switch dl := defs[i]; {
-			case dl == cp.maxDef:
-				if e := emitOne(d, cur, cnt, vals[vi]); e != nil {
-					return e
-				}
-				vi++
-				cnt++
-			case dl >= cp.repDef:
-				return d.fail(cur, formats.ErrNull, "null list element")
-			case dl >= cp.listDef:
-				// empty list
-			default:
-				return d.fail(cur, formats.ErrNull, "null list")
-			}
-		}
-	}
-	if cur >= 0 {
-		if e := endRow(d, cur, cnt); e != nil {
+		if e := walkLevels(d, reps[:nl], defs[:nl], vals[:nv], &cur, &cnt); e != nil {
 			return e
 		}
 	}
-	if cur+1 != rows {
-		return d.fail(cur+1, formats.ErrCorrupt, "column chunk ends after %d of %d rows", cur+1, rows)
-	}
-	return nil
+	return endList(d, cur, cnt)
 }
 
 // rawKey returns x as a signed 64-bit key; bad reports a uint64 above
@@ -913,7 +925,8 @@ type pageHeader struct {
 	nv, enc           int32
 	nulls, defLen     int32
 	repLen            int32
-	compressed        bool // V2: the values are compressed (default true)
+	defEnc, repEnc    int32 // V1: the level encodings (−1: absent)
+	compressed        bool  // V2: the values are compressed (default true)
 }
 
 // thriftReader decodes Thrift compact-protocol values from b; bad is set on
@@ -1047,7 +1060,7 @@ func (t *thriftReader) elem(typ byte, depth int) {
 // with its length in bytes.
 func parsePageHeader(b []byte) (pageHeader, int, error) {
 	t := thriftReader{b: b}
-	h := pageHeader{compressed: true}
+	h := pageHeader{compressed: true, defEnc: -1, repEnc: -1}
 	var last int16
 	for !t.bad {
 		id, ft := t.field(last)
@@ -1079,6 +1092,10 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 					h.enc = t.i32()
 				case v2 && fid == 2 && fft == ctI32:
 					h.nulls = t.i32()
+				case !v2 && fid == 3 && fft == ctI32:
+					h.defEnc = t.i32()
+				case !v2 && fid == 4 && fft == ctI32:
+					h.repEnc = t.i32()
 				case v2 && fid == 5 && fft == ctI32:
 					h.defLen = t.i32()
 				case v2 && fid == 6 && fft == ctI32:
@@ -1109,116 +1126,63 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 // read from the stream as they are consumed (moreValues); a snappy page is
 // read whole and decompressed.
 func (d *decoder) nextRawPage(row, size int) *formats.Error {
-	st, pool := &d.st, d.r.pool
+	st := &d.st
 	st.skip(d.tail) // the rest of the previous page
 	d.stream, d.tail, d.left = false, 0, 0
-	for {
-		if st.left() == 0 {
-			return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, d.rows)
-		}
-		h, n, err := d.pageHeader()
-		if err != nil {
-			return d.corrupt(row, err)
-		}
-		if h.csize < 0 || h.usize < 0 || h.usize > maxRawPageSize {
-			return d.corrupt(row, fmt.Errorf("invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
-		}
-		if rest := st.left() - int64(n); int64(h.csize) > rest {
-			return d.corrupt(row, fmt.Errorf("page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, rest))
-		}
-		st.skip(int64(n))
-		csize := int64(h.csize)
-		var lv int64 // level bytes before a v2 page's values
-		switch h.typ {
-		case pageData, pageDataV2:
-			if !h.data || h.dataV2 != (h.typ == pageDataV2) {
-				return d.corrupt(row, errors.New("data page without its data page header"))
-			}
-			if h.nv < 0 {
-				return d.corrupt(row, errors.New("invalid page header (negative number of values)"))
-			}
-			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
-				return d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
-			}
-			codec := d.codec
-			if h.typ == pageDataV2 {
-				if h.defLen < 0 || h.repLen < 0 {
-					return d.corrupt(row, errors.New("invalid page header (negative levels byte length)"))
-				}
-				if h.nulls != 0 {
-					return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
-				}
-				lv = int64(h.defLen) + int64(h.repLen)
-				if lv > csize || lv > int64(h.usize) {
-					return d.fail(row, formats.ErrCorrupt, "page levels of %d bytes in a page of %d", lv, csize)
-				}
-				if !h.compressed {
-					codec = compress.Codecs.Uncompressed
-				}
-			}
-			st.skip(lv)
-			body, usize := csize-lv, int64(h.usize)-lv
-			nv := int64(h.nv)
-			if codec == compress.Codecs.Uncompressed {
-				if body != usize {
-					return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
-				}
-				if nv*int64(size) > body {
-					return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", body, nv, size)
-				}
-				// Values after a header of odd length are misaligned; plainT
-				// copies them through a small scratch, which costs less
-				// than realigning the window (moving up to a window per
-				// page).
-				d.stream, d.left, d.tail = true, int(nv), body-nv*int64(size)
-				d.take(size)
-				return nil
-			}
-			if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
-				// No snappy block of usize bytes is that long: refuse
-				// before reading (and allocating for) it.
-				return d.corrupt(row, fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize))
-			}
-			// A compressed page that fits the window is read through it;
-			// a larger one into the task's scratch, so that windows stay
-			// small.
-			var src []byte
-			inWindow := int(body) <= max(len(st.buf), streamWindow)
-			if inWindow {
-				if err := st.fill(pool, int(body)); err != nil {
-					return d.corrupt(row, err)
-				}
-				src = st.take(int(body))
-			} else {
-				if cap(d.sc.comp) < int(body) {
-					d.sc.comp = make([]byte, body)
-				}
-				src = d.sc.comp[:body]
-				if err := st.read(src); err != nil {
-					return d.corrupt(row, err)
-				}
-			}
-			// A literal is viewed in the column's own window (which
-			// stays until the page is consumed), not in the task's
-			// scratch, which the task's next column reuses.
-			data, ok := snappyLiteral(src, int(usize), codec)
-			if !ok || !inWindow {
-				data, err = d.inflate(src, int(usize), codec)
-			}
-			if err != nil {
-				return d.corrupt(row, err)
-			}
-			if nv*int64(size) > int64(len(data)) {
-				return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
-			}
-			d.page, d.left = data[:nv*int64(size)], int(nv)
-			return nil
-		case pageDictionary:
-			return d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
-		default:
-			st.skip(csize) // index pages and unknown types, as arrow-go
-		}
+	h, codec, end, e := d.rawDataPage(row)
+	if e != nil {
+		return e
 	}
+	if end {
+		return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, d.rows)
+	}
+	var lv int64 // level bytes before a v2 page's values
+	if h.typ == pageDataV2 {
+		if h.nulls != 0 {
+			return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
+		}
+		lv = int64(h.defLen) + int64(h.repLen)
+	}
+	st.skip(lv)
+	body, usize := int64(h.csize)-lv, int64(h.usize)-lv
+	nv := int64(h.nv)
+	if codec == compress.Codecs.Uncompressed {
+		if body != usize {
+			return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
+		}
+		if nv*int64(size) > body {
+			return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", body, nv, size)
+		}
+		// Values after a header of odd length are misaligned; plainT
+		// copies them through a small scratch, which costs less than
+		// realigning the window (moving up to a window per page).
+		d.stream, d.left, d.tail = true, int(nv), body-nv*int64(size)
+		d.take(size)
+		return nil
+	}
+	// A compressed page that fits the window is read through it; a larger
+	// one into the task's scratch, so that windows stay small. A literal
+	// is viewed in the column's own window (which stays until the page is
+	// consumed), not in the task's scratch, which the task's next column
+	// reuses.
+	if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
+		// No snappy block of usize bytes is that long: refuse before
+		// reading (and allocating for) it.
+		return d.corrupt(row, fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize))
+	}
+	src, inWindow, err := d.pageBody(int(body))
+	if err != nil {
+		return d.corrupt(row, err)
+	}
+	data, err := d.values(src, int(usize), codec, inWindow)
+	if err != nil {
+		return d.corrupt(row, err)
+	}
+	if nv*int64(size) > int64(len(data)) {
+		return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
+	}
+	d.page, d.left = data[:nv*int64(size)], int(nv)
+	return nil
 }
 
 // pageHeader parses the page header at the stream's position, reading as

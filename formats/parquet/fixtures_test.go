@@ -31,7 +31,11 @@ type rawCol struct {
 }
 
 // writeRaw writes cols as one row group, with arrow-go's low-level writer.
-func writeRaw(path string, cols []rawCol) error {
+func writeRaw(path string, cols []rawCol) error { return writeRawProps(path, cols) }
+
+// writeRawProps is writeRaw with writer properties added to its own
+// (plain, uncompressed, no statistics).
+func writeRawProps(path string, cols []rawCol, extra ...parquet.WriterProperty) error {
 	var fields schema.FieldList
 	for _, c := range cols {
 		fields = append(fields, c.node)
@@ -44,7 +48,8 @@ func writeRaw(path string, cols []rawCol) error {
 	if err != nil {
 		return err
 	}
-	props := parquet.NewWriterProperties(parquet.WithCreatedBy("ctrkit-test"), parquet.WithDictionaryDefault(false), parquet.WithStats(false))
+	props := parquet.NewWriterProperties(append([]parquet.WriterProperty{parquet.WithCreatedBy("ctrkit-test"),
+		parquet.WithDictionaryDefault(false), parquet.WithStats(false)}, extra...)...)
 	pw := file.NewParquetWriter(f, root, file.WithWriterProps(props))
 	rgw := pw.AppendRowGroup()
 	for _, c := range cols {

@@ -137,7 +137,8 @@ type scratch struct {
 	f32      []float32
 	f64      []float64
 	def, rep []int16
-	comp     []byte // a compressed page larger than its column's window
+	rl, dl   []uint8 // a streamed list column's levels (listChunk)
+	comp     []byte  // a compressed page larger than its column's window
 	// stage and view are stagePiece's staging block and the piece view of
 	// it that the decoders fill.
 	stage stageBlock
@@ -997,18 +998,36 @@ func (r *Reader) copyRange(v *views, c *rgBuf, n, lo, hi, nk int) {
 		}
 		return
 	}
-	for i := 0; i < k; i++ {
-		row := lo + i
-		o := v.offsets[(n+i)*S+1 : (n+i+1)*S+1]
-		for si := 0; si < S; si++ {
-			a, b := int(c.off[si][row]), int(c.off[si][row+1])
-			if v.k64 != nil {
-				copy(v.k64[nk:], c.s64[si][a:b])
+	o := v.offsets[n*S+1 : (n+k)*S+1]
+	if v.k64 != nil {
+		transpose(v.k64[nk:], c.s64[:S], c.off[:S], lo, hi, nk, o)
+	} else {
+		transpose(v.k32[nk:], c.s32[:S], c.off[:S], lo, hi, nk, o)
+	}
+}
+
+// transpose copies the keys of rows [lo, hi) of slot-major keys (slot si's
+// rows delimited by off[si]) sample by sample into dst, and sets the
+// batch's offsets o (the first key being key nk of the batch). A row's keys
+// of one slot are few (Criteo's multi-hot slots hold 1 to 100), so short
+// runs are copied in a loop rather than by a memmove call each.
+func transpose[K int64 | uint32](dst []K, keys [][]K, off [][]int32, lo, hi, nk int, o []int32) {
+	at := 0
+	for row := lo; row < hi; row++ {
+		for si, ks := range keys {
+			a, b := int(off[si][row]), int(off[si][row+1])
+			src := ks[a:b]
+			if len(src) <= 16 {
+				d := dst[at : at+len(src)]
+				for j := range d {
+					d[j] = src[j]
+				}
 			} else {
-				copy(v.k32[nk:], c.s32[si][a:b])
+				copy(dst[at:], src)
 			}
-			nk += b - a
-			o[si] = int32(nk)
+			at += len(src)
+			o[0] = int32(nk + at)
+			o = o[1:]
 		}
 	}
 }
