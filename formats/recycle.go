@@ -16,6 +16,9 @@ type Recycler struct {
 	mu   sync.Mutex
 	free map[int][][]byte // by length
 	kept map[any][]any    // Keep's values, by key
+	// shared holds Shared's values, by key: used by many readers at once
+	// and kept through Drain.
+	shared map[any]any
 	live int64            // bytes allocated through r and not freed to it
 	peak int64            // the most live bytes so far
 	held int64            // bytes in free
@@ -26,7 +29,23 @@ func NewRecycler(a Allocator) *Recycler {
 	if a == nil {
 		a = HeapAllocator{}
 	}
-	return &Recycler{base: a, free: map[int][][]byte{}, kept: map[any][]any{}}
+	return &Recycler{base: a, free: map[int][][]byte{}, kept: map[any][]any{}, shared: map[any]any{}}
+}
+
+// Shared returns the one value of key that every user of r shares at
+// once, made by mk on the first call. Readers of successive passes of a
+// training run (all given its Recycler) share their decoding slots this
+// way, so that the next pass's reader, opened ahead, and the current one
+// together never decode on more cores than one of them would.
+func (r *Recycler) Shared(key any, mk func() any) any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.shared[key]
+	if !ok {
+		v = mk()
+		r.shared[key] = v
+	}
+	return v
 }
 
 // Alloc implements Allocator: a kept buffer of n bytes, or a new one.

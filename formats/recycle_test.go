@@ -59,3 +59,21 @@ func TestRecycler(t *testing.T) {
 		b.Free()
 	}
 }
+
+// TestRecyclerShared checks that Shared makes a key's value once, gives
+// every caller that one, keeps it through Drain, and keeps keys apart.
+func TestRecyclerShared(t *testing.T) {
+	r := NewRecycler(nil)
+	made := 0
+	mk := func() any { made++; return make(chan struct{}, 3) }
+	a := r.Shared("slots", mk).(chan struct{})
+	b := r.Shared("slots", mk).(chan struct{})
+	r.Drain()
+	c := r.Shared("slots", mk).(chan struct{})
+	if a != b || a != c || made != 1 {
+		t.Fatalf("Shared made %d values; same value each call: %v", made, a == b && b == c)
+	}
+	if d := r.Shared("other", mk).(chan struct{}); d == a || made != 2 {
+		t.Fatal("two keys share a value")
+	}
+}

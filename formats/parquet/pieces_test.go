@@ -340,3 +340,44 @@ func TestPieceTasks(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedSlots checks that readers given one Recycler (a training run's
+// passes, the next opened while the current one decodes) share their
+// decoding slots, and that readers without one, or with another worker
+// count, do not.
+func TestSharedSlots(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 0))
+	s := formats.NewSchema(1, 2, []int{1, 3}, nil, formats.KeyI64)
+	d := formatstest.NewDataset(rng, s, 3000, 1, formatstest.AnyFloat)
+	list := writeDataset(t, t.TempDir(), d, DatasetOptions{RowsPerFile: 1000})
+	rec := formats.NewRecycler(nil)
+	open := func(alloc formats.Allocator, workers int) *Reader {
+		r, err := OpenList(list, &s, Options{Options: formats.Options{BatchSize: 500, Workers: workers, Alloc: alloc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		return r
+	}
+	a, b := open(rec, 3), open(rec, 3)
+	if a.slots != b.slots || cap(a.slots) != 3 {
+		t.Fatalf("two readers of one Recycler: slots shared %v, %d of them", a.slots == b.slots, cap(a.slots))
+	}
+	if c := open(rec, 2); c.slots == a.slots {
+		t.Fatal("readers of another worker count share the slots")
+	}
+	if c := open(nil, 3); c.slots == a.slots {
+		t.Fatal("a reader without the Recycler shares its slots")
+	}
+	// Both read the whole dataset, interleaved, as two passes around a
+	// boundary do.
+	for _, r := range []*Reader{a, b} {
+		got, err := formatstest.ReadAll(r, 500, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := formatstest.Diff(d, got); diff != "" {
+			t.Fatal(diff)
+		}
+	}
+}

@@ -60,7 +60,8 @@ type Reader struct {
 	// not decoded yet): fewer than Workers leave a worker idle.
 	active atomic.Int32
 	idle   chan struct{} // active has fallen (cap 1, coalescing)
-	// slots holds a token per piece being decoded: at most Workers.
+	// slots holds a token per piece being decoded: at most Workers, shared
+	// with the other readers of Options.Alloc when it is a Recycler.
 	slots chan struct{}
 	done  chan struct{} // closed when the producer (and every task) has returned
 
@@ -189,7 +190,13 @@ func newReader(files []fileEntry, first *filePlan, pl *planner, s *formats.Schem
 	r.jobs = make(chan *rgBuf, nbuf)
 	r.free = make(chan *rgBuf, nbuf)
 	r.idle = make(chan struct{}, 1)
-	r.slots = make(chan struct{}, o.Workers)
+	if pool.rec != nil {
+		// Readers of one Recycler (a training run's passes, opened ahead
+		// of their turn) share their slots.
+		r.slots = pool.rec.Shared(slotsKey{o.Workers}, func() any { return make(chan struct{}, o.Workers) }).(chan struct{})
+	} else {
+		r.slots = make(chan struct{}, o.Workers)
+	}
 	r.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -487,6 +494,10 @@ const waitBeforeNew = 2 * time.Millisecond
 var spareBufs sync.Pool
 
 type rgBufKey struct{}
+
+// slotsKey is the key of the decoding slots that the readers of a
+// Recycler with the same Workers share (formats.Recycler.Shared).
+type slotsKey struct{ workers int }
 
 // recycle drops b's references to its reader and puts it in rec (when not
 // nil) or spareBufs.
