@@ -96,7 +96,10 @@
 // otherwise wait), queues it, and hands it to the
 // tasks of its row group, started with its first piece; a task decodes its
 // columns of every piece in turn (its column readers going on across
-// pieces), holding one of Workers slots while its next piece has a buffer,
+// pieces), holding one of Workers slots while its next piece has a buffer
+// (readers given one formats.Recycler as Options.Alloc, as a training
+// run's passes are, share their slots: the next pass's reader, opened
+// ahead, never adds decoders to the current one's),
 // so row groups of one file and of different files decode in parallel and
 // a fresh reader touches a few batch-sized buffers rather than a few row
 // groups' worth. Buffers go to pieces in hand-out order only, so the piece
@@ -123,9 +126,17 @@
 // Writer and NVTabular write), uncompressed or snappy, is read page by page
 // through a 256 KiB window refilled with pread (page headers parsed here):
 // its values are converted, range-checked, offset and scattered straight
-// from the window or from the decompressed page. Other column chunks go through the typed ReadBatch of
-// arrow-go into reused value and level buffers; list columns are decoded
-// whole, one after the other. Read takes pieces from the queue in order,
+// from the window or from the decompressed page. A list column chunk of
+// PLAIN pages without a dictionary, uncompressed or snappy, is streamed
+// too (lists.go): each page read whole, its repetition and definition
+// levels (RLE/bit-packed hybrid, data page v1 or v2) decoded here 4096 at
+// a time, and a run of levels that all hold a value emitted at once (keys
+// converted and range-checked in one pass over the page's values, row
+// ends found from the repetition levels eight at a time); any other run
+// (empty, null or over-long lists, a bad key) is walked level by level by
+// the code arrow-go's path uses, so the errors are the same. Other column
+// chunks go through the typed ReadBatch of arrow-go into reused value and
+// level buffers. List columns are decoded whole, one after the other. Read takes pieces from the queue in order,
 // waits for each to be complete, and copies rows into the caller's batch
 // (memcpy for labels, dense and one-hot keys, split over up to Workers
 // goroutines). The output, and which error is reported (the lowest row of
