@@ -19,9 +19,9 @@ type Recycler struct {
 	// shared holds Shared's values, by key: used by many readers at once
 	// and kept through Drain.
 	shared map[any]any
-	live int64            // bytes allocated through r and not freed to it
-	peak int64            // the most live bytes so far
-	held int64            // bytes in free
+	live   int64 // bytes allocated through r and not freed to it
+	peak   int64 // the most live bytes so far
+	held   int64 // bytes in free
 }
 
 // NewRecycler returns a Recycler over a (nil: the Go heap).
