@@ -66,6 +66,7 @@ type decoder struct {
 	stream   bool
 	tail     int64
 	reserve  int // a streamed cat list column: keys to make room for (reserveKeys)
+	ls       listState
 }
 
 // reserveKeys is how many keys a streamed cat list column chunk of n bytes
@@ -380,6 +381,31 @@ func (r *Reader) openRowGroup(t *rgTask, lo, hi int, b *rgBuf, sc *scratch) (f *
 	return f, rd
 }
 
+// listPieces reports whether row group g of fp can be decoded in pieces:
+// every selected list column chunk of it will be streamed (see open), so
+// its decoder stops at any row; arrow-go's column reader decodes a list
+// column chunk whole.
+func (r *Reader) listPieces(fp *filePlan, g int) bool {
+	if !fp.regular {
+		return false
+	}
+	rg := fp.md.RowGroup(g)
+	for i := range fp.cols {
+		cp := &fp.cols[i]
+		if !cp.list {
+			continue
+		}
+		cc, err := rg.ColumnChunk(cp.leaf)
+		if err != nil || !plainOnly(cp, cc) || rg.Schema.Column(cp.leaf).PhysicalType() != cp.phys {
+			return false
+		}
+		if c := cc.Compression(); c != compress.Codecs.Uncompressed && c != compress.Codecs.Snappy {
+			return false
+		}
+	}
+	return true
+}
+
 // decodePiece decodes columns [lo, hi) of piece b of t's row group and
 // returns the first error of those columns (recorded in b.errs).
 func (r *Reader) decodePiece(ctx context.Context, t *rgTask, lo, hi int, b *rgBuf) *formats.Error {
@@ -392,6 +418,13 @@ func (r *Reader) decodePiece(ctx context.Context, t *rgTask, lo, hi int, b *rgBu
 	var first *formats.Error
 	for ci := lo; ci < hi; ci++ {
 		if d := &t.decs[ci]; (d.cr != nil || d.streamed) && d.cp.list {
+			if !d.streamed && b.rows != d.rows {
+				// listPieces and open disagree (the file changed).
+				e := d.fail(0, formats.ErrCorrupt, "list column chunk not streamed in a row group read in pieces")
+				b.errs[ci] = e
+				first = cmp.Or(first, e)
+				continue
+			}
 			if e := d.run(0, 0); e != nil {
 				b.errs[ci] = e
 				first = cmp.Or(first, e)

@@ -90,7 +90,7 @@
 //
 // A producer goroutine walks the row groups in hand-out order, across files,
 // and cuts each into pieces of about a batch (at batch ends, at least 32768
-// rows; a row group with list cat columns is one piece). For each piece it
+// rows; a row group with a list column that is not streamed is one piece). For each piece it
 // takes a buffer from a fixed set of 2·Workers+Prefetch (the memory bound:
 // at most that many decoded pieces exist; made only when a worker would
 // otherwise wait), queues it, and hands it to the
@@ -136,7 +136,9 @@
 // (empty, null or over-long lists, a bad key) is walked level by level by
 // the code arrow-go's path uses, so the errors are the same. Other column
 // chunks go through the typed ReadBatch of arrow-go into reused value and
-// level buffers. List columns are decoded whole, one after the other. Read takes pieces from the queue in order,
+// level buffers. List columns are decoded piece by piece when streamed
+// (a piece ends before the level that starts the next piece's first row),
+// else whole; one after the other. Read takes pieces from the queue in order,
 // waits for each to be complete, and copies rows into the caller's batch
 // (memcpy for labels, dense and one-hot keys, split over up to Workers
 // goroutines). The output, and which error is reported (the lowest row of

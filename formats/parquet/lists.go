@@ -336,62 +336,119 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 	return false, nil
 }
 
-// listT decodes the whole of a streamed list column chunk of values of
-// type T.
+// listState is a streamed list column's place in its column chunk between
+// the pieces of a row group: the current page, the chunk of its levels
+// being emitted (reps[at:end], defs likewise; full: every level holds a
+// value and defs is unset) and the values that follow those emitted.
+type listState struct {
+	pg         listPage
+	done       int // levels of pg decoded into chunks
+	reps, defs []uint8
+	at, end    int
+	full       bool
+	vals       []byte
+}
+
+// listT decodes the rows of piece d.b of a streamed list column chunk of
+// values of type T: a piece but the row group's last stops before the
+// level that starts the row after it, which the next piece begins with.
 func listT[T number](d *decoder, vp *[]T) *formats.Error {
-	sc := d.sc
-	sc.rl, sc.dl = sized(sc.rl, listChunk), sized(sc.dl, listChunk)
-	reps, defs := sc.rl, sc.dl
-	if d.cp.group == gCat {
-		b, si := d.b, d.cp.dst
-		if n := d.reserve - len(b.s64[si]) - len(b.s32[si]); n > 0 && d.r.schema.KeyType == formats.KeyI64 {
+	ls, b := &d.ls, d.b
+	if ls.reps == nil {
+		ls.reps, ls.defs = make([]uint8, listChunk), make([]uint8, listChunk)
+	}
+	if d.cp.group == gCat && d.reserve > 0 {
+		// The piece's share of the chunk's keys, and an eighth more.
+		want := int(min(int64(d.reserve), (int64(d.reserve)*int64(b.rows)/int64(max(d.rows, 1)))*9/8+1024))
+		si := d.cp.dst
+		if n := want - len(b.s64[si]) - len(b.s32[si]); n > 0 && d.r.schema.KeyType == formats.KeyI64 {
 			b.s64[si] = slices.Grow(b.s64[si], n)
 		} else if n > 0 {
 			b.s32[si] = slices.Grow(b.s32[si], n)
 		}
 	}
-	cur, cnt := -1, 0
-	var pg listPage
+	last := b.at+b.rows >= d.rows
+	cur, cnt := -1, 0 // the piece's row being filled, its values
 	for {
-		end, e := d.nextListPage(max(cur, 0), &pg)
-		if e != nil {
-			return e
-		}
-		if end {
-			break
-		}
-		vals := pg.vals
-		for done := 0; done < pg.nv; {
-			n := min(listChunk, pg.nv-done)
-			if pg.rep.read(reps[:n]) != nil {
-				return d.fail(max(cur, 0), formats.ErrCorrupt, "malformed repetition levels at level %d of a page of %d", done, pg.nv)
+		if ls.at == ls.end {
+			if ls.done == ls.pg.nv {
+				end, e := d.nextListPage(max(cur, 0), &ls.pg)
+				if e != nil {
+					return e
+				}
+				if end {
+					break
+				}
+				ls.done, ls.vals = 0, ls.pg.vals
+				continue
+			}
+			pg := &ls.pg
+			n := min(listChunk, pg.nv-ls.done)
+			if pg.rep.read(ls.reps[:n]) != nil {
+				return d.fail(max(cur, 0), formats.ErrCorrupt, "malformed repetition levels at level %d of a page of %d", ls.done, pg.nv)
 			}
 			// Every level holding a value is one RLE run of definition
 			// levels (a page of lists with no empty or null ones).
-			full := pg.def.skip(n, uint8(d.cp.maxDef))
-			if !full && pg.def.read(defs[:n]) != nil {
-				return d.fail(max(cur, 0), formats.ErrCorrupt, "malformed definition levels at level %d of a page of %d", done, pg.nv)
+			ls.full = pg.def.skip(n, uint8(d.cp.maxDef))
+			if !ls.full && pg.def.read(ls.defs[:n]) != nil {
+				return d.fail(max(cur, 0), formats.ErrCorrupt, "malformed definition levels at level %d of a page of %d", ls.done, pg.nv)
 			}
-			var e *formats.Error
-			if vals, e = listLevels(d, vp, reps[:n], defs[:n], full, vals, &cur, &cnt); e != nil {
-				return e
+			ls.at, ls.end = 0, n
+			ls.done += n
+		}
+		reps, defs := ls.reps[ls.at:ls.end], ls.defs[ls.at:ls.end]
+		stop := false
+		if !last {
+			// The level that starts the row after the piece.
+			if p := nthZero(reps, b.rows-cur); p >= 0 {
+				reps, defs, stop = reps[:p], defs[:p], true
 			}
-			done += n
+		}
+		vals, e := listLevels(d, vp, reps, defs, ls.full, ls.vals, &cur, &cnt)
+		if e != nil {
+			return e
+		}
+		ls.vals = vals
+		ls.at += len(reps)
+		if stop {
+			return endRow(d, cur, cnt) // cur is the piece's last row
 		}
 	}
 	return endList(d, cur, cnt)
 }
 
-// endList closes a list column chunk whose last row is cur, holding cnt
-// values, and checks that it held the row group's rows.
+// nthZero returns the index of the k-th (from 1) zero of levels that are
+// each 0 or 1, or -1 when there are fewer.
+func nthZero(reps []uint8, k int) int {
+	i := 0
+	for ; i+8 <= len(reps); i += 8 {
+		z := 8 - bits.OnesCount64(binary.LittleEndian.Uint64(reps[i:]))
+		if z >= k {
+			break
+		}
+		k -= z
+	}
+	for ; i < len(reps); i++ {
+		if reps[i] == 0 {
+			if k--; k == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// endList closes the last piece of a list column chunk, whose last row
+// is cur, holding cnt values, and checks that the chunk held the row
+// group's rows.
 func endList(d *decoder, cur, cnt int) *formats.Error {
 	if cur >= 0 {
 		if e := endRow(d, cur, cnt); e != nil {
 			return e
 		}
 	}
-	if cur+1 != d.rows {
-		return d.fail(cur+1, formats.ErrCorrupt, "column chunk ends after %d of %d rows", cur+1, d.rows)
+	if cur+1 != d.b.rows {
+		return d.fail(cur+1, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+cur+1, d.rows)
 	}
 	return nil
 }
@@ -489,7 +546,7 @@ func fastLevels[T number](d *decoder, reps []uint8, vals []byte, cur, cnt *int) 
 		lim = m
 	}
 	off := b.off[si]
-	c, k, rows := *cur, *cnt, d.rows
+	c, k, rows := *cur, *cnt, b.rows
 	for i := 0; i < len(reps); {
 		end := min(i+8, len(reps))
 		if end-i == 8 && c >= 0 {
@@ -607,7 +664,7 @@ func appendKeys[T number, K int64 | uint32](dst []K, src []byte, unsigned bool, 
 // (−1 before the first) and cnt its values so far. Both the streamed path
 // and arrow-go's column reader end here, so that their errors agree.
 func walkLevels[T number, L int16 | uint8](d *decoder, reps, defs []L, vals []T, cur, cnt *int) *formats.Error {
-	cp, rows := d.cp, d.rows
+	cp, rows := d.cp, d.b.rows
 	c, k, vi := *cur, *cnt, 0
 	defer func() { *cur, *cnt = c, k }()
 	for i := range reps {
@@ -620,7 +677,7 @@ func walkLevels[T number, L int16 | uint8](d *decoder, reps, defs []L, vals []T,
 			c++
 			k = 0
 			if c >= rows {
-				return d.fail(c, formats.ErrCorrupt, "column chunk holds more than the row group's %d rows", rows)
+				return d.fail(c, formats.ErrCorrupt, "column chunk holds more than the row group's %d rows", d.rows)
 			}
 		} else if c < 0 {
 			return d.fail(0, formats.ErrCorrupt, "first repetition level is %d, want 0", reps[i])

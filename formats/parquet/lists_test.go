@@ -121,10 +121,11 @@ func writeListFile(t *testing.T, listRep, elemRep parquet.Repetition, cats [3][]
 // readBothPaths reads list with the streamed list path and with arrow-go's
 // column reader, with 1 and 3 workers, checks that all four give the same
 // samples and error, and returns them, with the number of pages the
-// streamed path read.
+// streamed path read. The streamed path reads the row group in pieces.
 func readBothPaths(t *testing.T, list string, s *formats.Schema, o Options) (*formatstest.Dataset, error, int64) {
 	t.Helper()
-	defer func(v bool) { streamLists = v }(streamLists)
+	defer func(v bool, m int) { streamLists, minPieceRows = v, m }(streamLists, minPieceRows)
+	minPieceRows = 1500 // the streamed path cuts the row group into pieces of 1998 rows
 	var first *formatstest.Dataset
 	var firstErr error
 	var pages int64
@@ -139,6 +140,11 @@ func readBothPaths(t *testing.T, list string, s *formats.Schema, o Options) (*fo
 			}
 			got, err := formatstest.ReadAll(r, 999, 0)
 			r.Close()
+			if want := int(r.NumRows() / 1998); streamed && err == nil && r.pieces < want {
+				t.Fatalf("the streamed path read %d rows in %d pieces, want %d or more", r.NumRows(), r.pieces, want)
+			} else if !streamed && err == nil && r.pieces != r.numRG {
+				t.Fatalf("arrow-go's path read %d row groups in %d pieces", r.numRG, r.pieces)
+			}
 			if streamed && workers == 1 {
 				first, firstErr, pages = got, err, streamedListPages.Load()-before
 				continue

@@ -122,6 +122,7 @@ type filePlan struct {
 	rgStart  []int64 // first row of each row group within the file
 	numRows  int64
 	openSize int64
+	regular  bool // a regular file: its column chunks can be streamed
 }
 
 // OpenList opens the dataset of a file list (SPEC §1). _metadata.json is
@@ -231,7 +232,9 @@ func openPlan(e fileEntry) (*filePlan, error) {
 	if md.NumRows != e.rows {
 		return nil, formats.Errorf("parquet", e.path, -1, -1, formats.ErrMetadata, "footer holds %d rows, %s says num_rows %d", md.NumRows, MetadataName, e.rows)
 	}
-	return &filePlan{path: e.path, md: md, numRows: e.rows, openSize: size}, nil
+	st, err := os.Stat(e.path)
+	regular := err == nil && st.Mode().IsRegular()
+	return &filePlan{path: e.path, md: md, numRows: e.rows, openSize: size, regular: regular}, nil
 }
 
 // planner plans the files of one reader: the metadata, the widths of the

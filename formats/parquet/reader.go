@@ -138,8 +138,7 @@ type scratch struct {
 	f32      []float32
 	f64      []float64
 	def, rep []int16
-	rl, dl   []uint8 // a streamed list column's levels (listChunk)
-	comp     []byte  // a compressed page larger than its column's window
+	comp     []byte // a compressed page larger than its column's window
 	// stage and view are stagePiece's staging block and the piece view of
 	// it that the decoders fill.
 	stage stageBlock
@@ -274,7 +273,7 @@ func (r *Reader) produce(ctx context.Context) {
 					continue
 				}
 				cuts := r.split(fp, g, after+fp.numRows-fp.rgStart[g])
-				pieces := pieceCuts(rows, r.tail, r.o.BatchSize, fp.fixed)
+				pieces := pieceCuts(rows, r.tail, r.o.BatchSize, fp.fixed || r.listPieces(fp, g))
 				t := &rgTask{fp: fp, g: g, rows: rows, decs: make([]decoder, len(fp.cols))}
 				parts := make([]*part, len(cuts)-1)
 				for p := range parts {
@@ -327,11 +326,11 @@ var minPieceRows = 32768
 // neighbour), so every batch but those spanning row groups lies in one
 // piece, and a piece buffer is about a batch rather than a row group (the
 // fewer and smaller buffers a fresh reader touches first, and the sooner
-// the consumer gets the first rows). Row groups with list cat columns
-// (not fixed) are decoded whole.
-func pieceCuts(rows, tail, bs int, fixed bool) []int {
+// the consumer gets the first rows). A row group is decoded whole when
+// !cut: one whose list columns are not all streamed (listPieces).
+func pieceCuts(rows, tail, bs int, cut bool) []int {
 	cuts := []int{0}
-	if fixed && bs > 0 {
+	if cut && bs > 0 {
 		last, c := 0, bs-tail%bs // c: the first batch end within the row group
 		for c < rows && rows-c >= minPieceRows {
 			if short := last + minPieceRows - c; short > 0 {
