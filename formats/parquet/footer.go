@@ -409,6 +409,10 @@ func checkFooter(b []byte, dataEnd int64) error {
 			return fmt.Errorf("schema element %d declares %d children, %d elements follow it", i, nc, len(children)-next)
 		}
 		for k := int64(0); k < nc; k++ {
+			// The subtrees of the earlier children took elements too.
+			if next >= len(children) {
+				return fmt.Errorf("schema element %d declares %d children, the schema ends after %d", i, nc, k)
+			}
 			c := next
 			next++
 			if err := walk(c, depth+1); err != nil {
