@@ -3,17 +3,13 @@ package parquet
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/klauspost/compress/s2"
-
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -33,7 +29,9 @@ import (
 // holds anything else, or whose keys or row lengths fail a check, is
 // walked level by level by walkLevels, the code arrow-go's path uses, so
 // that every error (null, key range, nnz, row count) is the one that path
-// reports, at the same row.
+// reports, at the same row. The decoder keeps its place (listState)
+// between the pieces of a row group, so a row group of streamed list
+// columns is decoded in pieces of about a batch, as one-hot ones are.
 
 // streamLists is whether list column chunks that can be streamed are (a
 // variable so that tests compare both paths).
@@ -203,92 +201,6 @@ type listPage struct {
 	nv       int // levels in the page
 	rep, def hybrid
 	vals     []byte
-}
-
-// rawDataPage moves d's stream to the next data page of its column chunk,
-// skipping index and unknown pages, and returns its header (checked as
-// arrow-go's page reader checks it) and the codec of its values, with the
-// stream at the page's body. end reports the end of the chunk.
-func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression, end bool, e *formats.Error) {
-	st := &d.st
-	for {
-		if st.left() == 0 {
-			return h, codec, true, nil
-		}
-		h, n, err := d.pageHeader()
-		if err != nil {
-			return h, codec, false, d.corrupt(row, err)
-		}
-		if h.csize < 0 || h.usize < 0 || h.usize > maxRawPageSize {
-			return h, codec, false, d.corrupt(row, fmt.Errorf("invalid page header (page sizes %d compressed, %d uncompressed)", h.csize, h.usize))
-		}
-		if rest := st.left() - int64(n); int64(h.csize) > rest {
-			return h, codec, false, d.corrupt(row, fmt.Errorf("page of %d bytes runs past the end of its column chunk (%d bytes left)", h.csize, rest))
-		}
-		st.skip(int64(n))
-		switch h.typ {
-		case pageData, pageDataV2:
-			if !h.data || h.dataV2 != (h.typ == pageDataV2) {
-				return h, codec, false, d.corrupt(row, errors.New("data page without its data page header"))
-			}
-			if h.nv < 0 {
-				return h, codec, false, d.corrupt(row, errors.New("invalid page header (negative number of values)"))
-			}
-			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
-				return h, codec, false, d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
-			}
-			codec = d.codec
-			if h.typ == pageDataV2 {
-				if h.defLen < 0 || h.repLen < 0 {
-					return h, codec, false, d.corrupt(row, errors.New("invalid page header (negative levels byte length)"))
-				}
-				if lv := int64(h.defLen) + int64(h.repLen); lv > int64(h.csize) || lv > int64(h.usize) {
-					return h, codec, false, d.fail(row, formats.ErrCorrupt, "page levels of %d bytes in a page of %d", lv, h.csize)
-				}
-				if !h.compressed {
-					codec = compress.Codecs.Uncompressed
-				}
-			}
-			return h, codec, false, nil
-		case pageDictionary:
-			return h, codec, false, d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
-		default:
-			st.skip(int64(h.csize)) // index pages and unknown types, as arrow-go
-		}
-	}
-}
-
-// pageBody reads the next n bytes of the stream: through the window when
-// they fit it (inWindow), else into the task's scratch.
-func (d *decoder) pageBody(n int) (src []byte, inWindow bool, err error) {
-	st := &d.st
-	if n <= max(len(st.buf), streamWindow) {
-		if err := st.fill(d.r.pool, n); err != nil {
-			return nil, true, err
-		}
-		return st.take(n), true, nil
-	}
-	if cap(d.sc.comp) < n {
-		d.sc.comp = make([]byte, n)
-	}
-	src = d.sc.comp[:n]
-	return src, false, st.read(src)
-}
-
-// values returns the n bytes that the page body src decompresses to (see
-// nextRawPage for why a literal is viewed only in the window).
-func (d *decoder) values(src []byte, n int, codec compress.Compression, inWindow bool) ([]byte, error) {
-	if codec == compress.Codecs.Snappy && inWindow {
-		if lit, ok := snappyLiteral(src, n, codec); ok {
-			return lit, nil
-		}
-	}
-	if codec == compress.Codecs.Snappy {
-		if m := s2.MaxEncodedLen(n); m < 0 || len(src) > m {
-			return nil, fmt.Errorf("snappy page of %d bytes for %d bytes of data", len(src), n)
-		}
-	}
-	return d.inflate(src, n, codec)
 }
 
 // nextListPage reads the next data page of d's streamed list column into
