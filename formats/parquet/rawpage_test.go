@@ -3,8 +3,9 @@ package parquet
 import "testing"
 
 // TestParsePageHeader round-trips V1 and V2 data page headers (with a
-// statistics struct and a crc to skip) and checks that every truncation of
-// them is an error, not a panic.
+// statistics struct and a crc to skip; a V1 header's level encodings, which
+// the streamed list path checks) and checks that every truncation of them
+// is an error, not a panic.
 func TestParsePageHeader(t *testing.T) {
 	for _, v2 := range []bool{false, true} {
 		var w thriftWriter
@@ -35,8 +36,8 @@ func TestParsePageHeader(t *testing.T) {
 			w.begin(5)
 			w.i32(1, 512)
 			w.i32(2, 0)
-			w.i32(3, 3)
-			w.i32(4, 3)
+			w.i32(3, 3) // definition_level_encoding RLE
+			w.i32(4, 4) // repetition_level_encoding BIT_PACKED
 			w.begin(5)
 			w.binary(5, "12345678")
 			w.end()
@@ -47,7 +48,8 @@ func TestParsePageHeader(t *testing.T) {
 		if err != nil || n != len(w.b) {
 			t.Fatalf("v2=%v: n %d err %v, want %d", v2, n, err, len(w.b))
 		}
-		if h.usize != 4096 || h.csize != 1000 || h.nv != 512 || h.enc != 0 || !h.data || h.dataV2 != v2 || (v2 && h.compressed) || (!v2 && !h.compressed) {
+		if h.usize != 4096 || h.csize != 1000 || h.nv != 512 || h.enc != 0 || !h.data || h.dataV2 != v2 || (v2 && h.compressed) || (!v2 && !h.compressed) ||
+			(!v2 && (h.defEnc != 3 || h.repEnc != 4)) || (v2 && (h.defEnc != -1 || h.repEnc != -1)) {
 			t.Fatalf("v2=%v: got %+v", v2, h)
 		}
 		for k := 0; k < len(w.b); k++ {
