@@ -381,6 +381,12 @@ func (r *Reader) openRowGroup(t *rgTask, lo, hi int, b *rgBuf, sc *scratch) (f *
 	return f, rd
 }
 
+// streamCodec reports whether column chunks of codec c are streamed
+// (chunkStream): uncompressed or snappy.
+func streamCodec(c compress.Compression) bool {
+	return c == compress.Codecs.Uncompressed || c == compress.Codecs.Snappy
+}
+
 // listPieces reports whether row group g of fp can be decoded in pieces:
 // every selected list column chunk of it will be streamed (see open), so
 // its decoder stops at any row; arrow-go's column reader decodes a list
@@ -396,10 +402,7 @@ func (r *Reader) listPieces(fp *filePlan, g int) bool {
 			continue
 		}
 		cc, err := rg.ColumnChunk(cp.leaf)
-		if err != nil || !plainOnly(cp, cc) || rg.Schema.Column(cp.leaf).PhysicalType() != cp.phys {
-			return false
-		}
-		if c := cc.Compression(); c != compress.Codecs.Uncompressed && c != compress.Codecs.Snappy {
+		if err != nil || !plainOnly(cp, cc) || rg.Schema.Column(cp.leaf).PhysicalType() != cp.phys || !streamCodec(cc.Compression()) {
 			return false
 		}
 	}
@@ -468,7 +471,7 @@ func (d *decoder) open(rg *file.RowGroupReader, f *os.File, size int64) (ferr *f
 		}
 		if plainOnly(cp, cc) && rg.MetaData().Schema.Column(cp.leaf).PhysicalType() == cp.phys {
 			start, n := cc.DataPageOffset(), cc.TotalCompressedSize()
-			if c := cc.Compression(); size >= 0 && (c == compress.Codecs.Uncompressed || c == compress.Codecs.Snappy) {
+			if c := cc.Compression(); size >= 0 && streamCodec(c) {
 				if start < 0 || n < 0 || start > size || n > size-start {
 					return d.corrupt(0, fmt.Errorf("%w: %d bytes at offset %d, the file has %d", errShortFile, n, start, size))
 				}
@@ -1198,10 +1201,8 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	// is viewed in the column's own window (which stays until the page is
 	// consumed), not in the task's scratch, which the task's next column
 	// reuses.
-	if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
-		// No snappy block of usize bytes is that long: refuse before
-		// reading (and allocating for) it.
-		return d.corrupt(row, fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize))
+	if err := compressedFits(body, usize, codec); err != nil {
+		return d.corrupt(row, err)
 	}
 	src, inWindow, err := d.pageBody(int(body))
 	if err != nil {
@@ -1288,17 +1289,25 @@ func (d *decoder) pageBody(n int) (src []byte, inWindow bool, err error) {
 	return src, false, st.read(src)
 }
 
+// compressedFits checks, before a page body is read (and allocated for),
+// that body compressed bytes can hold usize bytes of data: no snappy block
+// of usize bytes is longer than s2.MaxEncodedLen(usize).
+func compressedFits(body, usize int64, codec compress.Compression) error {
+	if codec != compress.Codecs.Snappy {
+		return nil
+	}
+	if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
+		return fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize)
+	}
+	return nil
+}
+
 // values returns the n bytes that the page body src decompresses to (see
 // nextRawPage for why a literal is viewed only in the window).
 func (d *decoder) values(src []byte, n int, codec compress.Compression, inWindow bool) ([]byte, error) {
 	if codec == compress.Codecs.Snappy && inWindow {
 		if lit, ok := snappyLiteral(src, n, codec); ok {
 			return lit, nil
-		}
-	}
-	if codec == compress.Codecs.Snappy {
-		if m := s2.MaxEncodedLen(n); m < 0 || len(src) > m {
-			return nil, fmt.Errorf("snappy page of %d bytes for %d bytes of data", len(src), n)
 		}
 	}
 	return d.inflate(src, n, codec)

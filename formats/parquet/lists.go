@@ -211,6 +211,19 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 	if end || e != nil {
 		return end, e
 	}
+	lv := 0 // a v2 page's level bytes, before its (compressed) values
+	if h.typ == pageDataV2 {
+		lv = int(h.repLen) + int(h.defLen)
+	} else {
+		for _, enc := range []int32{h.repEnc, h.defEnc} {
+			if parquet.Encoding(enc) != parquet.Encodings.RLE {
+				return false, d.fail(row, formats.ErrCorrupt, "page level encoding %s, the column chunk lists only RLE levels", parquet.Encoding(enc))
+			}
+		}
+	}
+	if err := compressedFits(int64(h.csize-int32(lv)), int64(h.usize-int32(lv)), codec); err != nil {
+		return false, d.corrupt(row, err)
+	}
 	streamedListPages.Add(1)
 	src, inWindow, err := d.pageBody(int(h.csize))
 	if err != nil {
@@ -221,17 +234,11 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		rep: hybrid{bw: 1, max: 1},
 		def: hybrid{bw: defBW, max: uint8(d.cp.maxDef)}}
 	if h.typ == pageDataV2 {
-		lv := int(h.repLen) + int(h.defLen)
 		pg.rep.b, pg.def.b = src[:h.repLen], src[h.repLen:lv]
 		if pg.vals, err = d.values(src[lv:], int(h.usize)-lv, codec, inWindow); err != nil {
 			return false, d.corrupt(row, err)
 		}
 		return false, nil
-	}
-	for _, enc := range []int32{h.repEnc, h.defEnc} {
-		if parquet.Encoding(enc) != parquet.Encodings.RLE {
-			return false, d.fail(row, formats.ErrCorrupt, "page level encoding %s, the column chunk lists only RLE levels", parquet.Encoding(enc))
-		}
 	}
 	data, err := d.values(src, int(h.usize), codec, inWindow)
 	if err != nil {
@@ -373,11 +380,8 @@ func listLevels[T number](d *decoder, vp *[]T, reps, defs []uint8, full bool, va
 	size := int(unsafe.Sizeof(z))
 	cp := d.cp
 	md := uint8(cp.maxDef)
-	if full {
-		for i := range defs {
-			defs[i] = md
-		}
-	} else {
+	filled := !full // defs hold the levels
+	if filled {
 		full = true
 		for _, x := range defs {
 			full = full && x == md
@@ -386,6 +390,11 @@ func listLevels[T number](d *decoder, vp *[]T, reps, defs []uint8, full bool, va
 	if full && cp.group == gCat && len(reps)*size <= len(vals) {
 		if fastLevels[T](d, reps, vals, cur, cnt) {
 			return vals[len(reps)*size:], nil
+		}
+	}
+	if !filled {
+		for i := range defs {
+			defs[i] = md
 		}
 	}
 	nv := 0
@@ -426,35 +435,42 @@ func valueAt[T number](b []byte, i int) T {
 // length, the row count or the slot's key count fails its check; the
 // caller then walks the chunk level by level to report the error.
 func fastLevels[T number](d *decoder, reps []uint8, vals []byte, cur, cnt *int) bool {
-	b, s := d.b, d.r.schema
-	si := d.cp.dst
+	b, si := d.b, d.cp.dst
 	m := len(reps) * int(unsafe.Sizeof(T(0)))
 	lo, n, add, check := d.listWindow(si)
-	var base int
-	ok := true
-	if s.KeyType == formats.KeyI64 {
-		base = len(b.s64[si])
-		b.s64[si], ok = appendKeys[T](b.s64[si], vals[:m], d.cp.unsigned, lo, n, add, check)
-		defer func() {
-			if !ok {
-				b.s64[si] = b.s64[si][:base]
-			}
-		}()
+	ok := false
+	if d.r.schema.KeyType == formats.KeyI64 {
+		base := len(b.s64[si])
+		if b.s64[si], ok = appendKeys[T](b.s64[si], vals[:m], d.cp.unsigned, lo, n, add, check); ok {
+			ok = rowEnds(d, reps, base, cur, cnt)
+		}
+		if !ok {
+			b.s64[si] = b.s64[si][:base]
+		}
 	} else {
-		base = len(b.s32[si])
-		b.s32[si], ok = appendKeys[T](b.s32[si], vals[:m], d.cp.unsigned, lo, n, add, check)
-		defer func() {
-			if !ok {
-				b.s32[si] = b.s32[si][:base]
-			}
-		}()
+		base := len(b.s32[si])
+		if b.s32[si], ok = appendKeys[T](b.s32[si], vals[:m], d.cp.unsigned, lo, n, add, check); ok {
+			ok = rowEnds(d, reps, base, cur, cnt)
+		}
+		if !ok {
+			b.s32[si] = b.s32[si][:base]
+		}
 	}
-	if !ok || base+len(reps) > math.MaxInt32 {
-		ok = false
+	return ok
+}
+
+// rowEnds sets the offsets of the rows that a chunk of repetition levels
+// ends, every level holding a value, the chunk's first value being key base
+// of the slot; cur and cnt are the row being filled and its values. It
+// reports false, cur and cnt unchanged, when a row would go past its slot's
+// max nnz or the piece's rows, or the slot past 2³¹−1 keys.
+func rowEnds(d *decoder, reps []uint8, base int, cur, cnt *int) bool {
+	b, si := d.b, d.cp.dst
+	if base+len(reps) > math.MaxInt32 {
 		return false
 	}
 	lim := math.MaxInt
-	if m := s.Slots[si].MaxNNZ; m > 0 {
+	if m := d.r.schema.Slots[si].MaxNNZ; m > 0 {
 		lim = m
 	}
 	off := b.off[si]
@@ -466,7 +482,6 @@ func fastLevels[T number](d *decoder, reps []uint8, vals []byte, cur, cnt *int) 
 			w := binary.LittleEndian.Uint64(reps[i:])
 			if w == 0 { // eight rows of one key
 				if c+8 >= rows {
-					ok = false
 					return false
 				}
 				o := off[c+1 : c+9]
@@ -482,15 +497,12 @@ func fastLevels[T number](d *decoder, reps []uint8, vals []byte, cur, cnt *int) 
 				k += p - prev
 				c++
 				if k > lim || c >= rows {
-					ok = false
 					return false
 				}
 				off[c] = int32(base + i + p)
 				k, prev = 0, p
 			}
-			k += 8 - prev
-			if k > lim {
-				ok = false
+			if k += 8 - prev; k > lim {
 				return false
 			}
 			i = end
@@ -504,16 +516,12 @@ func fastLevels[T number](d *decoder, reps []uint8, vals []byte, cur, cnt *int) 
 				c++
 				k = 0
 				if c >= rows {
-					ok = false
 					return false
 				}
 			} else if c < 0 {
-				ok = false
 				return false
 			}
-			k++
-			if k > lim {
-				ok = false
+			if k++; k > lim {
 				return false
 			}
 		}

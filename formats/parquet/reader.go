@@ -1018,24 +1018,12 @@ func (r *Reader) copyRange(v *views, c *rgBuf, n, lo, hi, nk int) {
 
 // transpose copies the keys of rows [lo, hi) of slot-major keys (slot si's
 // rows delimited by off[si]) sample by sample into dst, and sets the
-// batch's offsets o (the first key being key nk of the batch). A row's keys
-// of one slot are few (Criteo's multi-hot slots hold 1 to 100), so short
-// runs are copied in a loop rather than by a memmove call each.
+// batch's offsets o (the first key being key nk of the batch).
 func transpose[K int64 | uint32](dst []K, keys [][]K, off [][]int32, lo, hi, nk int, o []int32) {
 	at := 0
 	for row := lo; row < hi; row++ {
 		for si, ks := range keys {
-			a, b := int(off[si][row]), int(off[si][row+1])
-			src := ks[a:b]
-			if len(src) <= 16 {
-				d := dst[at : at+len(src)]
-				for j := range d {
-					d[j] = src[j]
-				}
-			} else {
-				copy(dst[at:], src)
-			}
-			at += len(src)
+			at += copy(dst[at:], ks[off[si][row]:off[si][row+1]])
 			o[0] = int32(nk + at)
 			o = o[1:]
 		}
