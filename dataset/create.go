@@ -31,6 +31,7 @@ type Output struct {
 	Compression  string
 	RowGroupSize int
 	CatType      string
+	Dictionary   bool
 	// SamplesPerFile rolls Norm and Parquet output over to a new file.
 	SamplesPerFile int64
 	// Force replaces an existing output (else it is a atomicfile.ErrExists
@@ -203,7 +204,7 @@ func createIn(st *atomicfile.Stage, dst string, s *formats.Schema, o Output) (fo
 		return w, nil
 	case Parquet:
 		w, err := parquet.NewDatasetWriter(OutputDir(dst, Parquet), s, parquet.DatasetOptions{
-			WriterOptions: parquet.WriterOptions{Compression: o.Compression, RowGroupSize: o.RowGroupSize, CatType: o.CatType, Files: st},
+			WriterOptions: parquet.WriterOptions{Compression: o.Compression, RowGroupSize: o.RowGroupSize, CatType: o.CatType, Dictionary: o.Dictionary, Files: st},
 			RowsPerFile:   o.SamplesPerFile,
 		})
 		if err != nil {

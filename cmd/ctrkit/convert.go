@@ -50,6 +50,7 @@ Examples:
 			&cli.StringFlag{Name: "compression", Value: "snappy", Usage: "parquet: snappy | zstd | none"},
 			&cli.IntFlag{Name: "row-group-size", Usage: "parquet: rows per row group (default 131072)"},
 			&cli.StringFlag{Name: "cat-type", Value: "int64", Usage: "parquet: cat column type int64 | int32 | uint32 | uint64"},
+			&cli.BoolFlag{Name: "dictionary", Usage: "parquet: dictionary-encode the columns (RLE_DICTIONARY pages, as pyarrow, cudf and NVTabular write by default; a column falls back to PLAIN when its dictionary passes 1 MiB)"},
 			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
@@ -207,7 +208,7 @@ func checkConvertFlags(c *cli.Context) error {
 		format string
 	}{
 		{"out-check-type", "norm"}, {"out-raw-layout", "raw"}, {"out-float-label-dense", "raw"}, {"out-label-type", "raw"},
-		{"compression", "parquet"}, {"row-group-size", "parquet"}, {"cat-type", "parquet"},
+		{"compression", "parquet"}, {"row-group-size", "parquet"}, {"cat-type", "parquet"}, {"dictionary", "parquet"},
 	} {
 		if c.IsSet(f.name) && to != f.format {
 			return fmt.Errorf("--%s applies to %s output, not %s", f.name, f.format, to)
@@ -249,6 +250,7 @@ func outputFromFlags(c *cli.Context, d *dataset.Dataset) (dataset.Output, error)
 	}
 	o.SamplesPerFile = c.Int64("samples-per-file")
 	o.Compression, o.RowGroupSize, o.CatType = c.String("compression"), c.Int("row-group-size"), c.String("cat-type")
+	o.Dictionary = c.Bool("dictionary")
 	if _, err := dataset.OutputSchema(d.Schema, o); err != nil {
 		return o, err
 	}

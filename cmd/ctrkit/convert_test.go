@@ -179,6 +179,7 @@ func TestConvertRefused(t *testing.T) {
 		[]string{"convert", "a.data", "out", "--to", "parquet", "--compression", "lz4"},
 		[]string{"convert", "a.data", "out", "--to", "parquet", "--cat-type", "float"},
 		[]string{"convert", "a.data", "out", "--to", "norm", "--compression", "zstd"},
+		[]string{"convert", "a.data", "out.bin", "--to", "raw", "--dictionary"},
 		[]string{"convert", "a.data", "out.bin", "--to", "raw", "--samples-per-file", "10"},
 		[]string{"convert", "a.data", "out.bin", "--to", "raw"},
 		[]string{"convert", "a.data", "out.bin", "--to", "raw", "--nnz-array", "2", "--out-raw-layout", "onehot"},
@@ -239,6 +240,7 @@ var criteoOutputs = []struct {
 	{"raw", "f/float.bin", []string{"--out-float-label-dense", "--out-key-type", "i64"},
 		dataset.Spec{Format: dataset.Raw, FloatLabelDense: true}},
 	{"parquet", "p", []string{"--compression", "none", "--cat-type", "uint32"}, dataset.Spec{}},
+	{"parquet", "d", []string{"--dictionary"}, dataset.Spec{}},
 }
 
 // checkCriteoConversion converts src with the mapping flags to every output

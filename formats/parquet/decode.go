@@ -67,6 +67,7 @@ type decoder struct {
 	tail     int64
 	reserve  int // a streamed cat list column: keys to make room for (reserveKeys)
 	ls       listState
+	dict     dictState // a streamed chunk's dictionary (dict.go)
 }
 
 // reserveKeys is how many keys a streamed cat list column chunk of n bytes
@@ -88,12 +89,14 @@ func reserveKeys(nv, n, size, rows int64, maxNNZ int) int {
 // PLAIN encoding does, so a page's bytes can be viewed as values.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// plainOnly reports whether a column chunk's pages can be read directly: a
-// required scalar column or a list column, no dictionary page, and only
-// PLAIN values (RLE and BIT_PACKED being level encodings; a list's levels
-// must be RLE).
-func plainOnly(cp *colPlan, cc *metadata.ColumnChunkMetaData) bool {
-	if !littleEndian || cc.HasDictionaryPage() || cc.CryptoMetadata() != nil {
+// directPages reports whether a column chunk's pages can be read directly:
+// a required scalar column or a list column, and only PLAIN values (RLE and
+// BIT_PACKED being level encodings; a list's levels must be RLE) or, when
+// dict (the streamed path, dict.go), a dictionary page and
+// dictionary-encoded values too.
+func directPages(cp *colPlan, cc *metadata.ColumnChunkMetaData, dict bool) bool {
+	dict = dict && streamDicts
+	if !littleEndian || (cc.HasDictionaryPage() && !dict) || cc.CryptoMetadata() != nil {
 		return false
 	}
 	switch {
@@ -108,6 +111,10 @@ func plainOnly(cp *colPlan, cc *metadata.ColumnChunkMetaData) bool {
 	for _, e := range cc.Encodings() {
 		switch e {
 		case parquet.Encodings.Plain, parquet.Encodings.RLE:
+		case parquet.Encodings.RLEDict, parquet.Encodings.PlainDict:
+			if !dict {
+				return false
+			}
 		case parquet.Encodings.BitPacked:
 			if cp.list {
 				return false
@@ -131,6 +138,7 @@ func (d *decoder) close() {
 		d.r.pool.Free(d.dec)
 	}
 	d.st.release(d.r.pool)
+	d.dict.release(d.r.pool)
 	d.cr, d.pr, d.page, d.left = nil, nil, nil, 0
 	d.streamed, d.dec, d.stream, d.tail = false, nil, false, 0
 }
@@ -402,7 +410,7 @@ func (r *Reader) listPieces(fp *filePlan, g int) bool {
 			continue
 		}
 		cc, err := rg.ColumnChunk(cp.leaf)
-		if err != nil || !plainOnly(cp, cc) || rg.Schema.Column(cp.leaf).PhysicalType() != cp.phys || !streamCodec(cc.Compression()) {
+		if err != nil || !directPages(cp, cc, true) || rg.Schema.Column(cp.leaf).PhysicalType() != cp.phys || !streamCodec(cc.Compression()) {
 			return false
 		}
 	}
@@ -469,9 +477,13 @@ func (d *decoder) open(rg *file.RowGroupReader, f *os.File, size int64) (ferr *f
 		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < d.chunkOff {
 			d.chunkOff = cc.DictionaryPageOffset()
 		}
-		if plainOnly(cp, cc) && rg.MetaData().Schema.Column(cp.leaf).PhysicalType() == cp.phys {
-			start, n := cc.DataPageOffset(), cc.TotalCompressedSize()
-			if c := cc.Compression(); size >= 0 && streamCodec(c) {
+		c := cc.Compression()
+		streamable := size >= 0 && streamCodec(c)
+		if directPages(cp, cc, streamable) && rg.MetaData().Schema.Column(cp.leaf).PhysicalType() == cp.phys {
+			// The chunk's pages start at its dictionary page, if any;
+			// TotalCompressedSize counts from there.
+			start, n := d.chunkOff, cc.TotalCompressedSize()
+			if streamable {
 				if start < 0 || n < 0 || start > size || n > size-start {
 					return d.corrupt(0, fmt.Errorf("%w: %d bytes at offset %d, the file has %d", errShortFile, n, start, size))
 				}
@@ -567,9 +579,12 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 	for end := row + n; row < end; {
 		if len(d.page) == 0 {
 			var e *formats.Error
-			if d.stream && d.left > 0 {
+			switch {
+			case d.stream && d.left > 0:
 				e = d.moreValues(row, size)
-			} else {
+			case d.dict.paged && d.left > 0:
+				e = d.moreDict(row)
+			default:
 				e = d.nextPage(row, size)
 			}
 			if e != nil {
@@ -963,6 +978,7 @@ type pageHeader struct {
 	repLen            int32
 	defEnc, repEnc    int32 // V1: the level encodings (−1: absent)
 	compressed        bool  // V2: the values are compressed (default true)
+	dictHdr           bool  // a DictionaryPageHeader was seen (nv, enc are its)
 }
 
 // thriftReader decodes Thrift compact-protocol values from b; bad is set on
@@ -1142,6 +1158,24 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 					t.skip(fft, 1)
 				}
 			}
+		case id == 7 && ft == ctStruct:
+			h.dictHdr = true
+			var fl int16
+			for !t.bad {
+				fid, fft := t.field(fl)
+				if fft == 0 {
+					break
+				}
+				fl = fid
+				switch {
+				case fid == 1 && fft == ctI32:
+					h.nv = t.i32()
+				case fid == 2 && fft == ctI32:
+					h.enc = t.i32()
+				default:
+					t.skip(fft, 1)
+				}
+			}
 		default:
 			t.skip(ft, 0)
 		}
@@ -1164,7 +1198,7 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	st := &d.st
 	st.skip(d.tail) // the rest of the previous page
-	d.stream, d.tail, d.left = false, 0, 0
+	d.stream, d.tail, d.left, d.dict.paged = false, 0, 0, false
 	h, codec, end, e := d.rawDataPage(row)
 	if e != nil {
 		return e
@@ -1182,10 +1216,11 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	st.skip(lv)
 	body, usize := int64(h.csize)-lv, int64(h.usize)-lv
 	nv := int64(h.nv)
-	if codec == compress.Codecs.Uncompressed {
-		if body != usize {
-			return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
-		}
+	dict := dictEncoded(h.enc)
+	if codec == compress.Codecs.Uncompressed && body != usize {
+		return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
+	}
+	if codec == compress.Codecs.Uncompressed && !dict {
 		if nv*int64(size) > body {
 			return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", body, nv, size)
 		}
@@ -1204,13 +1239,20 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	if err := compressedFits(body, usize, codec); err != nil {
 		return d.corrupt(row, err)
 	}
-	src, inWindow, err := d.pageBody(int(body))
+	src, inWindow, err := d.pageBody(int(body), dict && codec == compress.Codecs.Uncompressed)
 	if err != nil {
 		return d.corrupt(row, err)
 	}
 	data, err := d.values(src, int(usize), codec, inWindow)
 	if err != nil {
 		return d.corrupt(row, err)
+	}
+	if dict {
+		// Its indices are decoded dictChunk at a time as the values are
+		// consumed (moreDict); nv is bounded by nothing but the page, so
+		// no more than a chunk is materialized.
+		d.left = int(nv)
+		return d.startDictPage(row, data)
 	}
 	if nv*int64(size) > int64(len(data)) {
 		return d.fail(row, formats.ErrCorrupt, "page of %d bytes cannot hold %d values of %d bytes", len(data), nv, size)
@@ -1248,9 +1290,15 @@ func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression
 			if h.nv < 0 {
 				return h, codec, false, d.corrupt(row, errors.New("invalid page header (negative number of values)"))
 			}
-			if parquet.Encoding(h.enc) != parquet.Encodings.Plain {
-				return h, codec, false, d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN values", parquet.Encoding(h.enc))
+			switch {
+			case parquet.Encoding(h.enc) == parquet.Encodings.Plain:
+			case dictEncoded(h.enc) && d.dict.loaded:
+			case dictEncoded(h.enc):
+				return h, codec, false, d.fail(row, formats.ErrCorrupt, "dictionary-encoded page without a dictionary page before it")
+			default:
+				return h, codec, false, d.fail(row, formats.ErrCorrupt, "page encoding %s, the column chunk lists only PLAIN and dictionary values", parquet.Encoding(h.enc))
 			}
+			d.dict.dataSeen = true
 			codec = d.codec
 			if h.typ == pageDataV2 {
 				if h.defLen < 0 || h.repLen < 0 {
@@ -1265,7 +1313,12 @@ func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression
 			}
 			return h, codec, false, nil
 		case pageDictionary:
-			return h, codec, false, d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
+			if !streamDicts {
+				return h, codec, false, d.fail(row, formats.ErrCorrupt, "dictionary page in a column chunk without one")
+			}
+			if e := d.loadDict(row, h); e != nil {
+				return h, codec, false, e
+			}
 		default:
 			st.skip(int64(h.csize)) // index pages and unknown types, as arrow-go
 		}
@@ -1273,8 +1326,11 @@ func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression
 }
 
 // pageBody reads the next n bytes of the stream: through the window when
-// they fit it (inWindow), else into the task's scratch.
-func (d *decoder) pageBody(n int) (src []byte, inWindow bool, err error) {
+// they fit it (inWindow), else into the task's scratch, or, when keep (an
+// uncompressed page whose bytes are read on after other columns have used
+// the scratch: a list page, a dictionary-encoded page), into d's own
+// decompression buffer.
+func (d *decoder) pageBody(n int, keep bool) (src []byte, inWindow bool, err error) {
 	st := &d.st
 	if n <= max(len(st.buf), streamWindow) {
 		if err := st.fill(d.r.pool, n); err != nil {
@@ -1282,10 +1338,20 @@ func (d *decoder) pageBody(n int) (src []byte, inWindow bool, err error) {
 		}
 		return st.take(n), true, nil
 	}
-	if cap(d.sc.comp) < n {
-		d.sc.comp = make([]byte, n)
+	if keep {
+		if cap(d.dec) < n {
+			if d.dec != nil {
+				d.r.pool.Free(d.dec)
+			}
+			d.dec = d.r.pool.Allocate(n)
+		}
+		src = d.dec[:n]
+	} else {
+		if cap(d.sc.comp) < n {
+			d.sc.comp = make([]byte, n)
+		}
+		src = d.sc.comp[:n]
 	}
-	src = d.sc.comp[:n]
 	return src, false, st.read(src)
 }
 

@@ -122,8 +122,8 @@
 // staging block that stays in the first-level cache and copies each block
 // into the piece with non-temporal stores (hostmem.StreamCopy, amd64), so
 // the piece's memory is written once and never read first. A
-// required scalar column of PLAIN pages without a dictionary (what the
-// Writer and NVTabular write), uncompressed or snappy, is read page by page
+// required scalar column of PLAIN pages (what the Writer writes),
+// uncompressed or snappy, is read page by page
 // through a 256 KiB window refilled with pread (page headers parsed here):
 // its values are converted, range-checked, offset and scattered straight
 // from the window or from the decompressed page. A list column chunk of
@@ -134,8 +134,17 @@
 // converted and range-checked in one pass over the page's values, row
 // ends found from the repetition levels eight at a time); any other run
 // (empty, null or over-long lists, a bad key) is walked level by level by
-// the code arrow-go's path uses, so the errors are the same. Other column
-// chunks go through the typed ReadBatch of arrow-go into reused value and
+// the code arrow-go's path uses, so the errors are the same. Both kinds
+// are streamed dictionary-encoded too (dict.go; what pyarrow, cudf and so
+// NVTabular write by default): the chunk's dictionary page (PLAIN values)
+// is read into the decoder's own buffer, and each RLE_DICTIONARY or
+// PLAIN_DICTIONARY data page (a byte of bit width ≤ 32, then indices in the
+// RLE/bit-packed hybrid) is decoded 2048 indices at a time (a list page:
+// those of each chunk of levels), every index checked against the
+// dictionary's size and replaced by its value, so the code above sees
+// PLAIN values; PLAIN pages after a dictionary that outgrew its limit are
+// read as PLAIN. A dictionary index outside the dictionary is ErrCorrupt
+// at its record. Other column chunks go through the typed ReadBatch of arrow-go into reused value and
 // level buffers. List columns are decoded piece by piece when streamed
 // (a piece ends before the level that starts the next piece's first row),
 // else whole; one after the other. Read takes pieces from the queue in order,
@@ -163,7 +172,7 @@
 // MaxNNZ 1 (a sample with another key count is then ErrNNZ), else a required
 // list<required element> (3-level LIST encoding). Cats are INT64 by default,
 // or INT32/UINT32/UINT64 (WriterOptions.CatType); a key that does not fit is
-// ErrKeyRange. Pages are plain (dictionary off unless asked), data page v1
+// ErrKeyRange. Pages are plain (dictionary off unless asked: WriterOptions.Dictionary, `convert --dictionary`), data page v1
 // of at most 128 KiB of values, snappy by default. Plain files are encoded
 // by ctrkit itself (chunks.go draws the file; thrift.go writes the
 // compact-protocol page headers and footer), columns in parallel, row

@@ -16,14 +16,15 @@ import (
 const fuzzRows = 100
 
 // fuzzSeedFile writes a small file of fuzzRows rows (scalar and list cats,
-// several pages and row groups) and returns its bytes.
-func fuzzSeedFile(tb testing.TB, compression string) []byte {
+// several pages and row groups), dictionary-encoded when dict, and returns
+// its bytes.
+func fuzzSeedFile(tb testing.TB, compression string, dict ...bool) []byte {
 	tb.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
 	d := formatstest.NewDataset(rng, s, fuzzRows, 1, formatstest.AnyFloat)
 	p := filepath.Join(tb.TempDir(), "seed.parquet")
-	w, err := Create(p, &s, WriterOptions{Compression: compression, RowGroupSize: 40})
+	w, err := Create(p, &s, WriterOptions{Compression: compression, RowGroupSize: 40, Dictionary: len(dict) > 0 && dict[0]})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -46,6 +47,7 @@ func fuzzSeedFile(tb testing.TB, compression string) []byte {
 func FuzzReadFile(f *testing.F) {
 	for _, c := range []string{"none", "snappy", "zstd"} {
 		f.Add(fuzzSeedFile(f, c))
+		f.Add(fuzzSeedFile(f, c, true)) // dictionary-encoded (dict.go)
 	}
 	// A 28 KB footer whose root declares 2^31-1 children (arrow-go
 	// allocated 32 GiB for it), and one whose counts add up.

@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/ctrkit/ctrkit/formats"
 )
@@ -207,6 +208,7 @@ type listPage struct {
 // pg; end reports the end of the column chunk. row is the row being
 // decoded, for errors.
 func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Error) {
+	d.dict.paged = false
 	h, codec, end, e := d.rawDataPage(row)
 	if end || e != nil {
 		return end, e
@@ -225,7 +227,7 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		return false, d.corrupt(row, err)
 	}
 	streamedListPages.Add(1)
-	src, inWindow, err := d.pageBody(int(h.csize))
+	src, inWindow, err := d.pageBody(int(h.csize), codec == compress.Codecs.Uncompressed)
 	if err != nil {
 		return false, d.corrupt(row, err)
 	}
@@ -238,7 +240,7 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		if pg.vals, err = d.values(src[lv:], int(h.usize)-lv, codec, inWindow); err != nil {
 			return false, d.corrupt(row, err)
 		}
-		return false, nil
+		return false, d.listDict(row, h, pg)
 	}
 	data, err := d.values(src, int(h.usize), codec, inWindow)
 	if err != nil {
@@ -252,7 +254,19 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		lv.b, data = data[4:n], data[n:]
 	}
 	pg.vals = data
-	return false, nil
+	return false, d.listDict(row, h, pg)
+}
+
+// listDict starts reading the indices of a dictionary-encoded list page,
+// whose values section nextListPage has put in pg.vals: listT
+// materializes the values of each chunk of levels from them (dictList).
+func (d *decoder) listDict(row int, h pageHeader, pg *listPage) *formats.Error {
+	if !dictEncoded(h.enc) {
+		return nil
+	}
+	e := d.startDictPage(row, pg.vals)
+	pg.vals = nil
+	return e
 }
 
 // listState is a streamed list column's place in its column chunk between
@@ -323,11 +337,20 @@ func listT[T number](d *decoder, vp *[]T) *formats.Error {
 				reps, defs, stop = reps[:p], defs[:p], true
 			}
 		}
-		vals, e := listLevels(d, vp, reps, defs, ls.full, ls.vals, &cur, &cnt)
+		vals := ls.vals
+		if d.dict.paged {
+			var e *formats.Error
+			if vals, e = dictList(d, reps, defs, ls.full, cur); e != nil {
+				return e
+			}
+		}
+		vals, e := listLevels(d, vp, reps, defs, ls.full, vals, &cur, &cnt)
 		if e != nil {
 			return e
 		}
-		ls.vals = vals
+		if !d.dict.paged {
+			ls.vals = vals
+		}
 		ls.at += len(reps)
 		if stop {
 			return endRow(d, cur, cnt) // cur is the piece's last row

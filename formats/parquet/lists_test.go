@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/parquet"
@@ -124,14 +125,14 @@ func writeListFile(t *testing.T, listRep, elemRep parquet.Repetition, cats [3][]
 // streamed path read. The streamed path reads the row group in pieces.
 func readBothPaths(t *testing.T, list string, s *formats.Schema, o Options) (*formatstest.Dataset, error, int64) {
 	t.Helper()
-	defer func(v bool, m int) { streamLists, minPieceRows = v, m }(streamLists, minPieceRows)
+	defer func(v, dv bool, m int) { streamLists, streamDicts, minPieceRows = v, dv, m }(streamLists, streamDicts, minPieceRows)
 	minPieceRows = 1500 // the streamed path cuts the row group into pieces of 1998 rows
 	var first *formatstest.Dataset
 	var firstErr error
 	var pages int64
 	for _, streamed := range []bool{true, false} {
 		for _, workers := range []int{1, 3} {
-			streamLists = streamed
+			streamLists, streamDicts = streamed, streamed
 			o.Workers, o.BatchSize = workers, 999
 			before := streamedListPages.Load()
 			r, err := OpenList(list, s, o)
@@ -181,6 +182,12 @@ func TestStreamedLists(t *testing.T) {
 		{"v2-small-snappy", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithDataPageSize(900), parquet.WithBatchSize(50),
 			parquet.WithCompression(compress.Codecs.Snappy)}},
 		{"v2-none", []parquet.WriterProperty{parquet.WithDataPageVersion(parquet.DataPageV2)}},
+		{"v1-dict-snappy", []parquet.WriterProperty{parquet.WithDictionaryDefault(true), parquet.WithCompression(compress.Codecs.Snappy)}},
+		{"v2-dict-small-none", []parquet.WriterProperty{parquet.WithDictionaryDefault(true), parquet.WithDataPageVersion(parquet.DataPageV2),
+			parquet.WithDataPageSize(600)}},
+		{"v1-dict-fallback-none", []parquet.WriterProperty{parquet.WithDictionaryDefault(true), parquet.WithDictionaryPageSizeLimit(64), parquet.WithDataPageSize(2000)}},
+		{"v2-dict-fallback-snappy", []parquet.WriterProperty{parquet.WithDictionaryDefault(true), parquet.WithDataPageVersion(parquet.DataPageV2),
+			parquet.WithDictionaryPageSizeLimit(300), parquet.WithCompression(compress.Codecs.Snappy)}},
 	}
 	for _, lay := range layouts {
 		cats := [3][][]int64{listTestRows(rng, rows, 100, true), listTestRows(rng, rows, 1, false), listTestRows(rng, rows, 20, true)}
@@ -194,6 +201,12 @@ func TestStreamedLists(t *testing.T) {
 			name := fmt.Sprintf("%v-%v-%s", lay.list, lay.elem, pg.name)
 			t.Run(name, func(t *testing.T) {
 				list := writeListFile(t, lay.list, lay.elem, cats, pg.props...)
+				dictPages := streamedDictPages.Load()
+				defer func() {
+					if n := streamedDictPages.Load() - dictPages; strings.Contains(pg.name, "dict") != (n > 0) {
+						t.Errorf("the streamed path read %d dictionary-encoded pages", n)
+					}
+				}()
 				for _, kt := range []formats.KeyType{formats.KeyI64, formats.KeyU32} {
 					got, err, n := readBothPaths(t, list, nil, Options{KeyType: kt})
 					if err != nil {
@@ -440,5 +453,35 @@ func TestStreamedListsSigned(t *testing.T) {
 	}
 	if d := formatstest.Diff(want, got); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// TestStreamedListsBigPages reads two list columns whose uncompressed pages
+// are larger than a column's window, in pieces: such a page is read past
+// the window, and must stay the column's own while the task's other
+// columns read theirs (a regression test: it was read into the task's
+// shared scratch, which the next column's page overwrote).
+func TestStreamedListsBigPages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 9))
+	const rows = 20000
+	cats := [3][][]int64{listTestRows(rng, rows, 100, true), listTestRows(rng, rows, 1, false), listTestRows(rng, rows, 100, true)}
+	want := &formatstest.Dataset{}
+	for i := range rows {
+		want.Labels = append(want.Labels, []float32{float32(i % 3)})
+		want.Dense = append(want.Dense, []float32{})
+		want.Keys = append(want.Keys, [][]int64{cats[0][i], cats[1][i], cats[2][i]})
+	}
+	for _, dict := range []bool{false, true} {
+		list := writeListFile(t, req, req, cats, parquet.WithDataPageSize(16<<20), parquet.WithDictionaryDefault(dict))
+		got, err, n := readBothPaths(t, list, nil, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			t.Fatal("the streamed list path read no page")
+		}
+		if d := formatstest.Diff(want, got); d != "" {
+			t.Fatalf("dictionary %v: %s", dict, d)
+		}
 	}
 }

@@ -58,6 +58,23 @@ func TestParsePageHeader(t *testing.T) {
 			}
 		}
 	}
+	// A dictionary page header.
+	{
+		var w thriftWriter
+		w.i32(1, pageDictionary)
+		w.i32(2, 800)
+		w.i32(3, 300)
+		w.begin(7)
+		w.i32(1, 100)
+		w.i32(2, 2) // PLAIN_DICTIONARY
+		w.boolean(3, true)
+		w.end()
+		w.b = append(w.b, 0)
+		h, n, err := parsePageHeader(w.b)
+		if err != nil || n != len(w.b) || h.typ != pageDictionary || !h.dictHdr || h.data || h.nv != 100 || h.enc != 2 || h.usize != 800 || h.csize != 300 {
+			t.Fatalf("dictionary page header: %+v, n %d, err %v", h, n, err)
+		}
+	}
 	// Missing sizes.
 	var w thriftWriter
 	w.i32(1, pageData)
