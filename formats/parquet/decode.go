@@ -1018,6 +1018,23 @@ func (t *thriftReader) i32() int32 {
 
 // field reads a field header after field id last: its id and type, type 0
 // at the end of the struct.
+// fields reads the fields of the struct at t's position up to its stop
+// byte: f reads a field's value, or returns false to have it skipped (at
+// nesting depth).
+func (t *thriftReader) fields(depth int, f func(id int16, ft byte) bool) {
+	var last int16
+	for !t.bad {
+		id, ft := t.field(last)
+		if ft == 0 {
+			return
+		}
+		last = id
+		if !f(id, ft) {
+			t.skip(ft, depth)
+		}
+	}
+}
+
 func (t *thriftReader) field(last int16) (int16, byte) {
 	h := t.byte1()
 	typ := h & 0x0f
@@ -1113,13 +1130,7 @@ func (t *thriftReader) elem(typ byte, depth int) {
 func parsePageHeader(b []byte) (pageHeader, int, error) {
 	t := thriftReader{b: b}
 	h := pageHeader{compressed: true, defEnc: -1, repEnc: -1}
-	var last int16
-	for !t.bad {
-		id, ft := t.field(last)
-		if ft == 0 {
-			break
-		}
-		last = id
+	t.fields(0, func(id int16, ft byte) bool {
 		switch {
 		case id == 1 && ft == ctI32:
 			h.typ, h.hasType = t.i32(), 1
@@ -1130,13 +1141,7 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 		case (id == 5 || id == 8) && ft == ctStruct:
 			v2 := id == 8
 			h.data, h.dataV2 = true, v2
-			var fl int16
-			for !t.bad {
-				fid, fft := t.field(fl)
-				if fft == 0 {
-					break
-				}
-				fl = fid
+			t.fields(1, func(fid int16, fft byte) bool {
 				switch {
 				case fid == 1 && fft == ctI32:
 					h.nv = t.i32()
@@ -1155,31 +1160,28 @@ func parsePageHeader(b []byte) (pageHeader, int, error) {
 				case v2 && fid == 7 && (fft == ctTrue || fft == ctFalse):
 					h.compressed = fft == ctTrue
 				default:
-					t.skip(fft, 1)
+					return false
 				}
-			}
+				return true
+			})
 		case id == 7 && ft == ctStruct:
 			h.dictHdr = true
-			var fl int16
-			for !t.bad {
-				fid, fft := t.field(fl)
-				if fft == 0 {
-					break
-				}
-				fl = fid
+			t.fields(1, func(fid int16, fft byte) bool {
 				switch {
 				case fid == 1 && fft == ctI32:
 					h.nv = t.i32()
 				case fid == 2 && fft == ctI32:
 					h.enc = t.i32()
 				default:
-					t.skip(fft, 1)
+					return false
 				}
-			}
+				return true
+			})
 		default:
-			t.skip(ft, 0)
+			return false
 		}
-	}
+		return true
+	})
 	if t.bad || t.i > len(b) {
 		return h, 0, errors.New("truncated or malformed page header")
 	}

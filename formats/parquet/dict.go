@@ -124,11 +124,8 @@ func unpackIndices(dst []uint32, run []byte, pos int, bw uint) {
 	bit := uint(pos) * bw
 	// Indices before fast start at least 8 bytes before run's end.
 	fast := 0
-	if len(run) >= 8 {
-		fast = min(len(dst), max(0, int((uint(len(run)-8)*8-bit)/bw+1)))
-		if uint(len(run)-8)*8 < bit {
-			fast = 0
-		}
+	if lim := (len(run) - 8) * 8; lim >= int(bit) {
+		fast = min(len(dst), (lim-int(bit))/int(bw)+1)
 	}
 	for i := range dst[:fast] {
 		w := binary.LittleEndian.Uint64(run[bit>>3:])
