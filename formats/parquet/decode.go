@@ -92,21 +92,24 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 // directPages reports whether a column chunk's pages can be read directly:
 // a required scalar column or a list column, and only PLAIN values (RLE and
 // BIT_PACKED being level encodings; a list's levels must be RLE) or, when
-// dict (the streamed path, dict.go), a dictionary page and
-// dictionary-encoded values too.
-func directPages(cp *colPlan, cc *metadata.ColumnChunkMetaData, dict bool) bool {
-	dict = dict && streamDicts
+// streamed (the streamed path), a dictionary page and dictionary-encoded
+// values too (dict.go), and an optional scalar column (optional.go).
+func directPages(cp *colPlan, cc *metadata.ColumnChunkMetaData, streamed bool) bool {
+	dict := streamed && streamDicts
 	if !littleEndian || (cc.HasDictionaryPage() && !dict) || cc.CryptoMetadata() != nil {
 		return false
 	}
+	levels := cp.list || cp.maxDef != 0 // levels RLE only
 	switch {
 	case cp.list:
-		// Streamed (lists.go): levels of at most 8 bits, RLE only.
+		// Streamed (lists.go): levels of at most 8 bits.
 		if !streamLists || cp.maxDef > math.MaxUint8 {
 			return false
 		}
 	case cp.maxDef != 0:
-		return false
+		if !streamed || !streamOptional || cp.maxDef > math.MaxUint8 {
+			return false
+		}
 	}
 	for _, e := range cc.Encodings() {
 		switch e {
@@ -116,7 +119,7 @@ func directPages(cp *colPlan, cc *metadata.ColumnChunkMetaData, dict bool) bool 
 				return false
 			}
 		case parquet.Encodings.BitPacked:
-			if cp.list {
+			if levels {
 				return false
 			}
 		default:
@@ -1208,19 +1211,37 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	if end {
 		return d.fail(row, formats.ErrCorrupt, "column chunk ends after %d of %d rows", d.b.at+row, d.rows)
 	}
+	optional := d.cp.maxDef != 0
 	var lv int64 // level bytes before a v2 page's values
 	if h.typ == pageDataV2 {
-		if h.nulls != 0 {
+		if h.nulls != 0 && !optional {
 			return d.fail(row, formats.ErrNull, "page of a required column holds %d nulls", h.nulls)
 		}
 		lv = int64(h.defLen) + int64(h.repLen)
 	}
-	st.skip(lv)
 	body, usize := int64(h.csize)-lv, int64(h.usize)-lv
 	nv := int64(h.nv)
 	dict := dictEncoded(h.enc)
 	if codec == compress.Codecs.Uncompressed && body != usize {
 		return d.corrupt(row, fmt.Errorf("metadata said %d bytes uncompressed data page, got %d bytes", usize, body))
+	}
+	// An optional column's levels: a v2 page's before its body, a v1
+	// page's at the start of its data, read here when the data is
+	// streamed, else from the data (dataLevels).
+	v1 := optional && h.typ != pageDataV2
+	switch {
+	case optional && !v1:
+		if _, e := d.pageLevels(row, h, lv, body); e != nil {
+			return e
+		}
+	case v1 && codec == compress.Codecs.Uncompressed && !dict:
+		var e *formats.Error
+		if body, e = d.pageLevels(row, h, 0, body); e != nil {
+			return e
+		}
+		usize, v1 = body, false
+	default:
+		st.skip(lv)
 	}
 	if codec == compress.Codecs.Uncompressed && !dict {
 		if nv*int64(size) > body {
@@ -1248,6 +1269,12 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	data, err := d.values(src, int(usize), codec, inWindow)
 	if err != nil {
 		return d.corrupt(row, err)
+	}
+	if v1 {
+		var e *formats.Error
+		if data, e = d.dataLevels(row, h, data); e != nil {
+			return e
+		}
 	}
 	if dict {
 		// Its indices are decoded dictChunk at a time as the values are
@@ -1358,17 +1385,26 @@ func (d *decoder) pageBody(n int, keep bool) (src []byte, inWindow bool, err err
 }
 
 // compressedFits checks, before a page body is read (and allocated for),
-// that body compressed bytes can hold usize bytes of data: no snappy block
-// of usize bytes is longer than s2.MaxEncodedLen(usize).
+// that body compressed bytes can hold usize bytes of data: no valid snappy
+// block of usize bytes is longer than maxSnappyBlock(usize).
 func compressedFits(body, usize int64, codec compress.Compression) error {
 	if codec != compress.Codecs.Snappy {
 		return nil
 	}
-	if m := s2.MaxEncodedLen(int(usize)); m < 0 || body > int64(m) {
+	if body > maxSnappyBlock(usize) {
 		return fmt.Errorf("snappy page of %d bytes for %d bytes of data", body, usize)
 	}
 	return nil
 }
+
+// maxSnappyBlock bounds the length of a valid snappy block of n bytes of
+// data: its length (a varint of at most 5 bytes), then elements each of
+// which emits at least one byte for at most five (a copy with a 4-byte
+// offset). Encoders stay far below it but not at one bound: the C++
+// library (pyarrow, Spark, DuckDB) cuts its input into 64 KiB fragments,
+// an incompressible one a literal of its own, 3 bytes of tag each, beyond
+// the single literal that s2.MaxEncodedLen allows for.
+func maxSnappyBlock(n int64) int64 { return 5 + 5*n }
 
 // values returns the n bytes that the page body src decompresses to (see
 // nextRawPage for why a literal is viewed only in the window).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -39,6 +40,10 @@ var streamedDictPages atomic.Int64
 // dictChunk is how many values of a dictionary-encoded page a scalar
 // column materializes at a time (16 KiB of int64 values).
 const dictChunk = 2048
+
+// unalignedLoads is whether this machine loads 8 little-endian bytes at
+// any address as one instruction (unpackIndices).
+const unalignedLoads = runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64"
 
 // maxIndexWidth is the largest bit width of dictionary indices: a
 // dictionary holds at most 2^31 values.
@@ -127,7 +132,19 @@ func unpackIndices(dst []uint32, run []byte, pos int, bw uint) {
 	if lim := (len(run) - 8) * 8; lim >= int(bit) {
 		fast = min(len(dst), (lim-int(bit))/int(bw)+1)
 	}
-	for i := range dst[:fast] {
+	i := 0
+	if unalignedLoads && fast > 0 {
+		// Four at a time through unaligned loads, without bounds checks:
+		// each index's 8 bytes lie in run, by fast.
+		p := unsafe.Pointer(unsafe.SliceData(run))
+		load := func(bit uint) uint64 { return *(*uint64)(unsafe.Add(p, bit>>3)) >> (bit & 7) & mask }
+		for ; i+4 <= fast; i += 4 {
+			d := dst[i : i+4 : i+4]
+			d[0], d[1], d[2], d[3] = uint32(load(bit)), uint32(load(bit+bw)), uint32(load(bit+2*bw)), uint32(load(bit+3*bw))
+			bit += 4 * bw
+		}
+	}
+	for ; i < fast; i++ {
 		w := binary.LittleEndian.Uint64(run[bit>>3:])
 		dst[i] = uint32(w >> (bit & 7) & mask)
 		bit += bw

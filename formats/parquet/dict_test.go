@@ -129,6 +129,11 @@ func TestIndices(t *testing.T) {
 			}
 		}
 		enc := encodeIndices(rng, idx, bw)
+		if trial%4 == 3 { // long bit-packed runs, as arrow writes them
+			idx = idx[:n/504*504]
+			n = len(idx)
+			enc = packedRuns(idx, bw)
+		}
 		if ref, ok := refIndices(enc, bw, n); !ok || !slices.Equal(ref, idx) {
 			t.Fatalf("trial %d: the reference decoder disagrees with the encoder", trial)
 		}
@@ -225,27 +230,58 @@ func TestLiteralHeader(t *testing.T) {
 	}
 }
 
+// packedRuns encodes idx (a multiple of 504 long) of bit width bw in
+// bit-packed runs of 63 groups, as arrow's and parquet-mr's encoders write
+// indices that rarely repeat.
+func packedRuns(idx []uint32, bw uint) []byte {
+	var out []byte
+	for i := 0; i < len(idx); i += 504 {
+		out = binary.AppendUvarint(out, 63<<1|1)
+		var acc uint64
+		nb := uint(0)
+		for _, v := range idx[i : i+504] {
+			acc |= uint64(v) << nb
+			for nb += bw; nb >= 8; nb -= 8 {
+				out = append(out, byte(acc))
+				acc >>= 8
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkUnpackIndices decodes random dictionary indices: "short", the
+// mixed short runs of encodeIndices; "long", bit-packed runs of 504
+// indices, as pyarrow writes a column of many distinct values.
 func BenchmarkUnpackIndices(b *testing.B) {
-	for _, bw := range []uint{8, 17, 32} {
-		b.Run(map[uint]string{8: "w8", 17: "w17", 32: "w32"}[bw], func(b *testing.B) {
+	for _, tc := range []struct {
+		bw   uint
+		long bool
+	}{{8, false}, {17, false}, {32, false}, {8, true}, {17, true}, {32, true}} {
+		b.Run(fmt.Sprintf("w%d-%s", tc.bw, map[bool]string{false: "short", true: "long"}[tc.long]), func(b *testing.B) {
+			bw := tc.bw
 			rng := rand.New(rand.NewPCG(1, uint64(bw)))
-			vals := make([]uint32, 64*dictChunk)
+			vals := make([]uint32, 504*dictChunk)
 			for i := range vals {
 				vals[i] = rng.Uint32() & (1<<bw - 1)
 			}
-			// Bit-packed runs only (random indices rarely repeat).
 			var enc []byte
-			for i := 0; i < len(vals); i += 1024 {
-				enc = append(enc, encodeIndices(rng, vals[i:i+1024], bw)...)
+			if tc.long {
+				enc = packedRuns(vals, bw)
+			} else {
+				for i := 0; i < len(vals); i += 1024 {
+					enc = append(enc, encodeIndices(rng, vals[i:i+1024], bw)...)
+				}
 			}
 			dst := make([]uint32, dictChunk)
 			b.SetBytes(4 * dictChunk)
 			b.ReportAllocs()
-			x := indices{b: enc, bw: bw}
+			x, done := indices{b: enc, bw: bw}, 0
 			for b.Loop() {
-				if x.bp == 0 && x.rle == 0 && len(x.b) == 0 {
-					x = indices{b: enc, bw: bw}
+				if done == len(vals) {
+					x, done = indices{b: enc, bw: bw}, 0
 				}
+				done += len(dst)
 				if err := x.read(dst); err != nil {
 					b.Fatal(err)
 				}
@@ -293,23 +329,56 @@ func dictTestData(rng *rand.Rand, n int) *formatstest.Dataset {
 // (and props), and returns its file list.
 func writeDictFile(t *testing.T, d *formatstest.Dataset, props ...parquet.WriterProperty) string {
 	t.Helper()
+	return writeScalarFile(t, d, req, nil, append([]parquet.WriterProperty{parquet.WithDictionaryDefault(true)}, props...)...)
+}
+
+// writeScalarFile writes d (in dictTestData's shape: a label, 2 dense
+// columns, 3 one-hot cat columns) with arrow-go's writer and props, every
+// column of repetition rep, and returns its file list. When null is set,
+// the value of column col (0-5) in row i is null where null(col, i).
+func writeScalarFile(t *testing.T, d *formatstest.Dataset, rep parquet.Repetition, null func(col, row int) bool, props ...parquet.WriterProperty) string {
+	t.Helper()
 	n := d.Len()
-	lab, d0, d1 := make([]float32, n), make([]float32, n), make([]float32, n)
-	c1, c2, c3 := make([]int64, n), make([]int32, n), make([]int32, n)
+	lab, d0, d1 := make([]float32, 0, n), make([]float32, 0, n), make([]float32, 0, n)
+	c1, c2, c3 := make([]int64, 0, n), make([]int32, 0, n), make([]int32, 0, n)
+	defs := make([][]int16, 6)
 	for i := range n {
-		lab[i], d0[i], d1[i] = d.Labels[i][0], d.Dense[i][0], d.Dense[i][1]
-		c1[i], c2[i], c3[i] = d.Keys[i][0][0], int32(d.Keys[i][1][0]), int32(d.Keys[i][2][0])
+		vals := []float32{d.Labels[i][0], d.Dense[i][0], d.Dense[i][1]}
+		keys := []int64{d.Keys[i][0][0], d.Keys[i][1][0], d.Keys[i][2][0]}
+		for col := range 6 {
+			if null != nil && null(col, i) {
+				defs[col] = append(defs[col], 0)
+				continue
+			}
+			if rep != req {
+				defs[col] = append(defs[col], 1)
+			}
+			switch col {
+			case 0:
+				lab = append(lab, vals[0])
+			case 1:
+				d0 = append(d0, vals[1])
+			case 2:
+				d1 = append(d1, vals[2])
+			case 3:
+				c1 = append(c1, keys[0])
+			case 4:
+				c2 = append(c2, int32(keys[1]))
+			case 5:
+				c3 = append(c3, int32(keys[2]))
+			}
+		}
 	}
 	cols := []rawCol{
-		{node: prim("label", req, parquet.Types.Float), f32: lab},
-		{node: prim("I1", req, parquet.Types.Float), f32: d0},
-		{node: prim("I2", req, parquet.Types.Float), f32: d1},
-		{node: intNode("C1", req, 64, true), i64: c1},
-		{node: intNode("C2", req, 32, false), i32: c2},
-		{node: intNode("C3", req, 32, true), i32: c3},
+		{node: prim("label", rep, parquet.Types.Float), f32: lab, def: defs[0]},
+		{node: prim("I1", rep, parquet.Types.Float), f32: d0, def: defs[1]},
+		{node: prim("I2", rep, parquet.Types.Float), f32: d1, def: defs[2]},
+		{node: intNode("C1", rep, 64, true), i64: c1, def: defs[3]},
+		{node: intNode("C2", rep, 32, false), i32: c2, def: defs[4]},
+		{node: intNode("C3", rep, 32, true), i32: c3, def: defs[5]},
 	}
 	dir := t.TempDir()
-	if err := writeRawProps(filepath.Join(dir, "part_0.parquet"), cols, append([]parquet.WriterProperty{parquet.WithDictionaryDefault(true)}, props...)...); err != nil {
+	if err := writeRawProps(filepath.Join(dir, "part_0.parquet"), cols, props...); err != nil {
 		t.Fatal(err)
 	}
 	m := &Metadata{FileStats: []FileStat{{"part_0.parquet", int64(n)}}, Labels: []Column{{"label", 0}},
@@ -319,44 +388,11 @@ func writeDictFile(t *testing.T, d *formatstest.Dataset, props ...parquet.Writer
 }
 
 // readDictPaths reads list with the streamed dictionary path and with
-// arrow-go's column reader, with 1 and 3 workers, checks that all four give
-// the same samples (and that all or none fail), and returns the streamed
-// path's, its error, and the dictionary-encoded pages it read.
+// arrow-go's column reader (readPaths), and returns the streamed path's
+// samples, its error, and the dictionary-encoded pages it read.
 func readDictPaths(t *testing.T, list string, s *formats.Schema, o Options) (*formatstest.Dataset, error, int64) {
 	t.Helper()
-	defer func(v bool) { streamDicts = v }(streamDicts)
-	var first *formatstest.Dataset
-	var firstErr error
-	var pages int64
-	for _, streamed := range []bool{true, false} {
-		for _, workers := range []int{1, 3} {
-			streamDicts = streamed
-			o.Workers, o.BatchSize = workers, 999
-			before := streamedDictPages.Load()
-			r, err := OpenList(list, s, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := formatstest.ReadAll(r, 999, 0)
-			r.Close()
-			if n := streamedDictPages.Load() - before; !streamed && n != 0 {
-				t.Fatalf("arrow-go's path read %d pages through the streamed one", n)
-			}
-			if streamed && workers == 1 {
-				first, firstErr, pages = got, err, streamedDictPages.Load()-before
-				continue
-			}
-			if (err == nil) != (firstErr == nil) || (streamed && fmt.Sprint(err) != fmt.Sprint(firstErr)) {
-				t.Fatalf("streamed %v, %d workers: error %v, the streamed path with 1 worker: %v", streamed, workers, err, firstErr)
-			}
-			if err == nil {
-				if d := formatstest.Diff(first, got); d != "" {
-					t.Fatalf("streamed %v, %d workers: %s", streamed, workers, d)
-				}
-			}
-		}
-	}
-	return first, firstErr, pages
+	return readPaths(t, list, s, o, streamedPath{toggles: []*bool{&streamDicts}, pages: &streamedDictPages})
 }
 
 // TestStreamedDicts reads dictionary-encoded scalar columns (labels, dense

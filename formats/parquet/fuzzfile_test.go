@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/formatstest"
 )
@@ -41,6 +44,48 @@ func fuzzSeedFile(tb testing.TB, compression string, dict ...bool) []byte {
 	return b
 }
 
+// optionalSeedFile writes fuzzSeedFile's rows with arrow-go's writer (and
+// props), every column optional (the list and its elements too), in
+// pages of about 100 bytes, and returns its bytes.
+func optionalSeedFile(tb testing.TB, props ...parquet.WriterProperty) []byte {
+	tb.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := formats.NewSchema(1, 3, []int{1, 3}, []int64{50, 70}, formats.KeyI64)
+	d := formatstest.NewDataset(rng, s, fuzzRows, 1, formatstest.AnyFloat)
+	ones := make([]int16, fuzzRows)
+	for i := range ones {
+		ones[i] = 1
+	}
+	var cols []rawCol
+	col := func(name string, at func(i int) float32) {
+		v := make([]float32, fuzzRows)
+		for i := range v {
+			v[i] = at(i)
+		}
+		cols = append(cols, rawCol{node: prim(name, opt, parquet.Types.Float), f32: v, def: ones})
+	}
+	col("label", func(i int) float32 { return d.Labels[i][0] })
+	for j := range 3 {
+		col(fmt.Sprintf("I%d", j+1), func(i int) float32 { return d.Dense[i][j] })
+	}
+	c1, c2 := make([]int64, fuzzRows), make([][]int64, fuzzRows)
+	for i := range fuzzRows {
+		c1[i], c2[i] = d.Keys[i][0][0], d.Keys[i][1]
+	}
+	cols = append(cols, rawCol{node: intNode("C1", opt, 64, true), i64: c1, def: ones})
+	vals, def, rep := listLevelsOf(opt, opt, c2)
+	cols = append(cols, rawCol{node: listNode("C2", opt, opt, intNode("element", opt, 64, true)), i64: vals, def: def, rep: rep})
+	p := filepath.Join(tb.TempDir(), "seed.parquet")
+	if err := writeRawProps(p, cols, append([]parquet.WriterProperty{parquet.WithDataPageSize(100)}, props...)...); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
 // FuzzReadFile reads mutated Parquet files through the whole reader (the
 // streamed raw-page path and arrow-go's): any input must end in samples or an
 // error, never a panic, a hang or an unbounded allocation.
@@ -49,6 +94,9 @@ func FuzzReadFile(f *testing.F) {
 		f.Add(fuzzSeedFile(f, c))
 		f.Add(fuzzSeedFile(f, c, true)) // dictionary-encoded (dict.go)
 	}
+	// Every column optional, as pyarrow writes (optional.go).
+	f.Add(optionalSeedFile(f))
+	f.Add(optionalSeedFile(f, parquet.WithDataPageVersion(parquet.DataPageV2), parquet.WithCompression(compress.Codecs.Snappy), parquet.WithDictionaryDefault(true)))
 	// A 28 KB footer whose root declares 2^31-1 children (arrow-go
 	// allocated 32 GiB for it), and one whose counts add up.
 	f.Add(hostileFooter(28<<10, 1<<31-1, fuzzRows, 100))

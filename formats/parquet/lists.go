@@ -247,11 +247,10 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		return false, d.corrupt(row, err)
 	}
 	for _, lv := range []*hybrid{&pg.rep, &pg.def} {
-		if len(data) < 4 || uint64(binary.LittleEndian.Uint32(data)) > uint64(len(data)-4) {
+		var ok bool
+		if lv.b, data, ok = splitLevels(data); !ok {
 			return false, d.fail(row, formats.ErrCorrupt, "page levels run past the end of a page of %d bytes", h.usize)
 		}
-		n := 4 + int(binary.LittleEndian.Uint32(data))
-		lv.b, data = data[4:n], data[n:]
 	}
 	pg.vals = data
 	return false, d.listDict(row, h, pg)

@@ -119,48 +119,13 @@ func writeListFile(t *testing.T, listRep, elemRep parquet.Repetition, cats [3][]
 	return filepath.Join(dir, FileListName)
 }
 
-// readBothPaths reads list with the streamed list path and with arrow-go's
-// column reader, with 1 and 3 workers, checks that all four give the same
-// samples and error, and returns them, with the number of pages the
-// streamed path read. The streamed path reads the row group in pieces.
+// readBothPaths reads list with the streamed list path, which reads the
+// row group in pieces, and with arrow-go's column reader (readPaths), and
+// returns the streamed path's samples, its error (the same on both paths),
+// and the pages it read.
 func readBothPaths(t *testing.T, list string, s *formats.Schema, o Options) (*formatstest.Dataset, error, int64) {
 	t.Helper()
-	defer func(v, dv bool, m int) { streamLists, streamDicts, minPieceRows = v, dv, m }(streamLists, streamDicts, minPieceRows)
-	minPieceRows = 1500 // the streamed path cuts the row group into pieces of 1998 rows
-	var first *formatstest.Dataset
-	var firstErr error
-	var pages int64
-	for _, streamed := range []bool{true, false} {
-		for _, workers := range []int{1, 3} {
-			streamLists, streamDicts = streamed, streamed
-			o.Workers, o.BatchSize = workers, 999
-			before := streamedListPages.Load()
-			r, err := OpenList(list, s, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := formatstest.ReadAll(r, 999, 0)
-			r.Close()
-			if want := int(r.NumRows() / 1998); streamed && err == nil && r.pieces < want {
-				t.Fatalf("the streamed path read %d rows in %d pieces, want %d or more", r.NumRows(), r.pieces, want)
-			} else if !streamed && err == nil && r.pieces != r.numRG {
-				t.Fatalf("arrow-go's path read %d row groups in %d pieces", r.numRG, r.pieces)
-			}
-			if streamed && workers == 1 {
-				first, firstErr, pages = got, err, streamedListPages.Load()-before
-				continue
-			}
-			if fmt.Sprint(err) != fmt.Sprint(firstErr) {
-				t.Fatalf("streamed %v, %d workers: error %v, the streamed path with 1 worker: %v", streamed, workers, err, firstErr)
-			}
-			if err == nil {
-				if d := formatstest.Diff(first, got); d != "" {
-					t.Fatalf("streamed %v, %d workers: %s", streamed, workers, d)
-				}
-			}
-		}
-	}
-	return first, firstErr, pages
+	return readPaths(t, list, s, o, streamedPath{toggles: []*bool{&streamLists, &streamDicts}, pages: &streamedListPages, pieces: true, sameErrors: true})
 }
 
 // TestStreamedLists reads list cat columns of every list and element

@@ -26,7 +26,7 @@ func TestPageLayouts(t *testing.T) {
 	k1, k2 := make([]int64, rows), make([]int32, rows)
 	for i := range rows {
 		lab[i], d1[i], d2[i] = float32(i%2), float64(i)*0.25, float32(-i)
-		k1[i], k2[i] = int64(i*7919%100003)<<20, int32(uint32(i*2654435761))
+		k1[i], k2[i] = int64(i*7919%100003)<<20, int32(uint32(i)*2654435761)
 		want.Labels = append(want.Labels, []float32{lab[i]})
 		want.Dense = append(want.Dense, []float32{float32(d1[i]), d2[i]})
 		want.Keys = append(want.Keys, [][]int64{{k1[i]}, {int64(uint32(k2[i]))}})

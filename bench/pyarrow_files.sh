@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# ctrkit on Parquet files written by pyarrow with its defaults (every column
+# OPTIONAL though null-free, dictionary encoding with PLAIN fallback past
+# 1 MiB, snappy, data page v1, one row group a file), the files NVTabular,
+# pandas and most users' own scripts hand HugeCTR. In one run:
+#   1. ctrkit gen writes 4 × 250 000 Criteo-shape rows (13 dense, 26 one-hot
+#      slots of 100 000 keys); pyarrow rewrites them three ways: its defaults
+#      (pa-default), uncompressed (pa-none), data page v2 (pa-v2); the
+#      columns' repetition and encodings are printed;
+#   2. `ctrkit convert --to norm` of each must be byte-identical to that of
+#      ctrkit's own files (the same rows);
+#   3. reader rates: ctrkit `bench read` against pyarrow.parquet
+#      (ParquetDataset.read, use_threads) with the same thread count;
+#   4. with a GPU (unless TRAIN=0): `ctrkit bench train --resident` of DLRM and WDL from
+#      pa-default and from ctrkit's own files, the pipeline against resident batches.
+#
+#   bench/pyarrow_files.sh CTRKIT_BINARY WORKDIR [threads] [extra bench train flags]
+# Needs python3 with pyarrow. Prints a table last.
+set -euo pipefail
+B=$(realpath "${1:?usage: pyarrow_files.sh CTRKIT WORKDIR [threads] [bench train flags]}")
+W=${2:?workdir}; T=${3:-16}; shift $(($# < 3 ? $# : 3))
+mkdir -p "$W"; cd "$W"
+[ -f ck/file_list.txt ] || "$B" gen --format parquet --num-files 4 --eval-num-files 1 --num-samples-per-file 250000 \
+	--slot-size-array 100000 --seed 1 --num-workers "$T" --label-mode uniform \
+	--out-source ck/file_list.txt --out-eval-source ck/file_list_test.txt >/dev/null
+
+python3 - <<'PY'
+import os, json, shutil
+import pyarrow as pa, pyarrow.parquet as pq
+lst = "ck/file_list.txt"
+names = open(lst).read().split()[1:]
+variants = {"pa-default": {}, "pa-none": {"compression": "none"}, "pa-v2": {"data_page_version": "2.0"}}
+for v, kw in variants.items():
+    if os.path.exists(f"{v}/file_list.txt"):
+        continue
+    out = []
+    for n in names:
+        src = n if os.path.isabs(n) or os.path.exists(n) else os.path.join("ck", n)
+        t = pq.read_table(src)
+        t = t.cast(pa.schema([f.with_nullable(True) for f in t.schema]))
+        dst = os.path.join(v, os.path.relpath(src, "ck"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        pq.write_table(t, dst, **kw)
+        out.append(os.path.abspath(dst))
+        meta = os.path.join(os.path.dirname(src), "_metadata.json")
+        if os.path.exists(meta):
+            shutil.copy(meta, os.path.join(os.path.dirname(dst), "_metadata.json"))
+    with open(f"{v}/file_list.txt", "w") as f:
+        f.write(f"{len(out)}\n" + "".join(p + "\n" for p in out))
+    md = pq.ParquetFile(out[0]).metadata
+    rg = md.row_group(0)
+    rep = {md.schema.column(i).max_definition_level for i in range(md.num_columns)}
+    enc = {tuple(sorted(rg.column(i).encodings)) for i in range(md.num_columns)}
+    print(f"{v}: pyarrow {pa.__version__}, {md.num_row_groups} row group(s), max definition levels {rep}, "
+          f"codec {rg.column(0).compression}, encodings {enc}")
+PY
+
+# 2. The same rows, whoever wrote them.
+"$B" convert ck/file_list.txt conv-ck/file_list.txt --to norm --slot-offsets --slot-size-array 100000 --force >/dev/null
+for v in pa-default pa-none pa-v2; do
+	same=yes
+	"$B" convert "$v/file_list.txt" "conv-$v/file_list.txt" --to norm --slot-offsets --slot-size-array 100000 --force >/dev/null || same="no (convert failed)"
+	for f in conv-ck/*.data; do cmp -s "$f" "conv-$v/$(basename "$f")" || same=no; done
+	echo "convert --to norm of $v: identical to that of ctrkit's own files: $same"
+done
+
+pyarrow() { # list → rows/s (best of 3)
+	python3 - "$1" "$T" <<'PY'
+import sys, time, os
+import pyarrow as pa, pyarrow.parquet as pq
+lst, t = sys.argv[1], int(sys.argv[2])
+pa.set_cpu_count(t); pa.set_io_thread_count(t)
+d = os.path.dirname(lst)
+names = open(lst).read().split()[1:1 + int(open(lst).readline())]
+files = [n if os.path.isabs(n) or os.path.exists(n) else os.path.join(d, n) for n in names]
+best = 0
+for _ in range(3):
+    t0 = time.perf_counter()
+    tab = pq.ParquetDataset(files).read(use_threads=True)
+    dt = time.perf_counter() - t0
+    best = max(best, tab.num_rows / dt)
+print(f"{best:.0f}")
+PY
+}
+ours() { "$B" bench read "$@" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"{r['samples_per_second']:.0f}\")"; }
+
+rows=()
+for v in ck pa-default pa-none pa-v2; do
+	cat "$v"/*/*.parquet "$v"/*.parquet > /dev/null 2>&1 || true
+	p=$(pyarrow "$v/file_list.txt")
+	o=$(ours "$v/file_list.txt" --i64-input-key --num-workers "$T" --epochs 3)
+	rows+=("$v $p $o")
+done
+
+trained=()
+if [ "${TRAIN:-1}" = 1 ] && { [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null 2>&1; }; then
+	for v in pa-default ck; do
+		for m in dlrm wdl; do
+			j=$("$B" bench train "$v/file_list.txt" --model "$m" --slot-size-array 100000 --device gpu --resident --warmup 20 "$@" --json)
+			trained+=("$m $v $(echo "$j" | python3 -c "import json,sys; r=json.load(sys.stdin); print(r['pipeline']['SamplesPerSec'], (r.get('resident') or {}).get('SamplesPerSec', 0))")")
+			echo "$j" > "train-$m-$v.json"
+		done
+	done
+fi
+
+echo
+printf '%-12s %16s %16s %8s\n' "files" "pyarrow rows/s" "ctrkit rows/s" "ratio"
+for r in "${rows[@]}"; do
+	set -- $r
+	printf '%-12s %16s %16s %8.2f\n' "$1" "$2" "$3" "$(awk -v a="$3" -v b="$2" 'BEGIN{print a/b}')"
+done
+for r in "${trained[@]}"; do
+	set -- $r
+	printf 'bench train %s from %s: pipeline %.0f, resident %.0f samples/s (pipeline cost %.1f%%)\n' "$1" "$2" "$3" "$4" \
+		"$(awk -v a="$3" -v b="$4" 'BEGIN{print (b > 0) ? 100 * (1 - a / b) : 0}')"
+done
