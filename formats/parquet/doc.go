@@ -144,7 +144,15 @@
 // dictionary's size and replaced by its value, so the code above sees
 // PLAIN values; PLAIN pages after a dictionary that outgrew its limit are
 // read as PLAIN. A dictionary index outside the dictionary is ErrCorrupt
-// at its record. Other column chunks go through the typed ReadBatch of arrow-go into reused value and
+// at its record. An OPTIONAL scalar column (pyarrow writes every column so
+// unless told not null) is streamed the same way (optional.go): each
+// page's definition levels (v1: a 4-byte length, then RLE/bit-packed
+// hybrid levels at the start of the page's data; v2: before the
+// compressed body) are checked to be all the maximum, a run of it at
+// once, and dropped; a null is ErrNull at its row, as on arrow-go's path.
+// A snappy page may be up to 5n+5 bytes for n bytes of data (the format's
+// bound: the C++ library writes an incompressible page as one literal a
+// 64 KiB fragment, past s2's single-literal bound). Other column chunks go through the typed ReadBatch of arrow-go into reused value and
 // level buffers. List columns are decoded piece by piece when streamed
 // (a piece ends before the level that starts the next piece's first row),
 // else whole; one after the other. Read takes pieces from the queue in order,
