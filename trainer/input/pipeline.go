@@ -2,6 +2,7 @@ package input
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
 	"sync"
@@ -15,6 +16,7 @@ import (
 type Staged struct {
 	N     int            // samples
 	Err   error          // reader or upload error (io.EOF at the end)
+	short bool           // a short batch dropped unstaged (DropShort)
 	nnz   []int          // staged: keys per sparse input
 	slot  int            // staged: staging slot
 	batch *formats.Batch // CPU: the batch to load
@@ -38,6 +40,7 @@ type Prefetcher struct {
 	srcs   [][]byte
 	nnz    []int     // HostSide's key counts (this prefetcher's own scratch)
 	chain  *chain    // StartPasses' passes; nil: one reader per Start
+	drop   bool      // DropShort: short batches are not staged
 	st     pipeStats // TimeStats (stats.go)
 }
 
@@ -212,6 +215,15 @@ func (pf *Prefetcher) turn(got int64) bool {
 	return true
 }
 
+// DropShort tells the prefetcher that its consumer trains full batches
+// only (a repeating reader's pass ends in max_iter mode, a benchmark's
+// steps, drop_incomplete_batch): a batch shorter than the batch size is
+// then handed on with its N but not staged (no host-side check, no upload;
+// Commit refuses it, Release drops it), so that the next pass's first
+// batch is staged while the pass's last full batch trains instead of
+// after a discarded upload.
+func (pf *Prefetcher) DropShort(on bool) { pf.drop = on }
+
 // NewPrefetcher returns an idle prefetcher of f's inputs; Start starts
 // it on a reader. One prefetcher serves a whole run: after Stop, Start
 // points it at the next pass's reader and keeps its staging slots and
@@ -330,8 +342,9 @@ func (pf *Prefetcher) run() {
 			pf.send(st)
 			return
 		}
+		st.short = pf.drop && n > 0 && n < pf.f.batch
 		if pf.stg != nil {
-			if n > 0 {
+			if n > 0 && !st.short {
 				st.slot, st.nnz, st.Err = pf.stage(b)
 				if st.Err == nil {
 					st.Err = err
@@ -435,6 +448,10 @@ func (pf *Prefetcher) Next() Staged {
 // Commit makes st the network's input.
 func (pf *Prefetcher) Commit(st Staged) error {
 	f := pf.f
+	if st.short {
+		pf.Release(st)
+		return fmt.Errorf("a batch of %d samples, short of %d, dropped unstaged (DropShort) cannot be trained", st.N, f.batch)
+	}
 	if st.batch != nil {
 		defer func() { pf.free <- st.batch }()
 		return f.Load(st.batch)

@@ -3,9 +3,11 @@ package model
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/trainer/tensor"
 )
 
 // TestPipelineOnePerRun: the training and evaluation pipelines are built
@@ -67,6 +69,46 @@ func TestThroughputRearms(t *testing.T) {
 	}
 	if opens[1] < 4 || stagings != [2]int64{1, 1} || allocs[0] != allocs[1] {
 		t.Errorf("%v opens, %v stagings, %v pinned allocations for 1 and 10 steps", opens, stagings, allocs)
+	}
+}
+
+// TestShortBatchesUnstaged: where training takes full batches only
+// (TrainThroughput's steps, Fit in max_iter mode), the short batch that
+// ends each pass is not staged (DropShort); Fit in epoch mode trains it,
+// staged. The losses of max_iter mode are those of synchronous loads.
+func TestShortBatchesUnstaged(t *testing.T) {
+	data := newPlanted(1, 200, 4, smallSlots) // 3 full batches of 64 a pass, then 8 samples
+	open := func() (formats.Reader, error) { return data.reader(64), nil }
+	be := newStagingBackend(t)
+	if _, err := cacheModel(t, be, "dlrm", 64).TrainThroughput(open, 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n := be.short.Load(); n != 0 {
+		t.Errorf("TrainThroughput staged %d short batches", n)
+	}
+	for _, tc := range []struct {
+		epochs, iters int
+		short         bool
+	}{{0, 13, false}, {3, 0, true}} {
+		var hist [2][]float64
+		sb := newStagingBackend(t)
+		for i, b := range []tensor.Backend{sb, cpuBackend(t)} {
+			res, err := cacheModel(t, b, "dlrm", 64).Fit(context.Background(), FitOptions{OpenTrain: open, NumEpochs: tc.epochs, MaxIter: tc.iters, Display: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range res.History {
+				if p.Loss != nil {
+					hist[i] = append(hist[i], *p.Loss)
+				}
+			}
+		}
+		if n := sb.short.Load(); (n > 0) != tc.short {
+			t.Errorf("epochs %d, max_iter %d: %d short batches staged", tc.epochs, tc.iters, n)
+		}
+		if !slices.Equal(hist[0], hist[1]) || len(hist[0]) == 0 {
+			t.Errorf("epochs %d, max_iter %d: staged losses %v, synchronous %v", tc.epochs, tc.iters, hist[0], hist[1])
+		}
 	}
 }
 

@@ -19,6 +19,7 @@ type stagingBackend struct {
 	*cpu.Backend
 	allocs   atomic.Int64 // PinnedAllocator().Alloc calls
 	stagings atomic.Int64 // NewStaging calls
+	short    atomic.Int64 // Stage calls of a batch shorter than the slot
 }
 
 func newStagingBackend(t testing.TB) *stagingBackend { return &stagingBackend{Backend: cpuBackend(t)} }
@@ -66,6 +67,9 @@ func (s *cpuStaging) Stage(srcs [][]byte) (int, error) {
 			return 0, fmt.Errorf("test staging: %d bytes for a buffer of %d", len(src), cap(s.bufs[slot][i]))
 		}
 		s.bufs[slot][i] = append(s.bufs[slot][i][:0], src...)
+	}
+	if len(srcs) > 0 && len(srcs[0]) < cap(s.bufs[slot][0]) { // the labels
+		s.be.short.Add(1)
 	}
 	return slot, nil
 }

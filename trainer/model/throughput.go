@@ -52,6 +52,7 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	var res Throughput
 	pf := input.NewPrefetcher(m.feed)
 	defer pf.Close()
+	pf.DropShort(true) // steps are full batches
 	if err := pf.StartPasses(open, 0); err != nil {
 		return res, nil, err
 	}

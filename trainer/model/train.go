@@ -857,6 +857,7 @@ func (m *Model) Fit(ctx context.Context, o FitOptions) (FitResult, error) {
 	// One pipeline reads pass after pass: it opens the next while the
 	// last batches of a pass train (no drain at an epoch's end).
 	pf := input.NewPrefetcher(m.feed)
+	pf.DropShort(o.dropShort())
 	if err := pf.StartPasses(o.OpenTrain, max(o.NumEpochs, 0)); err != nil {
 		return res, err
 	}
