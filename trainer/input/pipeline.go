@@ -293,7 +293,9 @@ func (pf *Prefetcher) start(r formats.Reader) error {
 	for _, b := range pf.bufs {
 		pf.free <- b
 	}
-	pf.out, pf.quit = make(chan Staged, 1), make(chan struct{})
+	// One staged batch ahead, and room for a pass's end beside it, so
+	// that the next pass's first batch stages while the last one trains.
+	pf.out, pf.quit = make(chan Staged, 2), make(chan struct{})
 	pf.wg.Add(1)
 	go pf.run()
 	return nil
@@ -303,6 +305,7 @@ func (pf *Prefetcher) run() {
 	defer pf.wg.Done()
 	defer close(pf.out)
 	var got int64 // samples of this pass so far
+	held := 0     // samples of short batches dropped and not yet sent (DropShort)
 	for {
 		var b *formats.Batch
 		var n int
@@ -351,6 +354,27 @@ func (pf *Prefetcher) run() {
 				}
 			}
 			st.batch = pf.recycle(b)
+			if st.short || held > 0 {
+				// A dropped short batch is not sent on its own but with
+				// the pass's end, so that it takes no place in out ahead
+				// of the next pass's first batch.
+				switch {
+				case st.short:
+					held += n
+					if st.Err == nil {
+						pf.ahead(got)
+						continue
+					}
+					st.N, held = held, 0
+				case n == 0: // the pass's end after it
+					st.N, st.short, held = held, true, 0
+				default: // data after a short batch (not a reader's order)
+					if !pf.send(Staged{N: held, short: true}) {
+						return
+					}
+					held = 0
+				}
+			}
 		}
 		if !pf.send(st) {
 			return
