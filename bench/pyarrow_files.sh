@@ -20,8 +20,15 @@ set -euo pipefail
 B=$(realpath "${1:?usage: pyarrow_files.sh CTRKIT WORKDIR [threads] [bench train flags]}")
 W=${2:?workdir}; T=${3:-16}; shift $(($# < 3 ? $# : 3))
 mkdir -p "$W"; cd "$W"
-[ -f ck/file_list.txt ] || "$B" gen --format parquet --num-files 4 --eval-num-files 1 --num-samples-per-file 250000 \
-	--slot-size-array 100000 --seed 1 --num-workers "$T" --label-mode uniform \
+# SHAPE=multihot: the DLRM-DCNv2 shape instead (4 × 131 072 rows, MLPerf
+# hotness: list columns), trained as --model dcnv2.
+SIZES=100000; ROWS=250000; MODELS="dlrm wdl"; GEN=()
+if [ "${SHAPE:-onehot}" = multihot ]; then
+	NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
+	SIZES=2000000; ROWS=131072; MODELS=dcnv2; GEN=(--nnz-array "$NNZ")
+fi
+[ -f ck/file_list.txt ] || "$B" gen --format parquet --num-files 4 --eval-num-files 1 --num-samples-per-file "$ROWS" \
+	--slot-size-array "$SIZES" "${GEN[@]}" --seed 1 --num-workers "$T" --label-mode uniform \
 	--out-source ck/file_list.txt --out-eval-source ck/file_list_test.txt >/dev/null
 
 python3 - <<'PY'
@@ -37,7 +44,11 @@ for v, kw in variants.items():
     for n in names:
         src = n if os.path.isabs(n) or os.path.exists(n) else os.path.join("ck", n)
         t = pq.read_table(src)
-        t = t.cast(pa.schema([f.with_nullable(True) for f in t.schema]))
+        def nullable(f):
+            if pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+                f = f.with_type(pa.list_(f.type.value_field.with_nullable(True)))
+            return f.with_nullable(True)
+        t = t.cast(pa.schema([nullable(f) for f in t.schema]))
         dst = os.path.join(v, os.path.relpath(src, "ck"))
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         pq.write_table(t, dst, **kw)
@@ -56,10 +67,10 @@ for v, kw in variants.items():
 PY
 
 # 2. The same rows, whoever wrote them.
-"$B" convert ck/file_list.txt conv-ck/file_list.txt --to norm --slot-offsets --slot-size-array 100000 --force >/dev/null
+"$B" convert ck/file_list.txt conv-ck/file_list.txt --to norm --slot-offsets --slot-size-array "$SIZES" --force >/dev/null
 for v in pa-default pa-none pa-v2; do
 	same=yes
-	"$B" convert "$v/file_list.txt" "conv-$v/file_list.txt" --to norm --slot-offsets --slot-size-array 100000 --force >/dev/null || same="no (convert failed)"
+	"$B" convert "$v/file_list.txt" "conv-$v/file_list.txt" --to norm --slot-offsets --slot-size-array "$SIZES" --force >/dev/null || same="no (convert failed)"
 	for f in conv-ck/*.data; do cmp -s "$f" "conv-$v/$(basename "$f")" || same=no; done
 	echo "convert --to norm of $v: identical to that of ctrkit's own files: $same"
 done
@@ -95,8 +106,8 @@ done
 trained=()
 if [ "${TRAIN:-1}" = 1 ] && { [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null 2>&1; }; then
 	for v in pa-default ck; do
-		for m in dlrm wdl; do
-			j=$("$B" bench train "$v/file_list.txt" --model "$m" --slot-size-array 100000 --device gpu --resident --warmup 20 "$@" --json)
+		for m in $MODELS; do
+			j=$("$B" bench train "$v/file_list.txt" --model "$m" --slot-size-array "$SIZES" --device gpu --resident --warmup 20 "$@" --json)
 			trained+=("$m $v $(echo "$j" | python3 -c "import json,sys; r=json.load(sys.stdin); print(r['pipeline']['SamplesPerSec'], (r.get('resident') or {}).get('SamplesPerSec', 0))")")
 			echo "$j" > "train-$m-$v.json"
 		done

@@ -236,7 +236,15 @@ func (d *decoder) nextListPage(row int, pg *listPage) (end bool, e *formats.Erro
 		rep: hybrid{bw: 1, max: 1},
 		def: hybrid{bw: defBW, max: uint8(d.cp.maxDef)}}
 	if h.typ == pageDataV2 {
-		pg.rep.b, pg.def.b = src[:h.repLen], src[h.repLen:lv]
+		levels := src[:lv]
+		if !inWindow && codec != compress.Codecs.Uncompressed {
+			// The body came through the task's scratch, which the task's
+			// next column reuses; the levels are read on until the page
+			// is consumed (the values go to d's own buffer).
+			d.ls.levels = append(d.ls.levels[:0], levels...)
+			levels = d.ls.levels
+		}
+		pg.rep.b, pg.def.b = levels[:h.repLen], levels[h.repLen:lv]
 		if pg.vals, err = d.values(src[lv:], int(h.usize)-lv, codec, inWindow); err != nil {
 			return false, d.corrupt(row, err)
 		}
@@ -279,6 +287,7 @@ type listState struct {
 	at, end    int
 	full       bool
 	vals       []byte
+	levels     []byte // a v2 page's levels, when its body came through the task's scratch
 }
 
 // listT decodes the rows of piece d.b of a streamed list column chunk of

@@ -429,24 +429,33 @@ func TestStreamedListsSigned(t *testing.T) {
 func TestStreamedListsBigPages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 9))
 	const rows = 20000
-	cats := [3][][]int64{listTestRows(rng, rows, 100, true), listTestRows(rng, rows, 1, false), listTestRows(rng, rows, 100, true)}
+	// C3 smaller than C1 (both past the window): its page reuses the
+	// scratch C1's came through rather than a larger one.
+	cats := [3][][]int64{listTestRows(rng, rows, 100, true), listTestRows(rng, rows, 1, false), listTestRows(rng, rows, 40, true)}
 	want := &formatstest.Dataset{}
 	for i := range rows {
 		want.Labels = append(want.Labels, []float32{float32(i % 3)})
 		want.Dense = append(want.Dense, []float32{})
 		want.Keys = append(want.Keys, [][]int64{cats[0][i], cats[1][i], cats[2][i]})
 	}
-	for _, dict := range []bool{false, true} {
-		list := writeListFile(t, req, req, cats, parquet.WithDataPageSize(16<<20), parquet.WithDictionaryDefault(dict))
-		got, err, n := readBothPaths(t, list, nil, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			t.Fatal("the streamed list path read no page")
-		}
-		if d := formatstest.Diff(want, got); d != "" {
-			t.Fatalf("dictionary %v: %s", dict, d)
+	v2 := parquet.WithDataPageVersion(parquet.DataPageV2)
+	snappy := parquet.WithCompression(compress.Codecs.Snappy)
+	for _, pages := range []struct {
+		name  string
+		props []parquet.WriterProperty
+	}{{"v1-none", nil}, {"v2-snappy", []parquet.WriterProperty{v2, snappy}}, {"v2-none", []parquet.WriterProperty{v2}}, {"v1-snappy", []parquet.WriterProperty{snappy}}} {
+		for _, dict := range []bool{false, true} {
+			list := writeListFile(t, req, req, cats, append([]parquet.WriterProperty{parquet.WithDataPageSize(16 << 20), parquet.WithDictionaryDefault(dict)}, pages.props...)...)
+			got, err, n := readBothPaths(t, list, nil, Options{})
+			if err != nil {
+				t.Fatalf("%s, dictionary %v: %v", pages.name, dict, err)
+			}
+			if n == 0 {
+				t.Fatal("the streamed list path read no page")
+			}
+			if d := formatstest.Diff(want, got); d != "" {
+				t.Fatalf("%s, dictionary %v: %s", pages.name, dict, d)
+			}
 		}
 	}
 }
