@@ -13,6 +13,8 @@
 #      (ParquetDataset.read, use_threads) with the same thread count;
 #   4. with a GPU (unless TRAIN=0): `ctrkit bench train --resident` of DLRM and WDL from
 #      pa-default and from ctrkit's own files, the pipeline against resident batches.
+# SHAPE=multihot writes the DLRM-DCNv2 shape instead (list columns, MLPerf
+# hotness, 4 × 131 072 rows) and trains --model dcnv2.
 #
 #   bench/pyarrow_files.sh CTRKIT_BINARY WORKDIR [threads] [extra bench train flags]
 # Needs python3 with pyarrow. Prints a table last.
@@ -99,7 +101,7 @@ rows=()
 for v in ck pa-default pa-none pa-v2; do
 	cat "$v"/*/*.parquet "$v"/*.parquet > /dev/null 2>&1 || true
 	p=$(pyarrow "$v/file_list.txt")
-	o=$(ours "$v/file_list.txt" --i64-input-key --num-workers "$T" --epochs 3)
+	o=$(ours "$v/file_list.txt" --i64-input-key --num-workers "$T" --epochs 3 "${GEN[@]}")
 	rows+=("$v $p $o")
 done
 
@@ -107,7 +109,7 @@ trained=()
 if [ "${TRAIN:-1}" = 1 ] && { [ -e /dev/nvidia0 ] || command -v nvidia-smi >/dev/null 2>&1; }; then
 	for v in pa-default ck; do
 		for m in $MODELS; do
-			j=$("$B" bench train "$v/file_list.txt" --model "$m" --slot-size-array "$SIZES" --device gpu --resident --warmup 20 "$@" --json)
+			j=$("$B" bench train "$v/file_list.txt" --model "$m" --slot-size-array "$SIZES" "${GEN[@]}" --device gpu --resident --warmup 20 "$@" --json)
 			trained+=("$m $v $(echo "$j" | python3 -c "import json,sys; r=json.load(sys.stdin); print(r['pipeline']['SamplesPerSec'], (r.get('resident') or {}).get('SamplesPerSec', 0))")")
 			echo "$j" > "train-$m-$v.json"
 		done
