@@ -40,7 +40,7 @@ gpu: ## build ctrkit, the GPU test binaries and gpu_check.sh into .gpu/ for the 
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/cuda.test ./trainer/cuda
 	CGO_ENABLED=0 $(GO) test -c -ldflags "-s -w" -o .gpu/collective.test ./trainer/collective
 	gzip -f .gpu/ctrkit .gpu/gpu.test .gpu/model.test .gpu/cuda.test .gpu/collective.test  # the device tool carries 64 MiB
-	cp scripts/gpu_check.sh bench/readers_16core.sh bench/convert_compare.sh bench/precision_auc.sh bench/pyarrow_files.sh .gpu/
+	cp scripts/gpu_check.sh bench/readers_16core.sh bench/convert_compare.sh bench/precision_auc.sh bench/pyarrow_files.sh bench/pyarrow_read.py .gpu/
 	-cp ../shared/anchors/pytorch_dlrm.py ../shared/anchors/pytorch_dcnv2.py ../shared/anchors/dcnv2_mlperf_1gpu.json .gpu/
 	-mkdir -p .gpu/hugectr-json && cp -r ../shared/data/hugectr-json/* .gpu/hugectr-json/
 	rm -rf .gpu/python && cp -r python .gpu/python

@@ -19,6 +19,7 @@
 #   bench/pyarrow_files.sh CTRKIT_BINARY WORKDIR [threads] [extra bench train flags]
 # Needs python3 with pyarrow. Prints a table last.
 set -euo pipefail
+H=$(cd "$(dirname "$0")" && pwd) # pyarrow_read.py lies beside this script
 B=$(realpath "${1:?usage: pyarrow_files.sh CTRKIT WORKDIR [threads] [bench train flags]}")
 W=${2:?workdir}; T=${3:-16}; shift $(($# < 3 ? $# : 3))
 mkdir -p "$W"; cd "$W"
@@ -77,30 +78,13 @@ for v in pa-default pa-none pa-v2; do
 	echo "convert --to norm of $v: identical to that of ctrkit's own files: $same"
 done
 
-pyarrow() { # list → rows/s (best of 3)
-	python3 - "$1" "$T" <<'PY'
-import sys, time, os
-import pyarrow as pa, pyarrow.parquet as pq
-lst, t = sys.argv[1], int(sys.argv[2])
-pa.set_cpu_count(t); pa.set_io_thread_count(t)
-d = os.path.dirname(lst)
-names = open(lst).read().split()[1:1 + int(open(lst).readline())]
-files = [n if os.path.isabs(n) or os.path.exists(n) else os.path.join(d, n) for n in names]
-best = 0
-for _ in range(3):
-    t0 = time.perf_counter()
-    tab = pq.ParquetDataset(files).read(use_threads=True)
-    dt = time.perf_counter() - t0
-    best = max(best, tab.num_rows / dt)
-print(f"{best:.0f}")
-PY
-}
+pyarrow() { python3 "$H/pyarrow_read.py" "$1" "$T"; } # list → rows/s (best of 3), bytes
 ours() { "$B" bench read "$@" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"{r['samples_per_second']:.0f}\")"; }
 
 rows=()
 for v in ck pa-default pa-none pa-v2; do
 	cat "$v"/*/*.parquet "$v"/*.parquet > /dev/null 2>&1 || true
-	p=$(pyarrow "$v/file_list.txt")
+	p=$(pyarrow "$v/file_list.txt" | cut -d" " -f1)
 	o=$(ours "$v/file_list.txt" --i64-input-key --num-workers "$T" --epochs 3 "${GEN[@]}")
 	rows+=("$v $p $o")
 done

@@ -10,6 +10,7 @@
 #   bench/readers_16core.sh CTRKIT_BINARY WORKDIR [threads]
 # Needs python3 with pyarrow. Prints a table last.
 set -euo pipefail
+H=$(cd "$(dirname "$0")" && pwd) # pyarrow_read.py lies beside this script
 B=$(realpath "${1:?usage: readers_16core.sh CTRKIT WORKDIR [threads]}")
 W=${2:?workdir}; T=${3:-16}
 mkdir -p "$W"; cd "$W"
@@ -22,24 +23,7 @@ NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
 [ -f raw/train.bin ] || "$B" gen --format raw --num-samples 3000000 --eval-num-samples 1000 --raw-layout multihot --nnz-array "$NNZ" \
 	--slot-size-array "$SIZES" --float-label-dense --seed 2 --threads "$T" --label-mode uniform --source raw/train.bin --eval-source raw/test.bin >/dev/null
 
-pyarrow() { # list → rows/s (best of 3)
-	python3 - "$1" "$T" <<'PY'
-import sys, time, os
-import pyarrow as pa, pyarrow.parquet as pq
-lst, t = sys.argv[1], int(sys.argv[2])
-pa.set_cpu_count(t); pa.set_io_thread_count(t)
-d = os.path.dirname(lst)
-names = open(lst).read().split()[1:1 + int(open(lst).readline())]
-files = [n if os.path.isabs(n) or os.path.exists(n) else os.path.join(d, n) for n in names]
-best = 0
-for _ in range(3):
-    t0 = time.perf_counter()
-    tab = pq.ParquetDataset(files).read(use_threads=True)
-    dt = time.perf_counter() - t0
-    best = max(best, tab.num_rows / dt)
-print(f"{best:.0f} {tab.nbytes}")
-PY
-}
+pyarrow() { python3 "$H/pyarrow_read.py" "$1" "$T"; } # list → rows/s (best of 3), bytes
 ours() { "$B" bench read "$@" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"{r['samples_per_second']:.0f} {r['file_bytes_per_second']/1e9:.2f}\")"; }
 
 pa_snappy=$(pyarrow pq/file_list.txt); pa_none=$(pyarrow pqnone/_file_list.txt)
