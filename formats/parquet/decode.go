@@ -1230,13 +1230,13 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	// streamed, else from the data (dataLevels).
 	v1 := optional && h.typ != pageDataV2
 	switch {
-	case optional && !v1:
-		if _, e := d.pageLevels(row, h, lv, body); e != nil {
+	case optional && h.typ == pageDataV2:
+		if e := d.v2Levels(row, h, lv); e != nil {
 			return e
 		}
 	case v1 && codec == compress.Codecs.Uncompressed && !dict:
 		var e *formats.Error
-		if body, e = d.pageLevels(row, h, 0, body); e != nil {
+		if body, e = d.streamedV1Levels(row, h, body); e != nil {
 			return e
 		}
 		usize, v1 = body, false

@@ -49,14 +49,6 @@ func splitLevels(data []byte) (lv, rest []byte, ok bool) {
 	return data[4:n], data[n:], true
 }
 
-// levelBytes returns the next n bytes of d's stream, the levels of a page
-// checked at once (defined): through the window when they fit it, else
-// through the task's scratch.
-func (d *decoder) levelBytes(n int) ([]byte, error) {
-	b, _, err := d.pageBody(n, false)
-	return b, err
-}
-
 // defined checks that the first n definition levels in b, those of the page
 // that starts at row, all hold a value (are the column's maximum).
 func (d *decoder) defined(row int, b []byte, n int) *formats.Error {
@@ -84,29 +76,33 @@ func (d *decoder) defined(row int, b []byte, n int) *formats.Error {
 	return nil
 }
 
-// pageLevels reads and checks the definition levels of the streamed page
-// of an optional scalar column whose header is h, starting at row, from
-// the stream, at the body's start, for a v2 page (lv level bytes) or for
-// a v1 page read from the stream as it is consumed (body bytes); it
-// returns the bytes of the body left after them.
-func (d *decoder) pageLevels(row int, h pageHeader, lv, body int64) (int64, *formats.Error) {
+// v2Levels reads from the stream and checks the definition levels (lv
+// bytes, before the body) of a streamed v2 page of an optional scalar
+// column whose header is h, starting at row.
+func (d *decoder) v2Levels(row int, h pageHeader, lv int64) *formats.Error {
 	streamedOptionalPages.Add(1)
-	if h.typ == pageDataV2 {
-		if h.repLen != 0 {
-			return 0, d.fail(row, formats.ErrCorrupt, "page of a scalar column holds %d bytes of repetition levels", h.repLen)
-		}
-		b, err := d.levelBytes(int(lv))
-		if err != nil {
-			return 0, d.corrupt(row, err)
-		}
-		if e := d.defined(row, b, int(h.nv)); e != nil {
-			return 0, e
-		}
-		if h.nulls != 0 {
-			return 0, d.fail(row, formats.ErrCorrupt, "page header counts %d nulls, its definition levels none", h.nulls)
-		}
-		return body, nil
+	if h.repLen != 0 {
+		return d.fail(row, formats.ErrCorrupt, "page of a scalar column holds %d bytes of repetition levels", h.repLen)
 	}
+	b, _, err := d.pageBody(int(lv), false) // checked at once: the task's scratch will do
+	if err != nil {
+		return d.corrupt(row, err)
+	}
+	if e := d.defined(row, b, int(h.nv)); e != nil {
+		return e
+	}
+	if h.nulls != 0 {
+		return d.fail(row, formats.ErrCorrupt, "page header counts %d nulls, its definition levels none", h.nulls)
+	}
+	return nil
+}
+
+// streamedV1Levels reads from the stream and checks the definition levels
+// that start a v1 page of an optional scalar column, of body bytes, whose
+// values are then read from the stream as they are consumed; it returns
+// the bytes of the body left after them.
+func (d *decoder) streamedV1Levels(row int, h pageHeader, body int64) (int64, *formats.Error) {
+	streamedOptionalPages.Add(1)
 	if e := d.v1Levels(row, h); e != nil {
 		return 0, e
 	}
@@ -120,7 +116,7 @@ func (d *decoder) pageLevels(row int, h pageHeader, lv, body int64) (int64, *for
 	if n > body-4 {
 		return 0, d.fail(row, formats.ErrCorrupt, "definition levels of %d bytes in a page of %d", n, body)
 	}
-	b, err := d.levelBytes(int(n))
+	b, _, err := d.pageBody(int(n), false)
 	if err != nil {
 		return 0, d.corrupt(row, err)
 	}
