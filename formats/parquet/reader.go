@@ -387,8 +387,13 @@ func (r *Reader) fail(ctx context.Context, err error) {
 // group g to the epoch's end): when the m ≤ Workers row groups left would
 // leave cores idle as the first of them end, each is decoded by ⌈2·Workers/m⌉
 // tasks, so that the workers end the epoch together rather than one of them
-// decoding the last row group alone. Cuts fall at column bounds that balance
-// the columns' uncompressed bytes; a task has at least one column.
+// decoding the last row group alone. With 2 or 3 workers, whose row groups
+// are decoded whole, Workers side by side (in waves), only the row groups of
+// a last wave that is not full are split: a full one ends together anyway,
+// and a row group decoded whole is staged (stagePiece), which one split over
+// columns is not — on the dev VM a fresh 2-worker epoch of 8 row groups read
+// 3–5% faster without splitting its last two. Cuts fall at column bounds that
+// balance the columns' uncompressed bytes; a task has at least one column.
 func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	nc := len(fp.cols)
 	k := r.o.Workers / 2
@@ -397,7 +402,9 @@ func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	}
 	if rows := fp.rgStart[g+1] - fp.rgStart[g]; !r.o.Repeat && r.o.Workers > 1 && rows > 0 && left <= int64(r.o.Workers)*rows {
 		m := int((left + rows - 1) / rows) // ≤ Workers
-		k = max(k, (2*r.o.Workers+m-1)/m)
+		if k >= 2 || m <= r.numRG%r.o.Workers {
+			k = max(k, (2*r.o.Workers+m-1)/m)
+		}
 	}
 	if k = min(k, nc); k < 2 {
 		return []int{0, nc}

@@ -14,7 +14,8 @@ import (
 // Workers (at most one part per column), increasing, covering every
 // column, with the uncompressed bytes balanced (int64 cats weigh twice a
 // float column). The last row groups of an epoch are split like a dataset
-// of that many row groups (epoch mode, more than one worker).
+// of that many row groups (epoch mode, more than one worker), with 2 or 3
+// workers only those of a last wave that is not full.
 func TestSplit(t *testing.T) {
 	s := formats.NewSchema(1, 13, make([]int, 26), nil, formats.KeyI64)
 	for i := range s.Slots {
@@ -24,6 +25,7 @@ func TestSplit(t *testing.T) {
 	d := formatstest.NewDataset(rand.New(rand.NewPCG(1, 2)), s, 10000, 1, formatstest.AnyFloat)
 	many := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 500, Compression: "none"}})
 	few := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 5000, Compression: "none"}})
+	odd := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: 2000, Compression: "none"}})
 	for _, tc := range []struct {
 		list    string
 		workers int
@@ -38,17 +40,22 @@ func TestSplit(t *testing.T) {
 		{many, 400, nil, 0, false}, // fewer row groups than workers: one column a task
 		{few, 2, []int{0, 40}, 0, false},
 		{few, 3, []int{0, 18, 29, 40}, 0, false}, // ⌈2·3/2⌉ = 3 tasks, cut at thirds of the bytes
-		// The epoch's last row groups of 500 rows, 2 workers: 2 left, 2
-		// tasks each; the last, 4; 3 left (or repeat mode, or one
-		// worker): whole.
-		{many, 2, []int{0, 24, 40}, 1000, false},
-		{many, 2, []int{0, 16, 24, 32, 40}, 500, false},
-		{many, 2, []int{0, 40}, 1001, false},
-		{many, 2, []int{0, 40}, 500, true},
-		{many, 1, []int{0, 40}, 500, false},
+		// The epoch's last row groups, 2 workers. 20 of 500 rows: the
+		// last wave of two is full, so whole. 5 of 2000 rows: the last,
+		// alone in its wave, by 4 tasks; the two before it (a full wave),
+		// repeat mode or one worker: whole.
+		{many, 2, []int{0, 40}, 1000, false},
+		{many, 2, []int{0, 40}, 500, false},
+		{odd, 2, []int{0, 16, 24, 32, 40}, 2000, false},
+		{odd, 2, []int{0, 40}, 4000, false},
+		{odd, 2, []int{0, 40}, 2000, true},
+		{odd, 1, []int{0, 40}, 2000, false},
+		// 3 workers, 5 row groups: a last wave of 2, each by 3 tasks.
+		{odd, 3, []int{0, 18, 29, 40}, 4000, false},
+		{odd, 3, []int{0, 40}, 6000, false},
 		{many, 8, []int{0, 16, 24, 32, 40}, 4000, false},                // 8 left: Workers/2 as before
 		{many, 8, []int{0, 9, 16, 20, 24, 28, 32, 36, 40}, 1000, false}, // 2 left: 8 tasks
-		{few, 2, []int{0, 24, 40}, 10000, false},
+		{few, 2, []int{0, 40}, 10000, false},                            // 2 row groups, 2 workers: one wave
 	} {
 		r, err := OpenList(tc.list, &s, Options{Options: formats.Options{BatchSize: 100, Workers: tc.workers, Repeat: tc.repeat}})
 		if err != nil {
