@@ -316,8 +316,16 @@ func (r *Reader) produce(ctx context.Context) {
 }
 
 // minPieceRows is the fewest rows of a piece of a row group (pieceCuts);
-// a variable so that tests can cut small row groups into pieces.
-var minPieceRows = 32768
+// a variable so that tests can cut small row groups into pieces. A short
+// piece merged into its neighbour makes that piece's buffer longer than a
+// batch, and the buffers, which go round from piece to piece, all grow to
+// the longest: with 32768 rows, a fresh 2-worker read of 250 000-row files
+// of two row groups (pieces of up to 118 928 rows, a batch being 65 536)
+// peaked at 195–215 MB of anonymous memory against 155–160 MB with 4096,
+// and read its epoch 5–8% faster (dev VM, where a fresh page is costly). A
+// piece of 4096 rows is still a millisecond of decoding, well above the
+// cost of handing it on.
+var minPieceRows = 4096
 
 // pieceCuts returns the pieces a row group of rows rows is decoded in, as
 // row bounds 0 = cuts[0] < … < cuts[k] = rows, for a row group whose first

@@ -135,9 +135,10 @@ func TestMemoryLimit(t *testing.T) {
 	if r.o.Workers != 8 || r.o.Prefetch != 2 {
 		t.Errorf("no limit: %d workers, prefetch %d; want 8 and 2", r.o.Workers, r.o.Prefetch)
 	}
-	// A row group (one piece: pieces hold at least 32768 rows) with its
-	// room for the head of the next (rgBuf.room): up to a batch.
-	decoded := int64((20000 + 1000 - 1) * (4*4 + 8*3))
+	// A piece (a batch and up to two short pieces merged into it, of
+	// fewer than minPieceRows rows each) with its room for the head of the
+	// next row group (rgBuf.room): up to a batch.
+	decoded := int64((min(20000, 1000+2*minPieceRows) + 1000 - 1) * (4*4 + 8*3))
 	pages := pageSizes(r.first)
 	r.Close()
 	// Four float columns of one 80000-byte page, three int64 columns whose
