@@ -180,9 +180,17 @@ func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, pt *
 		sc = new(scratch)
 	}
 	defer scratchPool.Put(sc)
+	held := false // a worker slot, kept while the next piece has its buffer
+	defer func() {
+		if held {
+			r.freeSlot()
+		}
+	}()
 	var f *os.File
 	var rd *file.Reader
 	decs := t.decs[lo:hi]
+	// Run before the slot is freed: the columns' windows and pages go back
+	// to the pool before the task that takes the slot opens its own.
 	defer func() {
 		for ci := range decs {
 			if decs[ci].r != nil { // opened
@@ -196,12 +204,6 @@ func (r *Reader) decodeRowGroup(ctx context.Context, t *rgTask, lo, hi int, pt *
 		}
 	}()
 	var failed *formats.Error // the first error of these columns
-	held := false             // a worker slot, kept while the next piece has its buffer
-	defer func() {
-		if held {
-			r.freeSlot()
-		}
-	}()
 	for pi := 0; pi < n; pi++ {
 		var b *rgBuf
 		if held {
