@@ -5,7 +5,9 @@
 #      against pyarrow.parquet (ParquetDataset.read, use_threads) with the same
 #      thread count; prints rows/s and the ratio.
 #   2. Raw multi-hot DLRM-DCNv2 layout (912 B/sample): the RawAsync reader from
-#      the page cache, target ≥ 13.4 GB/s of file bytes with 16 threads.
+#      the page cache, target ≥ 13.4 GB/s of file bytes with 16 threads; with
+#      O_DIRECT from the disk beside the disk's own ceiling (parallel dd
+#      O_DIRECT reads of the same file).
 #
 #   bench/readers_16core.sh CTRKIT_BINARY WORKDIR [threads]
 # Needs python3 with pyarrow. Prints a table last.
@@ -33,6 +35,12 @@ cat raw/train.bin > /dev/null
 ra_buf=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --reader async --buffered --num-threads "$T" --num-workers "$T" --epochs 16)
 ra_dir=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --reader async --num-threads "$T" --num-workers "$T" --io-depth 8 --io-block-size 1048576 --epochs 1)
 ra_sync=$(ours raw/train.bin --nnz-array "$NNZ" --float-label-dense --num-workers "$T" --epochs 3)
+# The disk's own O_DIRECT ceiling on the same file: 8 dd streams of 1 MiB
+# blocks over its eighths (a queue depth of 8, as --io-depth 8), GB/s.
+size=$(stat -c %s raw/train.bin); part=$((size / 8 / 1048576))
+t0=$(date +%s.%N)
+for i in 0 1 2 3 4 5 6 7; do dd if=raw/train.bin of=/dev/null bs=1M iflag=direct skip=$((i * part)) count=$part status=none & done; wait
+dd_rate=$(awk -v b=$((8 * part * 1048576)) -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN{printf "%.2f", b/(t1-t0)/1e9}')
 
 echo
 printf '%-44s %14s %10s %8s\n' "workload (threads=$T)" "rows/s" "GB/s file" "vs ref"
@@ -45,3 +53,4 @@ printf '%-44s %14s %10s %8.2f\n' "parquet none: ctrkit reader (i64 keys)" "$1" "
 set -- $ra_buf;  printf '%-44s %14s %10s %8s\n' "raw dcnv2 912B: async, page cache" "$1" "$2" "(13.4)"
 set -- $ra_dir;  printf '%-44s %14s %10s %8s\n' "raw dcnv2 912B: async, O_DIRECT from disk" "$1" "$2" ""
 set -- $ra_sync; printf '%-44s %14s %10s %8s\n' "raw dcnv2 912B: sync reader, page cache" "$1" "$2" ""
+printf '%-44s %14s %10s %8s\n' "raw: dd O_DIRECT, 8 streams of 1 MiB (disk)" "" "$dd_rate" ""

@@ -34,7 +34,7 @@ Examples:
    ctrkit bench read data/file_list.txt --epochs 3
    ctrkit bench read train.bin --reader async --num-threads 16 --io-depth 4 --io-block-size 1048576 --json
    ctrkit bench read train.bin --reader async --io-only --drop-cache       # raw I/O only, like fio`,
-			Flags: append(schemaFlags(true),
+			Flags: append(append(schemaFlags(true),
 				vflag("reader", withValue("sync")),
 				vflag("num-workers"),
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per batch"},
@@ -43,18 +43,10 @@ Examples:
 				&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of text"},
 				&cli.BoolFlag{Name: "drop-cache", Usage: "evict the files from the page cache first (posix_fadvise)"},
 				&cli.BoolFlag{Name: "io-only", Usage: "async: read the bytes without decoding (compare with fio)"},
-				&cli.IntFlag{Name: "num-threads", Usage: "async: I/O threads (default GOMAXPROCS)"},
-				&cli.IntFlag{Name: "num-batches-per-thread", Value: 4, Usage: "async: batches buffered per thread"},
-				&cli.IntFlag{Name: "io-block-size", Value: 512 << 10, Usage: "async: bytes per read request"},
-				&cli.IntFlag{Name: "io-depth", Value: 4, Usage: "async: requests in flight per thread"},
-				&cli.IntFlag{Name: "io-alignment", Value: 512, Usage: "async: alignment of offsets and buffers (raised to the device's block size)"},
 				&cli.BoolFlag{Name: "shuffle", Usage: "shuffle the batch order (seeded by --seed)"},
 				&cli.Uint64Flag{Name: "seed", Usage: "shuffle seed"},
-				&cli.StringFlag{Name: "aligned-type", Value: "none", Usage: "async: none | auto (pad dense to a multiple of 8 in memory)"},
-				&cli.BoolFlag{Name: "buffered", Usage: "async: read through the page cache instead of O_DIRECT"},
-				&cli.StringFlag{Name: "io-engine", Usage: "async: io_uring | pread (default: io_uring for O_DIRECT when the kernel has it)"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run to `FILE` (go tool pprof)"},
-			),
+			), asyncFlags()...),
 			Action: func(c *cli.Context) error { return runBenchRead(c, c.App.Writer) },
 		}},
 	})
@@ -118,8 +110,8 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 	var open bench.Opener
 	switch rep.Reader {
 	case "sync":
-		if c.Bool("io-only") {
-			return &exitError{2, fmt.Errorf("--io-only needs --reader async")}
+		if err := refuseAsyncFlags(c, "io-only"); err != nil {
+			return err
 		}
 		open = func() (formats.Reader, error) {
 			r, err := d.Open(fo)
@@ -167,10 +159,11 @@ func runBenchRead(c *cli.Context, w io.Writer) error {
 }
 
 func asyncOptions(c *cli.Context, d *dataset.Dataset, fo formats.Options) (raw.AsyncOptions, error) {
-	at, err := asyncio.ParseAlignedType(c.String("aligned-type"))
+	p, err := asyncParams(c)
 	if err != nil {
-		return raw.AsyncOptions{}, fmt.Errorf("--aligned-type: %w", err)
+		return raw.AsyncOptions{}, err
 	}
+	p.Shuffle = c.Bool("shuffle")
 	var kc raw.KeyCheck
 	if d.Spec.Offsets {
 		fo.SlotSizeArray = d.Spec.SlotSizeArray
@@ -178,11 +171,7 @@ func asyncOptions(c *cli.Context, d *dataset.Dataset, fo formats.Options) (raw.A
 		// The same key checks as the sync reader's (dataset.Open).
 		kc = raw.KeyCheck{Sizes: d.Spec.SlotSizeArray, Global: d.Spec.Keys == dataset.KeysGlobal}
 	}
-	return raw.AsyncOptions{Options: fo, Layout: d.Spec.RawLayout, KeyCheck: kc, Async: asyncio.Params{
-		NumThreads: c.Int("num-threads"), NumBatchesPerThread: c.Int("num-batches-per-thread"),
-		IOBlockSize: c.Int("io-block-size"), IODepth: c.Int("io-depth"), IOAlignment: c.Int("io-alignment"),
-		Shuffle: c.Bool("shuffle"), AlignedType: at, Buffered: c.Bool("buffered"), Engine: c.String("io-engine"),
-	}}, nil
+	return raw.AsyncOptions{Options: fo, Layout: d.Spec.RawLayout, KeyCheck: kc, Async: p}, nil
 }
 
 // benchIOOnly reads the Raw file's batches with the async engine and no

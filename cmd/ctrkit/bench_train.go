@@ -46,7 +46,7 @@ the tables as "profile" and "resident_profile".
 Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
    ctrkit gen --format raw --out-source dlrm.bin --num-samples 4194304 --slot-size-array 1000000 --alpha 1.2
    ctrkit bench train dlrm.bin --slot-size-array 1000000 --device gpu --tf32 --resident`,
-			Flags: append(append(schemaFlags(false),
+			Flags: append(append(append(schemaFlags(false),
 				&cli.StringFlag{Name: "model", Value: "dlrm", Usage: "reference model: dlrm | wdl | dcn | dcnv2 | deepfm"},
 				&cli.IntFlag{Name: "batchsize", Value: 65536, Usage: "samples per step"},
 				&cli.IntFlag{Name: "warmup", Value: 10, Usage: "untimed steps"},
@@ -67,7 +67,7 @@ Example (MLPerf DLRM shape, 26 slots of 10⁶ rows, power-law keys):
 				&cli.StringFlag{Name: "gpus", Usage: "train over these GPUs of this process, e.g. 0,1 (one rank each, NCCL; with --device cpu that many CPU ranks) and report samples/s in all and per rank, and the time in collectives"},
 				&cli.DurationFlag{Name: "timeout", Value: collective.DefaultTimeout, Usage: "--gpus: how long a rank waits for another rank or process"},
 				&cli.StringFlag{Name: "cpuprofile", Usage: "write a Go CPU profile of the run (reader, pipeline and host side of the steps) to `FILE` (go tool pprof)"},
-			), precisionFlags("fp32", true)...),
+			), precisionFlags("fp32", true)...), asyncFlags()...),
 			Action: runBenchTrain,
 		})
 	}
@@ -87,8 +87,15 @@ func runBenchTrain(c *cli.Context) error {
 	var async *asyncio.Params
 	switch r := c.String("reader"); r {
 	case "sync":
+		if err := refuseAsyncFlags(c); err != nil {
+			return err
+		}
 	case "async":
-		async = &asyncio.Params{} // HugeCTR's defaults: O_DIRECT, GOMAXPROCS I/O threads
+		p, err := asyncParams(c)
+		if err != nil {
+			return &exitError{2, err}
+		}
+		async = &p
 	default:
 		return &exitError{2, fmt.Errorf("--reader: want sync or async, not %q", r)}
 	}

@@ -30,6 +30,7 @@ func TestBenchTrainSources(t *testing.T) {
 	for _, c := range [][]string{
 		{rawPath, "--reader", "sync"},
 		{rawPath, "--reader", "async", "--algorithm-search=false"},
+		{rawPath, "--reader", "async", "--num-threads", "2", "--io-depth", "2", "--io-block-size", "65536", "--num-batches-per-thread", "2"},
 		{filepath.Join(pq, "_file_list.txt")},
 	} {
 		args := append([]string{"bench", "train", "--device", "cpu", "--batchsize", "64", "--warmup", "1", "--steps", "2",
@@ -44,6 +45,37 @@ func TestBenchTrainSources(t *testing.T) {
 		js := out[max(strings.Index(out, "{\n"), 0):] // after the log lines
 		if err := json.Unmarshal([]byte(js), &res); err != nil || res.Pipeline.Steps != 2 {
 			t.Errorf("%v: %v, %d steps\n%s", c, err, res.Pipeline.Steps, out)
+		}
+	}
+}
+
+// TestBenchTrainAsyncFlags: `bench train --reader async` takes the async
+// engine's settings with bench read's names and hands them to the engine
+// (an io_alignment it cannot use is its error), and the sync reader refuses
+// them. Before, bench train had none of them ("unknown flag --io-depth")
+// and ran the engine with its defaults only.
+func TestBenchTrainAsyncFlags(t *testing.T) {
+	dir := t.TempDir()
+	rawPath := filepath.Join(dir, "train.bin")
+	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "256", "--eval-num-samples", "64",
+		"--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin"),
+		"--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
+		t.Fatalf("gen raw: %v\n%s", err, out)
+	}
+	base := []string{"bench", "train", rawPath, "--device", "cpu", "--batchsize", "64", "--warmup", "1", "--steps", "2",
+		"--vec-size", "4", "--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--reader", "async", "--io-alignment", "3"}, "io_alignment 3"},
+		{[]string{"--reader", "async", "--aligned-type", "sideways"}, "--aligned-type"},
+		{[]string{"--io-depth", "8"}, "--io-depth is a setting of the async reader"},
+		{[]string{"--reader", "sync", "--buffered"}, "--buffered is a setting of the async reader"},
+	} {
+		out, err := runCtrkit(t, append(base, c.args...)...)
+		if err == nil || !strings.Contains(out+err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error with %q\n%s", c.args, err, c.want, out)
 		}
 	}
 }
