@@ -930,7 +930,7 @@ func emitOne[T number](d *decoder, cur, cnt int, x T) *formats.Error {
 	}
 	si := cp.dst
 	if m := s.Slots[si].MaxNNZ; m > 0 && cnt >= m {
-		return d.fail(cur, formats.ErrNNZ, "more than %d keys (slot %d max nnz)", m, si)
+		return d.fail(cur, formats.ErrNNZ, "more than %d keys in a row, slot %d's max nnz (--nnz-array sets it; without it a slot whose column is a scalar in the list's first file is one-hot)", m, si)
 	}
 	rk, bad := rawKey(x, cp.unsigned)
 	k, e := d.key(rk, bad, si, cur)
