@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -49,19 +50,27 @@ func TestBenchTrainSources(t *testing.T) {
 	}
 }
 
+// genSmallRaw writes a Raw file of samples samples (3 dense values, 4
+// slots of 100 keys) and its eval file into a temporary folder.
+func genSmallRaw(t *testing.T, samples int) string {
+	t.Helper()
+	dir := t.TempDir()
+	rawPath := filepath.Join(dir, "train.bin")
+	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", strconv.Itoa(samples), "--eval-num-samples", "64",
+		"--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin"),
+		"--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
+		t.Fatalf("gen raw: %v\n%s", err, out)
+	}
+	return rawPath
+}
+
 // TestBenchTrainAsyncFlags: `bench train --reader async` takes the async
 // engine's settings with bench read's names and hands them to the engine
 // (an io_alignment it cannot use is its error), and the sync reader refuses
 // them. Before, bench train had none of them ("unknown flag --io-depth")
 // and ran the engine with its defaults only.
 func TestBenchTrainAsyncFlags(t *testing.T) {
-	dir := t.TempDir()
-	rawPath := filepath.Join(dir, "train.bin")
-	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "256", "--eval-num-samples", "64",
-		"--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin"),
-		"--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
-		t.Fatalf("gen raw: %v\n%s", err, out)
-	}
+	rawPath := genSmallRaw(t, 256)
 	base := []string{"bench", "train", rawPath, "--device", "cpu", "--batchsize", "64", "--warmup", "1", "--steps", "2",
 		"--vec-size", "4", "--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4"}
 	for _, c := range []struct {
@@ -86,13 +95,7 @@ func TestBenchTrainAsyncFlags(t *testing.T) {
 // resident batch, and --json carries both profiles; --profile-steps needs
 // --profile.
 func TestBenchTrainProfile(t *testing.T) {
-	dir := t.TempDir()
-	rawPath := filepath.Join(dir, "train.bin")
-	if out, err := runCtrkit(t, "gen", "--format", "raw", "--num-samples", "300", "--eval-num-samples", "64",
-		"--out-source", rawPath, "--out-eval-source", filepath.Join(dir, "eval.bin"),
-		"--dense-dim", "3", "--num-slot", "4", "--slot-size-array", "100"); err != nil {
-		t.Fatalf("gen raw: %v\n%s", err, out)
-	}
+	rawPath := genSmallRaw(t, 300)
 	base := []string{"bench", "train", rawPath, "--device", "cpu", "--batchsize", "8", "--warmup", "1", "--steps", "2",
 		"--vec-size", "4", "--slot-size-array", "100", "--label-dim", "1", "--dense-dim", "3", "--num-slot", "4", "--resident"}
 	out, err := runCtrkit(t, append(base, "--profile", "--profile-steps", "3")...)
