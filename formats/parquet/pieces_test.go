@@ -191,8 +191,9 @@ func TestPieces(t *testing.T) {
 }
 
 // TestPieceCuts checks the pieces a row group is cut into: at batch ends,
-// none shorter than minPieceRows (a short head or tail merged), whole for
-// list row groups and batches longer than the row group.
+// a head or tail of its own from mergeRows rows on (a shorter one merged),
+// the pieces between of at least minPieceRows rows of whole batches, whole
+// for list row groups and batches longer than the row group.
 func TestPieceCuts(t *testing.T) {
 	defer func(m int) { minPieceRows = m }(minPieceRows)
 	minPieceRows = 32768
@@ -203,15 +204,18 @@ func TestPieceCuts(t *testing.T) {
 	}{
 		{131072, 0, 65536, true, "[0 65536 131072]"},
 		{118928, 0, 65536, true, "[0 65536 118928]"},
-		{131072, 53392, 65536, true, "[0 77680 131072]"}, // head of 12144 merged
-		{131072, 20000, 65536, true, "[0 45536 131072]"}, // tail of 20000 merged
+		{131072, 53392, 65536, true, "[0 12144 77680 131072]"},  // a head of 12144 (≥ 4096) of its own
+		{131072, 20000, 65536, true, "[0 45536 111072 131072]"}, // and a tail of 20000
+		{131072, 62000, 65536, true, "[0 69072 131072]"},        // a head of 3536 merged
 		{131072, 0, 65536, false, "[0 131072]"},
 		{131072, 0, 1 << 20, true, "[0 131072]"},
-		{40000, 0, 999, true, "[0 40000]"},
-		{100000, 0, 16384, true, "[0 32768 65536 100000]"},
-		{100000, 5, 7, true, "[0 32769 65543 100000]"},
-		{1 << 24, 0, 1, true, ""},        // 512 pieces, without a step per row
-		{65535, 0, 1, true, "[0 65535]"}, // a tail of 32767 merged
+		{40000, 0, 999, true, "[0 32967 40000]"},                 // 33 batches, then a tail of 7033
+		{100000, 0, 16384, true, "[0 32768 65536 98304 100000]"}, // a tail of 1696 (≥ 1024)
+		{100000, 5, 7, true, "[0 32769 65543 98317 100000]"},     // a head of 2 merged
+		{250000, 1000, 2048, true, "[0 1048 33816 66584 99352 132120 164888 197656 230424 250000]"},
+		{1 << 24, 0, 1, true, ""},              // 512 pieces, without a step per row
+		{65535, 0, 1, true, "[0 32768 65535]"}, // a tail of 32767
+		{33000, 0, 1, true, "[0 33000]"},       // a tail of 232 merged
 	} {
 		cuts := pieceCuts(tc.rows, tc.tail, tc.bs, tc.fixed)
 		if tc.want == "" {

@@ -315,32 +315,45 @@ func (r *Reader) produce(ctx context.Context) {
 	}
 }
 
-// minPieceRows is the fewest rows of a piece of a row group (pieceCuts);
-// a variable so that tests can cut small row groups into pieces. A short
-// piece merged into its neighbour makes that piece's buffer longer than a
-// batch, and the buffers, which go round from piece to piece, all grow to
-// the longest: with 32768 rows, a fresh 2-worker read of 250 000-row files
-// of two row groups (pieces of up to 118 928 rows, a batch being 65 536)
-// peaked at 195–215 MB of anonymous memory against 155–160 MB with 4096,
-// and read its epoch 5–8% faster (dev VM, where a fresh page is costly). A
-// piece of 4096 rows is still a millisecond of decoding, well above the
-// cost of handing it on.
-var minPieceRows = 4096
+// minPieceRows is the fewest rows of a piece cut from whole batches
+// (pieceCuts): a piece of small batches holds several, so that each is a
+// few milliseconds of decoding. A variable so that tests can cut small row
+// groups into pieces.
+var minPieceRows = 32768
+
+// mergeRows is the fewest rows of a head or tail piece (the rows of a row
+// group before its first batch end, or after its last cut) for batches of
+// bs: a shorter one is merged into its neighbour. It is small: a merged
+// piece's buffer is longer than a batch, and the buffers, which go round
+// from piece to piece, all grow to the longest. Merging every head and tail
+// under 32768 rows (as minPieceRows did), a fresh 2-worker read of 250 000-row
+// files of two row groups (pieces of up to 118 928 rows, batches of 65 536)
+// peaked at 195–215 MB of anonymous memory against 155–160 MB with heads and
+// tails from 4096 rows on, and read its epoch 5–8% faster (dev VM, where a
+// fresh page is costly).
+func mergeRows(bs int) int { return min(minPieceRows, max(bs/16, 1024)) }
 
 // pieceCuts returns the pieces a row group of rows rows is decoded in, as
 // row bounds 0 = cuts[0] < … < cuts[k] = rows, for a row group whose first
-// row is row tail of a batch of bs: pieces end at batch ends and hold at
-// least minPieceRows rows (a shorter head or tail is merged into its
-// neighbour), so every batch but those spanning row groups lies in one
-// piece, and a piece buffer is about a batch rather than a row group (the
-// fewer and smaller buffers a fresh reader touches first, and the sooner
-// the consumer gets the first rows). A row group is decoded whole when
-// !cut: one whose list columns are not all streamed (listPieces).
+// row is row tail of a batch of bs: pieces end at batch ends; the head (the
+// rows that end the batch begun before the row group) is a piece of its own
+// and so is the tail, unless shorter than mergeRows; the pieces between hold
+// at least minPieceRows rows of whole batches. So every batch but those
+// spanning row groups lies in one piece, and a piece buffer is about a
+// batch rather than a row group (the fewer and smaller buffers a fresh
+// reader touches first, and the sooner the consumer gets the first rows).
+// A row group is decoded whole when !cut: one whose list columns are not
+// all streamed (listPieces).
 func pieceCuts(rows, tail, bs int, cut bool) []int {
 	cuts := []int{0}
 	if cut && bs > 0 {
+		merge := mergeRows(bs)
 		last, c := 0, bs-tail%bs // c: the first batch end within the row group
-		for c < rows && rows-c >= minPieceRows {
+		if tail%bs != 0 && c >= merge && rows-c >= merge {
+			cuts = append(cuts, c) // the head
+			last, c = c, c+bs
+		}
+		for c < rows && rows-c >= merge {
 			if short := last + minPieceRows - c; short > 0 {
 				c += (short + bs - 1) / bs * bs // the first batch end at minPieceRows or more
 				continue
