@@ -1068,17 +1068,13 @@ func transpose[K int64 | uint32](dst []K, keys [][]K, off [][]int32, lo, hi, nk 
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Add(parts)
 	for p := range parts {
 		a, b := lo+(hi-lo)*p/parts, lo+(hi-lo)*(p+1)/parts
 		from := 0
 		if a > lo {
 			from = int(o[(a-lo)*S-1]) - nk
 		}
-		go func() {
-			defer wg.Done()
-			copyRows(dst[from:], keys, off, a, b)
-		}()
+		wg.Go(func() { copyRows(dst[from:], keys, off, a, b) })
 	}
 	wg.Wait()
 }

@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -75,7 +76,7 @@ func BenchmarkTranspose(b *testing.B) {
 	dst := make([]int64, n)
 	o := make([]int32, rows*len(keys))
 	for _, w := range []int{1, 2, 8} {
-		b.Run(map[int]string{1: "workers-1", 2: "workers-2", 8: "workers-8"}[w], func(b *testing.B) {
+		b.Run(fmt.Sprintf("workers-%d", w), func(b *testing.B) {
 			b.SetBytes(int64(8 * n))
 			b.ReportAllocs()
 			for b.Loop() {
