@@ -118,8 +118,12 @@ func TestProfileRows(t *testing.T) {
 		if sum != pr.SpanMillis {
 			t.Errorf("rows add up to %v ms, spans %v", sum, pr.SpanMillis)
 		}
+		// The window's first steps may take batches the prefetcher read
+		// before it: up to readAhead (two staged in its output, one
+		// waiting for a staging slot of the test's two, one committed).
+		const readAhead = 4
 		p := pr.Pipeline
-		if p == nil || !p.Staged || p.Batches < steps || p.WaitMs < 0 || p.WaitMaxMs < p.WaitMs || p.ReadMs < 0 {
+		if p == nil || !p.Staged || p.Batches < steps-readAhead || p.WaitMs < 0 || p.WaitMaxMs < p.WaitMs || p.ReadMs < 0 {
 			t.Errorf("pipeline %+v", p)
 		}
 		if m.prof != nil {
