@@ -1,6 +1,7 @@
 package parquet
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/klauspost/compress/s2"
 )
 
 const (
@@ -248,4 +250,76 @@ func BenchmarkSnappyKeys(b *testing.B) {
 		buf, _ = e.encodeFlat(buf[:0], valueBytes(keys), 8)
 	}
 	b.ReportMetric(float64(len(buf))/float64(8*len(keys)), "ratio")
+}
+
+// BenchmarkSnappyKeysDecode decompresses the pages BenchmarkSnappyKeys
+// writes, as the reader does for every int64 key column: the reader's
+// largest cost (about half of a 2-worker epoch's CPU on the dev VM). It
+// reports the time per snappy element (literal or copy): the decoder is
+// bound by its chain of dependent tag reads, not by bytes.
+func BenchmarkSnappyKeysDecode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := make([]int64, 1<<20)
+	const a, n = 1.2, 1e5
+	for i := range keys {
+		u := rng.Float64()
+		lo, hi := 1.0, math.Pow(n+1, 1-a)
+		keys[i] = int64(math.Pow(lo+u*(hi-lo), 1/(1-a))) - 1
+	}
+	e := &pageEncoder{codec: codecSnappy}
+	buf, _ := e.encodeFlat(nil, valueBytes(keys), 8)
+	var bodies [][]byte
+	var usize, tags int
+	for p := 0; p < len(buf); {
+		h, k, err := parsePageHeader(buf[p:])
+		if err != nil || h.csize < 0 || p+k+int(h.csize) > len(buf) {
+			b.Fatalf("page at %d: %v", p, err)
+		}
+		body := buf[p+k : p+k+int(h.csize)]
+		bodies = append(bodies, body)
+		usize = max(usize, int(h.usize))
+		tags += snappyElements(b, body)
+		p += k + int(h.csize)
+	}
+	dst := make([]byte, usize)
+	b.SetBytes(int64(8 * len(keys)))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, body := range bodies {
+			if _, err := s2.Decode(dst, body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tags), "ns/element")
+	b.ReportMetric(float64(tags)/float64(len(keys)), "elements/key")
+}
+
+// snappyElements counts the literals and copies of the snappy block src.
+func snappyElements(b *testing.B, src []byte) int {
+	_, k := binary.Uvarint(src)
+	n := 0
+	for s := k; s < len(src); n++ {
+		tag := src[s]
+		switch tag & 3 {
+		case 0:
+			l, hdr := int(tag>>2), 1
+			if l >= 60 {
+				nb := l - 59
+				l = 0
+				for i := nb; i >= 1; i-- {
+					l = l<<8 | int(src[s+i])
+				}
+				hdr += nb
+			}
+			s += hdr + l + 1
+		case 1:
+			s += 2
+		case 2:
+			s += 3
+		default:
+			s += 5
+		}
+	}
+	return n
 }
