@@ -236,6 +236,11 @@ func (r *Reader) order(epoch uint64) []int {
 	return rand.New(rand.NewPCG(r.o.Seed, epoch)).Perm(len(r.files))
 }
 
+// beforeProduce, when a test sets it, runs as a reader's producer starts,
+// before any data is read: the test changes a file between the footer read
+// (OpenList) and the first data read without racing the producer.
+var beforeProduce func()
+
 // produce schedules the row groups in hand-out order, piece by piece
 // (pieceCuts): for each piece it takes a free buffer (the memory bound),
 // queues it on jobs and hands it to the tasks of its row group, started with
@@ -247,6 +252,9 @@ func (r *Reader) order(epoch uint64) []int {
 // waits for always has its buffer, and a task its next piece in time.
 // Row groups of one file and of different files decode in parallel.
 func (r *Reader) produce(ctx context.Context) {
+	if beforeProduce != nil {
+		beforeProduce()
+	}
 	var tasks errgroup.Group // bounded: a task has a buffered piece, or is its row group's last
 	defer close(r.done)
 	defer close(r.jobs)

@@ -66,8 +66,11 @@ func TestStreamWindows(t *testing.T) {
 
 // TestTruncatedWhileOpen truncates a file after its reader was opened (the
 // footer read): reading must end in an ErrCorrupt error naming the file and
-// a column chunk's offset, not in a crash or a hang.
+// a column chunk's offset, not in a crash or a hang. The producer is held
+// until the file is truncated: started at once, it could otherwise read the
+// whole small file first (seen under CI's load, for the uncompressed case).
 func TestTruncatedWhileOpen(t *testing.T) {
+	defer func() { beforeProduce = nil }()
 	s := formats.NewSchema(1, 2, []int{1, 1}, nil, formats.KeyI64)
 	for i := range s.Slots {
 		s.Slots[i].MaxNNZ, s.Slots[i].Hotness = 1, 1
@@ -87,11 +90,16 @@ func TestTruncatedWhileOpen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		truncated := make(chan struct{})
+		beforeProduce = func() { <-truncated }
 		r, err := OpenList(filepath.Join(dir, FileListName), &s, Options{Options: formats.Options{BatchSize: 1000, Workers: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.Truncate(path, st.Size()/2); err != nil {
+		err = os.Truncate(path, st.Size()/2)
+		close(truncated)
+		if err != nil {
+			r.Close()
 			t.Fatal(err)
 		}
 		_, err = formatstest.ReadAll(r, 1000, 0)
