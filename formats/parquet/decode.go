@@ -63,6 +63,11 @@ type decoder struct {
 	st       chunkStream
 	codec    compress.Compression
 	dec      []byte
+	// litPages predicts that the chunk's next snappy page is one literal
+	// (its pages are incompressible): its body is then read into dec and
+	// the literal viewed there, where it would be copied to (a page larger
+	// than the window; one that fits is viewed in the window anyway).
+	litPages bool
 	stream   bool
 	tail     int64
 	reserve  int // a streamed cat list column: keys to make room for (reserveKeys)
@@ -493,7 +498,8 @@ func (d *decoder) open(rg *file.RowGroupReader, f *os.File, size int64) (ferr *f
 					return d.corrupt(0, fmt.Errorf("%w: %d bytes at offset %d, the file has %d", errShortFile, n, start, size))
 				}
 				d.streamed, d.codec = true, c
-				d.st = chunkStream{f: f, path: d.b.fp.path, off: start, end: start + n}
+				d.litPages = c == compress.Codecs.Snappy && n >= cc.TotalUncompressedSize()
+				d.st = chunkStream{f: f, path: d.b.fp.path, off: start, end: start + n, short: c != compress.Codecs.Uncompressed && n > int64(streamWindow)}
 				if cp.list && cp.group == gCat {
 					d.reserve = reserveKeys(cc.NumValues(), n, int64(cp.phys.ByteSize()), int64(d.rows), d.r.schema.Slots[cp.dst].MaxNNZ)
 				}
@@ -1253,6 +1259,7 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 		// copies them through a small scratch, which costs less than
 		// realigning the window (moving up to a window per page).
 		d.stream, d.left, d.tail = true, int(nv), body-nv*int64(size)
+		st.short = false // values are read through whole windows
 		d.take(size)
 		return nil
 	}
@@ -1260,15 +1267,17 @@ func (d *decoder) nextRawPage(row, size int) *formats.Error {
 	// one into the task's scratch, so that windows stay small. A literal
 	// is viewed in the column's own window (which stays until the page is
 	// consumed), not in the task's scratch, which the task's next column
-	// reuses.
+	// reuses; a larger page predicted to be a literal (litPages) is read
+	// into the column's own dec and viewed there.
 	if err := compressedFits(body, usize, codec); err != nil {
 		return d.corrupt(row, err)
 	}
-	src, inWindow, err := d.pageBody(int(body), dict && codec == compress.Codecs.Uncompressed)
+	own := codec == compress.Codecs.Snappy && d.litPages
+	src, inWindow, err := d.pageBody(int(body), own || dict && codec == compress.Codecs.Uncompressed)
 	if err != nil {
 		return d.corrupt(row, err)
 	}
-	data, err := d.values(src, int(usize), codec, inWindow)
+	data, err := d.values(src, int(usize), codec, inWindow || own)
 	if err != nil {
 		return d.corrupt(row, err)
 	}
@@ -1363,7 +1372,9 @@ func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression
 // decompression buffer.
 func (d *decoder) pageBody(n int, keep bool) (src []byte, inWindow bool, err error) {
 	st := &d.st
-	if n <= max(len(st.buf), streamWindow) {
+	big := n > max(len(st.buf), streamWindow)
+	st.short = big
+	if !big {
 		if err := st.fill(d.r.pool, n); err != nil {
 			return nil, true, err
 		}
@@ -1408,12 +1419,25 @@ func compressedFits(body, usize int64, codec compress.Compression) error {
 // the single literal that s2.MaxEncodedLen allows for.
 func maxSnappyBlock(n int64) int64 { return 5 + 5*n }
 
-// values returns the n bytes that the page body src decompresses to (see
-// nextRawPage for why a literal is viewed only in the window).
-func (d *decoder) values(src []byte, n int, codec compress.Compression, inWindow bool) ([]byte, error) {
-	if codec == compress.Codecs.Snappy && inWindow {
-		if lit, ok := snappyLiteral(src, n, codec); ok {
+// values returns the n bytes that the page body src decompresses to; a
+// snappy literal is viewed in place when view (src lies in the column's
+// window or its dec: see nextRawPage for why not in the task's scratch).
+// It records whether the page was a literal (litPages); a body read into
+// dec that is not one is decompressed into another buffer from the pool
+// (dec is where the values go), dec going back to the pool: no copy.
+func (d *decoder) values(src []byte, n int, codec compress.Compression, view bool) ([]byte, error) {
+	if codec == compress.Codecs.Snappy {
+		lit, ok := snappyLiteral(src, n, codec)
+		d.litPages = ok
+		if ok && view {
 			return lit, nil
+		}
+		if len(src) > 0 && cap(d.dec) > 0 && unsafe.SliceData(src) == unsafe.SliceData(d.dec) {
+			// Decompressed into a buffer of its own, the body's going
+			// back to the pool after.
+			body := d.dec
+			d.dec = nil
+			defer d.r.pool.Free(body)
 		}
 	}
 	return d.inflate(src, n, codec)

@@ -1,9 +1,11 @@
 package parquet
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -71,4 +73,54 @@ func TestFragmentedSnappy(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestValuesInDec: a snappy page body read into the column's own dec
+// (litPages predicted a literal) is viewed there when it is one literal,
+// and decompressed correctly — into another buffer, as dec is its
+// destination — when it is not; litPages follows what the page was.
+func TestValuesInDec(t *testing.T) {
+	d := &decoder{r: &Reader{pool: &poolAllocator{limit: 1 << 24}}, sc: &scratch{}}
+	raw := make([]byte, 300000)
+	for i := range raw {
+		raw[i] = byte(i / 1000) // compressible: copies
+	}
+	lit := make([]byte, 300000)
+	rng := rand.New(rand.NewPCG(3, 9))
+	for i := range lit {
+		lit[i] = byte(rng.Uint32())
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		enc  []byte
+		lit  bool
+	}{
+		{"literal", lit, literalBlock(lit), true},
+		{"copies", raw, s2.EncodeSnappy(nil, raw), false},
+		{"literal again", lit, literalBlock(lit), true},
+	} {
+		d.dec = d.r.pool.Allocate(len(c.enc)) // as pageBody reads a predicted literal
+		src := d.dec[:copy(d.dec, c.enc)]
+		got, err := d.values(src, len(c.data), compress.Codecs.Snappy, true)
+		if err != nil || !bytes.Equal(got, c.data) {
+			t.Fatalf("%s: %v, or the values differ", c.name, err)
+		}
+		if d.litPages != c.lit {
+			t.Errorf("%s: litPages %v, want %v", c.name, d.litPages, c.lit)
+		}
+		g, lo := uintptr(unsafe.Pointer(unsafe.SliceData(got))), uintptr(unsafe.Pointer(unsafe.SliceData(src)))
+		inDec := g >= lo && g < lo+uintptr(len(src))
+		if inDec != c.lit {
+			t.Errorf("%s: viewed in place %v, want %v", c.name, inDec, c.lit)
+		}
+	}
+}
+
+// literalBlock is data as one snappy literal.
+func literalBlock(data []byte) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(data)))
+	n := len(data) - 1
+	b = append(b, 62<<2, byte(n), byte(n>>8), byte(n>>16)) // 3 length bytes
+	return append(b, data...)
 }

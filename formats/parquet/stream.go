@@ -34,7 +34,16 @@ type chunkStream struct {
 	end    int64 // end of the column chunk in the file
 	buf    []byte
 	lo, hi int
+	// short, when set, has load read only the bytes asked for (at least
+	// shortRead) rather than a whole window: the decoder sets it while the
+	// chunk's pages are larger than the window, whose bodies are read
+	// into scratch straight from the file (read), so that a window load
+	// for a page header would copy the body's head twice.
+	short bool
 }
+
+// shortRead is the least a short load reads: a page header and then some.
+const shortRead = 4096
 
 // avail is the number of unconsumed bytes in the window.
 func (s *chunkStream) avail() int { return s.hi - s.lo }
@@ -77,6 +86,9 @@ func (s *chunkStream) load(pool *poolAllocator, k int) error {
 	s.hi -= s.lo
 	s.lo = 0
 	n := int(min(int64(len(s.buf)-s.hi), s.end-s.off))
+	if s.short {
+		n = min(n, max(k-s.hi, shortRead))
+	}
 	got, err := s.f.ReadAt(s.buf[s.hi:s.hi+n], s.off)
 	s.hi += got
 	s.off += int64(got)

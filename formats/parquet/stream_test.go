@@ -233,3 +233,52 @@ func TestChunkStream(t *testing.T) {
 		}
 	})
 }
+
+// TestShortLoads: a short stream (a chunk of pages larger than the window)
+// loads only what is asked for, at least shortRead bytes, so that a page
+// header's load does not copy the head of a body read into scratch; a
+// stream that is not short fills its window.
+func TestShortLoads(t *testing.T) {
+	data := make([]byte, 40000)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	p := filepath.Join(t.TempDir(), "c")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	pool := &poolAllocator{limit: 1 << 20}
+	withWindow(t, 16384, func() {
+		s := chunkStream{f: f, path: p, off: 10, end: 39000, short: true}
+		defer s.release(pool)
+		if err := s.fill(pool, 10); err != nil || s.avail() != shortRead {
+			t.Fatalf("short fill 10: %v, %d available, want %d", err, s.avail(), shortRead)
+		}
+		s.take(100)
+		for _, k := range []int{6000, 9000} { // each load reads max(k-left, shortRead)
+			left := s.avail()
+			if want := left + max(k-left, shortRead); s.fill(pool, k) != nil || s.avail() != want {
+				t.Fatalf("short fill %d with %d left: %d available, want %d", k, left, s.avail(), want)
+			}
+		}
+		if b := s.take(6000); !bytes.Equal(b, data[110:6110]) {
+			t.Fatal("short loads: bytes differ")
+		}
+		body := make([]byte, 20000) // a body read past the window, into scratch
+		if err := s.read(body); err != nil || !bytes.Equal(body, data[6110:26110]) {
+			t.Fatalf("read after short loads: %v", err)
+		}
+		s.short = false
+		if want := min(len(s.buf), int(s.left())); s.fill(pool, 10) != nil || s.avail() != want || want < shortRead*2 {
+			t.Fatalf("fill 10: %d available, want the window's or the chunk's rest, %d", s.avail(), want)
+		}
+		if b := s.take(s.avail()); !bytes.Equal(b, data[26110:26110+len(b)]) {
+			t.Fatal("window load: bytes differ")
+		}
+	})
+}
