@@ -174,13 +174,13 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
-// TestChunkStream drives a chunkStream over a file directly: fills that
-// move and grow the window, reads and skips past it, and a chunk that runs
-// past the end of its (truncated) file.
-func TestChunkStream(t *testing.T) {
-	data := make([]byte, 10000)
+// chunkFile writes n bytes (byte(i·mul) at offset i) to a file and opens
+// it; the file is closed when the test ends.
+func chunkFile(t *testing.T, n, mul int) ([]byte, string, *os.File) {
+	t.Helper()
+	data := make([]byte, n)
 	for i := range data {
-		data[i] = byte(i * 7)
+		data[i] = byte(i * mul)
 	}
 	p := filepath.Join(t.TempDir(), "c")
 	if err := os.WriteFile(p, data, 0o644); err != nil {
@@ -190,7 +190,15 @@ func TestChunkStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
+	return data, p, f
+}
+
+// TestChunkStream drives a chunkStream over a file directly: fills that
+// move and grow the window, reads and skips past it, and a chunk that runs
+// past the end of its (truncated) file.
+func TestChunkStream(t *testing.T) {
+	data, p, f := chunkFile(t, 10000, 7)
 	pool := &poolAllocator{limit: 1 << 20}
 	withWindow(t, 64, func() {
 		s := chunkStream{f: f, path: p, off: 100, end: 9000}
@@ -239,19 +247,7 @@ func TestChunkStream(t *testing.T) {
 // header's load does not copy the head of a body read into scratch; a
 // stream that is not short fills its window.
 func TestShortLoads(t *testing.T) {
-	data := make([]byte, 40000)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
-	p := filepath.Join(t.TempDir(), "c")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	data, p, f := chunkFile(t, 40000, 13)
 	pool := &poolAllocator{limit: 1 << 20}
 	withWindow(t, 16384, func() {
 		s := chunkStream{f: f, path: p, off: 10, end: 39000, short: true}
