@@ -64,9 +64,10 @@ type decoder struct {
 	codec    compress.Compression
 	dec      []byte
 	// litPages predicts that the chunk's next snappy page is one literal
-	// (its pages are incompressible): its body is then read into dec and
-	// the literal viewed there, where it would be copied to (a page larger
-	// than the window; one that fits is viewed in the window anyway).
+	// (its pages are incompressible): a page larger than the window is
+	// then read into dec and the literal viewed there, rather than read
+	// into scratch and copied into dec (one that fits is viewed in the
+	// window anyway).
 	litPages bool
 	stream   bool
 	tail     int64
@@ -1368,8 +1369,10 @@ func (d *decoder) rawDataPage(row int) (h pageHeader, codec compress.Compression
 // pageBody reads the next n bytes of the stream: through the window when
 // they fit it (inWindow), else into the task's scratch, or, when keep (an
 // uncompressed page whose bytes are read on after other columns have used
-// the scratch: a list page, a dictionary-encoded page), into d's own
-// decompression buffer.
+// the scratch: a list page, a dictionary-encoded page; or a snappy page
+// predicted to be one literal, viewed there), into d's own decompression
+// buffer. A page larger than the window leaves the stream short (the next
+// page header is read alone, not with a window of the body after it).
 func (d *decoder) pageBody(n int, keep bool) (src []byte, inWindow bool, err error) {
 	st := &d.st
 	big := n > max(len(st.buf), streamWindow)
