@@ -85,11 +85,14 @@ func (o Options) Validate() error {
 
 // Backend is the CUDA tensor.Backend.
 type Backend struct {
-	dev   *cuda.Device
-	own   bool // dev opened by New, closed by Close
-	opts  Options
-	err   error
-	op    string // the operation being issued (for errors)
+	dev  *cuda.Device
+	own  bool // dev opened by New, closed by Close
+	opts Options
+	err  error
+	op   string // the operation being issued (for errors)
+	// batch holds the operations issued inside batched, run in one call
+	// of the device goroutine; nil outside it.
+	batch []graphOp
 	s     cuda.Stream
 	mods  []cuda.Module // one per kernel file (Units)
 	fns   map[string]cuda.Func
@@ -257,6 +260,10 @@ func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
 		be.graph.ops = append(be.graph.ops, graphOp{op, fn})
 		return
 	}
+	if be.batch != nil {
+		be.batch = append(be.batch, graphOp{op, fn})
+		return
+	}
 	be.op = op
 	err := be.dev.Do(func(c *cuda.Ctx) error {
 		if err := fn(c); err != nil {
@@ -269,6 +276,51 @@ func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
 	})
 	if err != nil && be.err == nil {
 		be.err = &tensor.OpError{Op: op, Detail: err.Error(), Err: deviceErr(err)}
+	}
+}
+
+// batched issues the operations f makes through do in one call of the
+// device goroutine, in order, rather than one call each: each call is a
+// round trip to the goroutine that owns the CUDA context (tens of
+// microseconds on a loaded host), which a per-batch sequence of small
+// operations (the input pipeline's Commit: a wait, copies, the input
+// split, an event) otherwise pays several times a step. f must not wait
+// for the operations' results (no Download, no backend error check): they
+// run after it returns. Inside a graph step, or nested, f runs as it is.
+func (be *Backend) batched(f func()) {
+	if be.deferring() || be.batch != nil {
+		f()
+		return
+	}
+	be.batch = make([]graphOp, 0, 8)
+	f()
+	ops := be.batch
+	be.batch = nil
+	if be.err != nil || len(ops) == 0 {
+		return
+	}
+	var failed string
+	err := be.dev.Do(func(c *cuda.Ctx) error {
+		for _, o := range ops {
+			if err := o.fn(c); err != nil {
+				failed = o.op
+				return err
+			}
+			if be.opts.Debug {
+				if err := c.StreamSync(be.s); err != nil {
+					failed = o.op
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && be.err == nil {
+		if failed == "" {
+			failed = ops[0].op
+		}
+		be.op = failed
+		be.err = &tensor.OpError{Op: failed, Detail: err.Error(), Err: deviceErr(err)}
 	}
 }
 

@@ -178,6 +178,12 @@ func (u *Uploader) Commit(slot int, dsts []tensor.Tensor, then func(staged []ten
 	be := u.be
 	sl := &u.slots[slot]
 	defer func() { u.free <- slot }()
+	// One round trip to the device goroutine for the whole commit.
+	be.batched(func() { u.commit(sl, dsts, then) })
+}
+
+func (u *Uploader) commit(sl *stageSlot, dsts []tensor.Tensor, then func(staged []tensor.Tensor)) {
+	be := u.be
 	be.do("upload", func(c *cuda.Ctx) error { return c.Wait(be.s, sl.ready) })
 	for k, d := range dsts {
 		src := sl.bufs[k]
