@@ -431,7 +431,11 @@ func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, error) {
 	t0 = pf.st.now()
 	slot, err := pf.stg.Stage(srcs)
 	pf.st.add(statStage, t0)
-	return slot, nnz, err
+	if err != nil {
+		// No slot is held: without key counts Release commits none.
+		return 0, nil, err
+	}
+	return slot, nnz, nil
 }
 
 // HostSide is all the host does for a staged batch: check it, count each

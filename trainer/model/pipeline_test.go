@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ctrkit/ctrkit/formats"
@@ -150,6 +151,30 @@ func TestPipelineReaderError(t *testing.T) {
 		})
 		if !errors.Is(err, errDisk) {
 			t.Errorf("staged %v: %v", staged, err)
+		}
+	}
+}
+
+// TestStageErrorReleases: a batch whose Stage fails ends the run with that
+// error; nothing commits (frees) a staging slot the failed Stage did not
+// hand out. Before the fix the prefetcher kept the batch's key counts with
+// the error, so Release committed slot 0 a second time: two batches could
+// share a slot, and with the slots' channel full the run hung.
+func TestStageErrorReleases(t *testing.T) {
+	data := newPlanted(1, 1000, 4, smallSlots)
+	for _, failAt := range []int64{1, 3} {
+		be := newStagingBackend(t)
+		be.failAt = failAt
+		m := cacheModel(t, be, "dlrm", 64)
+		_, err := m.Fit(context.Background(), FitOptions{
+			OpenTrain: func() (formats.Reader, error) { return data.reader(64), nil },
+			NumEpochs: 1,
+		})
+		if err == nil || !strings.Contains(err.Error(), "test staging: stage") {
+			t.Errorf("stage %d fails: Fit returned %v, want the staging error", failAt, err)
+		}
+		if n := be.badCommits.Load(); n != 0 {
+			t.Errorf("stage %d fails: %d commits of a slot not handed out", failAt, n)
 		}
 	}
 }

@@ -20,6 +20,11 @@ type stagingBackend struct {
 	allocs   atomic.Int64 // PinnedAllocator().Alloc calls
 	stagings atomic.Int64 // NewStaging calls
 	short    atomic.Int64 // Stage calls of a batch shorter than the slot
+	// failAt, when > 0, makes the failAt-th Stage call fail; badCommits
+	// counts Commits of a slot that no Stage handed out.
+	failAt     int64
+	stages     atomic.Int64
+	badCommits atomic.Int64
 }
 
 func newStagingBackend(t testing.TB) *stagingBackend { return &stagingBackend{Backend: cpuBackend(t)} }
@@ -55,12 +60,17 @@ func (b *stagingBackend) NewStaging(dsts []tensor.Tensor, stageTypes []tensor.DT
 type cpuStaging struct {
 	be   *stagingBackend
 	free chan int
+	held [2]atomic.Bool // handed out by Stage, not yet committed
 	bufs [2][][]byte
 	tens [2][]tensor.Tensor
 }
 
 func (s *cpuStaging) Stage(srcs [][]byte) (int, error) {
 	slot := <-s.free
+	if n := s.be.stages.Add(1); n == s.be.failAt {
+		s.free <- slot
+		return 0, fmt.Errorf("test staging: stage %d fails", n)
+	}
 	for i, src := range srcs {
 		if len(src) > cap(s.bufs[slot][i]) {
 			s.free <- slot
@@ -71,10 +81,15 @@ func (s *cpuStaging) Stage(srcs [][]byte) (int, error) {
 	if len(srcs) > 0 && len(srcs[0]) < cap(s.bufs[slot][0]) { // the labels
 		s.be.short.Add(1)
 	}
+	s.held[slot].Store(true)
 	return slot, nil
 }
 
 func (s *cpuStaging) Commit(slot int, dsts []tensor.Tensor, then func([]tensor.Tensor)) {
+	if !s.held[slot].Swap(false) {
+		s.be.badCommits.Add(1)
+		return // a second free of the slot would let two batches share it
+	}
 	defer func() { s.free <- slot }()
 	if dsts == nil && then == nil {
 		return
