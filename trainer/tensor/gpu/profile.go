@@ -92,8 +92,8 @@ func (t *timeline) Free() {
 // copyTimes are an Uploader's timing events (two per slot, around each
 // Stage's copies on the copy stream) and their totals.
 type copyTimes struct {
-	ev     [2][2]cuda.Event // per slot: before and after the copies
-	mu     sync.Mutex       // guards the fields below
+	ev     [stageSlots][2]cuda.Event // per slot: before and after the copies
+	mu     sync.Mutex                // guards the fields below
 	on     bool
 	ms     float64
 	stages int
