@@ -154,12 +154,7 @@ func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 		st = atomicfile.NewFileStage(so)
 	} else {
 		root := OutputDir(dst, o.Format)
-		list := "file_list.txt"
-		if o.Format == Parquet {
-			list = parquet.FileListName
-		} else if strings.HasSuffix(dst, ".txt") {
-			list = filepath.Base(dst)
-		}
+		list := listName(dst, o.Format)
 		so.Listed = formats.ListedFiles(list, "file_list.txt", parquet.FileListName)
 		so.Owned = func(rel string) bool { return ownedName(rel, list) }
 		var err error
@@ -189,6 +184,20 @@ func Create(dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 	return &stagedWriter{Writer: w, st: st}, nil
 }
 
+// listName is the name of a Norm or Parquet output's file list:
+// dst's own name when dst names a .txt file (the path the user will pass
+// to train or validate), else file_list.txt (Norm) or NVTabular's
+// _file_list.txt (Parquet).
+func listName(dst string, f Format) string {
+	switch {
+	case strings.HasSuffix(dst, ".txt"):
+		return filepath.Base(dst)
+	case f == Parquet:
+		return parquet.FileListName
+	}
+	return "file_list.txt"
+}
+
 // createIn opens the format writer of the output, its files made by st.
 func createIn(st *atomicfile.Stage, dst string, s *formats.Schema, o Output) (formats.Writer, error) {
 	switch o.Format {
@@ -206,6 +215,7 @@ func createIn(st *atomicfile.Stage, dst string, s *formats.Schema, o Output) (fo
 		w, err := parquet.NewDatasetWriter(OutputDir(dst, Parquet), s, parquet.DatasetOptions{
 			WriterOptions: parquet.WriterOptions{Compression: o.Compression, RowGroupSize: o.RowGroupSize, CatType: o.CatType, Dictionary: o.Dictionary, Files: st},
 			RowsPerFile:   o.SamplesPerFile,
+			ListName:      listName(dst, Parquet),
 		})
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -163,5 +164,64 @@ func TestCreateUncreatable(t *testing.T) {
 	os.Remove(filepath.Join(ro, "probe"))
 	if n := len(snapshot(t, ro)); n != 0 {
 		t.Errorf("%d files left in %s", n, ro)
+	}
+}
+
+// TestListNameIsDst: a Norm or Parquet output whose DST names a .txt file
+// writes its file list under that name, so the path convert printed is the
+// one train and validate open (Parquet wrote _file_list.txt whatever DST
+// said); a directory DST gets the format's default list.
+func TestListNameIsDst(t *testing.T) {
+	d := normSource(t, 300)
+	dir := t.TempDir()
+	cases := []struct {
+		format   Format
+		dst, out string // DST relative to dir, the list expected
+	}{
+		{Parquet, "p1/file_list.txt", "p1/file_list.txt"},
+		{Parquet, "p2/train.txt", "p2/train.txt"},
+		{Parquet, "p3", "p3/_file_list.txt"},
+		{Norm, "n1/train.txt", "n1/train.txt"},
+		{Norm, "n2", "n2/file_list.txt"},
+	}
+	for _, c := range cases {
+		out := Output{Format: c.format, KeyType: d.Schema.KeyType, SamplesPerFile: 100}
+		if _, err := Convert(context.Background(), d, filepath.Join(dir, c.dst), out, formats.Options{BatchSize: 64}, nil); err != nil {
+			t.Fatalf("%s %s: %v", c.format, c.dst, err)
+		}
+		list := filepath.Join(dir, c.out)
+		ds, err := Resolve(list, Spec{})
+		if err != nil {
+			t.Errorf("%s %s: resolving %s: %v", c.format, c.dst, c.out, err)
+			continue
+		}
+		r, err := ds.Open(formats.Options{BatchSize: 64})
+		if err != nil {
+			t.Fatalf("%s %s: opening %s: %v", c.format, c.dst, c.out, err)
+		}
+		n, err := countSamples(r, 64)
+		r.Close()
+		if err != nil || n != 300 {
+			t.Errorf("%s %s: %d samples (%v), want 300", c.format, c.dst, n, err)
+		}
+	}
+}
+
+// countSamples reads r to its end.
+func countSamples(r formats.Reader, batch int) (int, error) {
+	b, err := formats.NewBatch(r.Schema(), batch, nil)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		n, err := r.Read(b)
+		total += n
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
 	}
 }

@@ -755,10 +755,14 @@ type DatasetOptions struct {
 	// Prefix is the data file name prefix (default "part_"): files are
 	// <Prefix><k>.parquet, k from 0.
 	Prefix string
+	// ListName is the file list's name in the directory (default
+	// FileListName, NVTabular's _file_list.txt).
+	ListName string
 }
 
 // DatasetWriter writes a dataset directory in NVTabular's layout: data files
-// plus _file_list.txt and _metadata.json, written on Close. It implements
+// plus the file list (_file_list.txt unless ListName says otherwise) and
+// _metadata.json, written on Close. It implements
 // formats.Writer.
 type DatasetWriter struct {
 	dir   string
@@ -787,6 +791,11 @@ func NewDatasetWriter(dir string, s *formats.Schema, o DatasetOptions) (*Dataset
 	}
 	if o.Prefix == "" {
 		o.Prefix = "part_"
+	}
+	if o.ListName == "" {
+		o.ListName = FileListName
+	} else if o.ListName != filepath.Base(o.ListName) || o.ListName == MetadataName {
+		return nil, fmt.Errorf("file list name %q: want a file name other than %s", o.ListName, MetadataName)
 	}
 	if o.Files == nil { // a Stage makes its directories itself
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -883,7 +892,7 @@ func (d *DatasetWriter) Close() error {
 		return d.fail(err)
 	}
 	d.meta = true
-	if err := formats.WriteFileListTo(d.o.Files, filepath.Join(d.dir, FileListName), d.paths); err != nil {
+	if err := formats.WriteFileListTo(d.o.Files, filepath.Join(d.dir, d.o.ListName), d.paths); err != nil {
 		return d.fail(err)
 	}
 	d.done = true
