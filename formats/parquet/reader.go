@@ -422,7 +422,8 @@ func (r *Reader) fail(ctx context.Context, err error) {
 // and a row group decoded whole is staged (stagePiece), which one split over
 // columns is not — on the dev VM a fresh 2-worker epoch of 8 row groups read
 // 3–5% faster without splitting its last two. Cuts fall at column bounds that
-// balance the columns' uncompressed bytes; a task has at least one column.
+// balance the columns' uncompressed bytes (balancedCuts); a task has at
+// least one column.
 func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 	nc := len(fp.cols)
 	k := r.o.Workers / 2
@@ -439,21 +440,76 @@ func (r *Reader) split(fp *filePlan, g int, left int64) []int {
 		return []int{0, nc}
 	}
 	rg := fp.md.RowGroup(g)
-	w := make([]int64, nc+1) // cumulative uncompressed bytes
+	w := make([]int64, nc) // uncompressed bytes
 	for ci := range fp.cols {
-		size := int64(1)
+		w[ci] = 1
 		if cc, err := rg.ColumnChunk(fp.cols[ci].leaf); err == nil && cc.TotalUncompressedSize() > 0 {
-			size = cc.TotalUncompressedSize()
+			w[ci] = cc.TotalUncompressedSize()
 		}
-		w[ci+1] = w[ci] + size
 	}
+	return balancedCuts(w, k)
+}
+
+// balancedCuts cuts columns of weights w into k ≤ len(w) contiguous runs
+// of at least one column: 0 = cuts[0] < … < cuts[k] = len(w). The heaviest
+// run is as light as any k runs allow (C, found by bisection), and within
+// that bound each cut falls at the first column bound past its share
+// (p/k of the total), so that runs are even where the weights allow. A
+// cut at the share alone put a column holding 40% of a row group's bytes
+// (DCNv2's 100-hot C21) in one run with its neighbours, 47–50% of the row
+// group in one task with 12 or 14 workers. (Cutting it alone did not
+// steady DCNv2's pipeline cost on the H200, which swings from 1% to 19%
+// between runs: docs/PERFORMANCE.md, the eighteenth session.)
+func balancedCuts(w []int64, k int) []int {
+	nc := len(w)
+	cum := make([]int64, nc+1)
+	var heaviest int64
+	for i, x := range w {
+		cum[i+1] = cum[i] + x
+		heaviest = max(heaviest, x)
+	}
+	total := cum[nc]
+	// need[e]: the fewest runs of at most c covering columns e… (each
+	// run from e as long as c allows: the fewest, greedily).
+	need := make([]int, nc+1)
+	fill := func(c int64) {
+		j := nc
+		for e := nc - 1; e >= 0; e-- {
+			for cum[j]-cum[e] > c {
+				j--
+			}
+			need[e] = 1 + need[j]
+		}
+	}
+	lo, hi := heaviest, total // need(hi) = 1 ≤ k; find the least c with need ≤ k
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if fill(mid); need[0] <= k {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	c := lo
+	fill(c)
 	cuts := []int{0}
 	for p := 1; p < k; p++ {
-		c := cuts[len(cuts)-1] + 1
-		for c < nc-(k-p) && w[c]*int64(k) < w[nc]*int64(p) {
-			c++
+		s := cuts[len(cuts)-1]
+		// Bounds on the run's end e: the rest fits in k-p runs of at most
+		// c (need is non-increasing in e), a column left for each, and
+		// this run weighs at most c.
+		e := s + 1
+		for need[e] > k-p {
+			e++
 		}
-		cuts = append(cuts, c)
+		last := s + 1
+		for last+1 <= nc-(k-p) && cum[last+1]-cum[s] <= c {
+			last++
+		}
+		for e < last && cum[e]*int64(k) < total*int64(p) {
+			e++
+		}
+		cuts = append(cuts, e)
 	}
 	return append(cuts, nc)
 }
