@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
 )
 
@@ -209,6 +210,11 @@ type Params struct {
 	// MissingRate is the probability that a Criteo text field (dense or
 	// categorical) is empty.
 	MissingRate float64 `json:"missing_rate"`
+	// ParquetWriter is the Parquet files' encoding (compression, row group
+	// size, cat column type, dictionary pages; the zero value: snappy
+	// PLAIN pages of 128Ki-row groups, int64 cats). Files is ignored: the
+	// generator commits its files as a unit.
+	ParquetWriter parquet.WriterOptions `json:"-"`
 }
 
 // HugeCTR's DataGeneratorParams defaults (SPEC §5).
@@ -315,6 +321,14 @@ const maxNNZ = 1 << 16
 func (p *Params) Validate() error {
 	if p.Format < Norm || p.Format > Criteo {
 		return perr("format", "invalid format %d", int(p.Format))
+	}
+	if p.ParquetWriter != (parquet.WriterOptions{Files: p.ParquetWriter.Files}) {
+		if p.Format != Parquet {
+			return perr("parquet_writer", "Parquet encoding options given for %s output", p.Format)
+		}
+		if err := p.ParquetWriter.Validate(); err != nil {
+			return perr("parquet_writer", "%v", err)
+		}
 	}
 	if p.LabelDim < 0 || p.LabelDim > 1<<12 {
 		return perr("label_dim", "%d must be in [0, 4096]", p.LabelDim)

@@ -8,10 +8,13 @@ import (
 )
 
 // createParquet opens a Parquet data file: NVTabular column names (label,
-// I1.., C1..), int64 cats, snappy, one row group per 128Ki rows; a slot
-// with nnz_array[s] > 1 is a list column.
+// I1.., C1..), encoded as Params.ParquetWriter says (by default int64
+// cats, snappy, one row group per 128Ki rows); a slot with nnz_array[s] >
+// 1 is a list column.
 func (g *generator) createParquet(path string) (formats.Writer, error) {
-	w, err := parquet.Create(path, &g.schema, parquet.WriterOptions{Files: g.files})
+	o := g.p.ParquetWriter
+	o.Files = g.files
+	w, err := parquet.Create(path, &g.schema, o)
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/formats/criteo"
 	"github.com/ctrkit/ctrkit/formats/norm"
+	"github.com/ctrkit/ctrkit/formats/parquet"
 	"github.com/ctrkit/ctrkit/formats/raw"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
 	"github.com/ctrkit/ctrkit/internal/progress"
@@ -47,10 +48,7 @@ Examples:
 			&cli.BoolFlag{Name: "out-float-label-dense", Usage: "raw output: float32 label and dense instead of int32 (dense as ln(x+1))"},
 			&cli.StringFlag{Name: "out-label-type", Usage: "raw multihot output label type: int32 | float32"},
 			&cli.Int64Flag{Name: "samples-per-file", Usage: "norm, parquet: start a new file after N samples (0: one file)"},
-			&cli.StringFlag{Name: "compression", Value: "snappy", Usage: "parquet: snappy | zstd | none"},
-			&cli.IntFlag{Name: "row-group-size", Usage: "parquet: rows per row group (default 131072)"},
-			&cli.StringFlag{Name: "cat-type", Value: "int64", Usage: "parquet: cat column type int64 | int32 | uint32 | uint64"},
-			&cli.BoolFlag{Name: "dictionary", Usage: "parquet: dictionary-encode the columns (RLE_DICTIONARY pages, as pyarrow, cudf and NVTabular write by default; a column falls back to PLAIN when its dictionary passes 1 MiB)"},
+			vflag("compression"), vflag("row-group-size"), vflag("cat-type"), vflag("dictionary"),
 			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},
@@ -189,18 +187,8 @@ func checkConvertFlags(c *cli.Context) error {
 	if c.Int64("samples-per-file") < 0 {
 		return fmt.Errorf("--samples-per-file must be ≥ 0, not %d", c.Int64("samples-per-file"))
 	}
-	if c.Int("row-group-size") < 0 {
-		return fmt.Errorf("--row-group-size must be ≥ 0, not %d", c.Int("row-group-size"))
-	}
-	switch c.String("compression") {
-	case "snappy", "zstd", "none":
-	default:
-		return fmt.Errorf("--compression: want snappy, zstd or none, not %q", c.String("compression"))
-	}
-	switch c.String("cat-type") {
-	case "int64", "int32", "uint32", "uint64":
-	default:
-		return fmt.Errorf("--cat-type: want int64, int32, uint32 or uint64, not %q", c.String("cat-type"))
+	if _, err := parquetWriterFlags(c); err != nil {
+		return err
 	}
 	to := strings.ToLower(c.String("to"))
 	for _, f := range []struct {
@@ -249,8 +237,11 @@ func outputFromFlags(c *cli.Context, d *dataset.Dataset) (dataset.Output, error)
 		o.LabelTypeSet = true
 	}
 	o.SamplesPerFile = c.Int64("samples-per-file")
-	o.Compression, o.RowGroupSize, o.CatType = c.String("compression"), c.Int("row-group-size"), c.String("cat-type")
-	o.Dictionary = c.Bool("dictionary")
+	pw, err := parquetWriterFlags(c)
+	if err != nil {
+		return o, err
+	}
+	o.Compression, o.RowGroupSize, o.CatType, o.Dictionary = pw.Compression, pw.RowGroupSize, pw.CatType, pw.Dictionary
 	if _, err := dataset.OutputSchema(d.Schema, o); err != nil {
 		return o, err
 	}
@@ -351,4 +342,25 @@ func convertKeys(c *cli.Context, d *dataset.Dataset, out *dataset.Output) (strin
 	}
 	out.Sidecars = append(out.Sidecars, dataset.Sidecar{Name: dataset.KeyInfoName, Data: data})
 	return dataset.SidecarPath(c.Args().Get(1), out.Format, dataset.KeyInfoName), keys, nil
+}
+
+// parquetWriterFlags reads the Parquet output flags (--compression,
+// --row-group-size, --cat-type, --dictionary) of convert and gen, each
+// checked under its flag's name.
+func parquetWriterFlags(c *cli.Context) (parquet.WriterOptions, error) {
+	o := parquet.WriterOptions{Compression: c.String("compression"), RowGroupSize: c.Int("row-group-size"), CatType: c.String("cat-type"), Dictionary: c.Bool("dictionary")}
+	if o.RowGroupSize < 0 {
+		return o, fmt.Errorf("--row-group-size must be ≥ 0, not %d", o.RowGroupSize)
+	}
+	switch o.Compression {
+	case "", "snappy", "zstd", "none":
+	default:
+		return o, fmt.Errorf("--compression: want snappy, zstd or none, not %q", o.Compression)
+	}
+	switch o.CatType {
+	case "", "int64", "int32", "uint32", "uint64":
+	default:
+		return o, fmt.Errorf("--cat-type: want int64, int32, uint32 or uint64, not %q", o.CatType)
+	}
+	return o, nil
 }
