@@ -264,18 +264,35 @@ func (be *Backend) do(op string, fn func(c *cuda.Ctx) error) {
 		be.batch = append(be.batch, graphOp{op, fn})
 		return
 	}
-	be.op = op
+	be.issue([]graphOp{{op, fn}})
+}
+
+// issue runs ops in order in one call of the device goroutine, each under
+// its name (be.op; with Debug, the stream synchronised after each); the
+// first failure stops them and becomes the sticky error, attributed to the
+// failing operation.
+func (be *Backend) issue(ops []graphOp) {
+	var failed string
 	err := be.dev.Do(func(c *cuda.Ctx) error {
-		if err := fn(c); err != nil {
-			return err
-		}
-		if be.opts.Debug {
-			return c.StreamSync(be.s)
+		for _, o := range ops {
+			be.op = o.op
+			err := o.fn(c)
+			if err == nil && be.opts.Debug {
+				err = c.StreamSync(be.s)
+			}
+			if err != nil {
+				failed = o.op
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil && be.err == nil {
-		be.err = &tensor.OpError{Op: op, Detail: err.Error(), Err: deviceErr(err)}
+		if failed == "" { // the device goroutine refused the call
+			failed = ops[0].op
+		}
+		be.op = failed
+		be.err = &tensor.OpError{Op: failed, Detail: err.Error(), Err: deviceErr(err)}
 	}
 }
 
@@ -296,31 +313,8 @@ func (be *Backend) batched(f func()) {
 	f()
 	ops := be.batch
 	be.batch = nil
-	if be.err != nil || len(ops) == 0 {
-		return
-	}
-	var failed string
-	err := be.dev.Do(func(c *cuda.Ctx) error {
-		for _, o := range ops {
-			if err := o.fn(c); err != nil {
-				failed = o.op
-				return err
-			}
-			if be.opts.Debug {
-				if err := c.StreamSync(be.s); err != nil {
-					failed = o.op
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil && be.err == nil {
-		if failed == "" {
-			failed = ops[0].op
-		}
-		be.op = failed
-		be.err = &tensor.OpError{Op: failed, Detail: err.Error(), Err: deviceErr(err)}
+	if be.err == nil && len(ops) > 0 {
+		be.issue(ops)
 	}
 }
 

@@ -21,11 +21,10 @@ import (
 //	  (host waits for its copies)          released[s], slot s free again
 //
 // stageSlots staging slots (device buffers sized like the inputs) take
-// turns. Stage
-// is called from one goroutine (the prefetcher) and Commit from the
-// training goroutine; the free-slot channel orders them, and events order
-// the two streams on the device: nothing waits on the host except Stage for
-// its own copies (so its host buffers can be refilled).
+// turns. Stage is called from one goroutine (the prefetcher) and Commit
+// from the training goroutine; the free-slot channel orders them, and
+// events order the two streams on the device: nothing waits on the host
+// except Stage for its own copies (so its host buffers can be refilled).
 type Uploader struct {
 	be    *Backend
 	s     cuda.Stream
