@@ -160,12 +160,13 @@ func unpackIndices(dst []uint32, run []byte, pos int, bw uint) {
 // gather stores the dictionary values of idx in out, PLAIN (size bytes
 // each, 4 or 8): value i is dict's value idx[i]. It returns the position
 // of the first index outside the dictionary's n values, or len(idx). out
-// is 8-byte aligned; dict, when not, is read byte-wise.
+// is 8-byte aligned; dict, when not (and not viewUnaligned), is read
+// byte-wise.
 func gather(out, dict []byte, n int, idx []uint32, size int) int {
 	if len(idx) == 0 {
 		return 0
 	}
-	if uintptr(unsafe.Pointer(unsafe.SliceData(dict)))%uintptr(size) == 0 {
+	if viewUnaligned || uintptr(unsafe.Pointer(unsafe.SliceData(dict)))%uintptr(size) == 0 {
 		if size == 8 {
 			return gatherT(out, dict, n, idx, uint64(0))
 		}

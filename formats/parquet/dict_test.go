@@ -182,6 +182,15 @@ func FuzzIndices(f *testing.F) {
 // value sizes, and that it stops at the first index outside the
 // dictionary.
 func TestGather(t *testing.T) {
+	for _, view := range []bool{true, false} {
+		t.Run(fmt.Sprintf("view-unaligned-%v", view), func(t *testing.T) {
+			withViewUnaligned(t, view)
+			testGather(t)
+		})
+	}
+}
+
+func testGather(t *testing.T) {
 	rng := rand.New(rand.NewPCG(12, 6))
 	for _, size := range []int{4, 8} {
 		for _, shift := range []int{0, 1, 3} {

@@ -57,16 +57,21 @@ func TestStreamedOptional(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			list := writeScalarFile(t, tc.d, opt, nil, tc.props...)
-			for _, kt := range []formats.KeyType{formats.KeyI64, formats.KeyU32} {
-				got, err, n := readOptionalPaths(t, list, Options{KeyType: kt}, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n == 0 {
-					t.Fatal("the streamed path read no page of an optional column")
-				}
-				if d := formatstest.Diff(tc.d, got); d != "" {
-					t.Fatalf("%s: %s", kt, d)
+			// Values after an optional column's levels lie at odd
+			// offsets: viewed in place and copied to aligned scratch.
+			for _, view := range []bool{true, false} {
+				withViewUnaligned(t, view)
+				for _, kt := range []formats.KeyType{formats.KeyI64, formats.KeyU32} {
+					got, err, n := readOptionalPaths(t, list, Options{KeyType: kt}, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n == 0 {
+						t.Fatal("the streamed path read no page of an optional column")
+					}
+					if d := formatstest.Diff(tc.d, got); d != "" {
+						t.Fatalf("%s, misaligned values viewed in place %v: %s", kt, view, d)
+					}
 				}
 			}
 		})
@@ -241,4 +246,11 @@ func TestStreamedOptionalErrors(t *testing.T) {
 			checkErr(t, err, tc.sentinel, 0)
 		})
 	}
+}
+
+// withViewUnaligned sets viewUnaligned to v until t ends.
+func withViewUnaligned(t *testing.T, v bool) {
+	old := viewUnaligned
+	viewUnaligned = v
+	t.Cleanup(func() { viewUnaligned = old })
 }
