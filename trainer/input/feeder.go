@@ -43,6 +43,7 @@ type Feeder struct {
 	capRaw               int
 	nnz                  []int // scratch of load
 	split                tensor.InputSplitter
+	oneHot               tensor.OneHotSplitter // nil: one-hot batches go through split too
 	dstKeys, dstOff      []tensor.Tensor
 	recOnce              sync.Once
 	rec                  *formats.Recycler // HostAlloc's
@@ -104,6 +105,7 @@ func NewFeeder(be tensor.Backend, batch int, g *graph.Graph, slotSizes []int64) 
 		return nil, fmt.Errorf("backend %s cannot build sparse inputs (no SplitInputs)", be.Name())
 	}
 	f.split = split
+	f.oneHot, _ = be.(tensor.OneHotSplitter)
 	f.Label = &layers.Blob{Value: be.Alloc(tensor.Float32, B, f.LabelDim)}
 	if f.DenseDim > 0 {
 		f.Dense = &layers.Blob{Value: be.Alloc(tensor.Float32, B, f.DenseDim)}
@@ -206,15 +208,30 @@ func (f *Feeder) Load(b *formats.Batch) error {
 	default:
 		be.Upload(raw.Prefix(k), b.Keys32[:k])
 	}
-	be.Upload(f.rawOff.Prefix(n*S+1), b.Offsets[:n*S+1])
-	f.splitInputs(raw.Prefix(max(k, 1)), f.rawOff.Prefix(n*S+1), n, nnz)
+	oneHot := f.OneHot(b)
+	if !oneHot {
+		be.Upload(f.rawOff.Prefix(n*S+1), b.Offsets[:n*S+1])
+	}
+	f.splitInputs(raw.Prefix(max(k, 1)), f.rawOff.Prefix(n*S+1), n, nnz, oneHot, nil)
 	return be.Err()
 }
 
-// splitInputs builds the sparse inputs from a batch's keys and offsets on
-// the backend.
-func (f *Feeder) splitInputs(keys, offsets tensor.Tensor, n int, nnz []int) {
-	f.split.SplitInputs(f.dstKeys, f.dstOff, keys, offsets, f.add, f.size, f.Parts, n)
+// OneHot reports whether batch b is one-hot (its bag j holds key j) and
+// the backend splits such batches on their own path (SplitOneHot, which
+// reads neither the batch's offsets nor, staged, needs them uploaded).
+func (f *Feeder) OneHot(b *formats.Batch) bool {
+	return f.oneHot != nil && b.N > 0 && tensor.OneHot(b.Offsets[:b.N*f.totalSlot+1])
+}
+
+// splitInputs builds the sparse inputs from a batch's keys and offsets
+// (not read when oneHot: Feeder.OneHot) on the backend; a one-hot batch's
+// split makes copies too (SplitOneHot; there must be none otherwise).
+func (f *Feeder) splitInputs(keys, offsets tensor.Tensor, n int, nnz []int, oneHot bool, copies []tensor.Copy) {
+	if oneHot {
+		f.oneHot.SplitOneHot(f.dstKeys, f.dstOff, keys, f.add, f.size, f.Parts, n, copies)
+	} else {
+		f.split.SplitInputs(f.dstKeys, f.dstOff, keys, offsets, f.add, f.size, f.Parts, n)
+	}
 	for k, in := range f.Inputs {
 		in.NNZ = nnz[k]
 	}

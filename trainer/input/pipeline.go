@@ -14,12 +14,13 @@ import (
 
 // Staged is one batch ready for a step.
 type Staged struct {
-	N     int            // samples
-	Err   error          // reader or upload error (io.EOF at the end)
-	short bool           // a short batch dropped unstaged (DropShort)
-	nnz   []int          // staged: keys per sparse input
-	slot  int            // staged: staging slot
-	batch *formats.Batch // CPU: the batch to load
+	N      int            // samples
+	Err    error          // reader or upload error (io.EOF at the end)
+	short  bool           // a short batch dropped unstaged (DropShort)
+	nnz    []int          // staged: keys per sparse input
+	slot   int            // staged: staging slot
+	oneHot bool           // staged: one-hot (Feeder.OneHot), its offsets not uploaded
+	batch  *formats.Batch // CPU: the batch to load
 }
 
 // Prefetcher is the input pipeline of one model: see the package doc.
@@ -37,6 +38,7 @@ type Prefetcher struct {
 	bufs   []*formats.Batch
 	dsts   []tensor.Tensor // Commit's destinations: label, dense (keys, offsets skipped)
 	keyAt  int             // index of the keys among the staged buffers
+	copies []tensor.Copy   // Commit's copies of a one-hot batch (scratch)
 	srcs   [][]byte
 	nnz    []int     // HostSide's key counts (this prefetcher's own scratch)
 	chain  *chain    // StartPasses' passes; nil: one reader per Start
@@ -348,7 +350,7 @@ func (pf *Prefetcher) run() {
 		st.short = pf.drop && n > 0 && n < pf.f.batch
 		if pf.stg != nil {
 			if n > 0 && !st.short {
-				st.slot, st.nnz, st.Err = pf.stage(b)
+				st.slot, st.nnz, st.oneHot, st.Err = pf.stage(b)
 				if st.Err == nil {
 					st.Err = err
 				}
@@ -419,23 +421,28 @@ func (pf *Prefetcher) send(st Staged) bool {
 }
 
 // stage uploads a batch into a staging slot: its labels, dense values,
-// keys and offsets as the reader decoded them.
-func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, error) {
+// keys and offsets as the reader decoded them (no offsets for a one-hot
+// batch, which it reports).
+func (pf *Prefetcher) stage(b *formats.Batch) (int, []int, bool, error) {
 	t0 := pf.st.now()
 	srcs, nnz, err := pf.HostSide(b)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	nnz = append([]int(nil), nnz...)
+	oneHot := pf.f.OneHot(b)
+	if oneHot {
+		srcs[len(srcs)-1] = nil // the offsets
+	}
 	pf.st.add(statHostSide, t0)
 	t0 = pf.st.now()
 	slot, err := pf.stg.Stage(srcs)
 	pf.st.add(statStage, t0)
 	if err != nil {
 		// No slot is held: without key counts Release commits none.
-		return 0, nil, err
+		return 0, nil, false, err
 	}
-	return slot, nnz, nil
+	return slot, nnz, oneHot, nil
 }
 
 // HostSide is all the host does for a staged batch: check it, count each
@@ -490,12 +497,28 @@ func (pf *Prefetcher) Commit(st Staged) error {
 			f.be.Fill(f.Dense.Value, 0)
 		}
 	}
-	pf.stg.Commit(st.slot, pf.dsts, func(staged []tensor.Tensor) {
+	// A one-hot batch's labels and dense values are copied by its split
+	// (SplitOneHot), in the same launch, rather than by Commit.
+	dsts := pf.dsts
+	if st.oneHot {
+		dsts = nil
+	}
+	pf.stg.Commit(st.slot, dsts, func(staged []tensor.Tensor) {
 		keys := staged[pf.keyAt]
 		if keys.Len() == 0 {
 			keys = f.rawKeys(keysType(keys)).Prefix(1) // no keys: any buffer
 		}
-		f.splitInputs(keys, staged[pf.keyAt+1], st.N, st.nnz)
+		var copies []tensor.Copy
+		if st.oneHot {
+			copies = pf.copies[:0]
+			for k, d := range pf.dsts {
+				if src := staged[k]; !d.IsZero() && src.Len() > 0 {
+					copies = append(copies, tensor.Copy{Dst: d.Prefix(src.Len()), Src: src})
+				}
+			}
+			pf.copies = copies
+		}
+		f.splitInputs(keys, staged[pf.keyAt+1], st.N, st.nnz, st.oneHot, copies)
 	})
 	return pf.f.be.Err()
 }

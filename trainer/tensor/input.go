@@ -23,6 +23,33 @@ type InputSplitter interface {
 	SplitInputs(dstKeys, dstOffsets []Tensor, keys, offsets, add, size Tensor, inputs []SparseSlots, n int)
 }
 
+// OneHotSplitter is an InputSplitter with a path for one-hot batches,
+// whose bag j (sample j/S, slot j%S) holds key j alone (offsets[j] = j,
+// OneHot): each input's CSR is then its bags' positions and each key goes
+// to its own bag, so the batch's CSR is neither scanned nor read (nor
+// uploaded). SplitOneHot gives what SplitInputs gives for such a batch;
+// keys holds at least n·S of them. It also makes copies, in the same
+// device work: a staged batch's labels and dense values, so that a
+// one-hot batch's whole commit is one launch on the GPU.
+type OneHotSplitter interface {
+	SplitOneHot(dstKeys, dstOffsets []Tensor, keys, add, size Tensor, inputs []SparseSlots, n int, copies []Copy)
+}
+
+// A Copy is Src copied into Dst (Backend.Copy's operands: one dtype and
+// length), made alongside other work (OneHotSplitter).
+type Copy struct{ Dst, Src Tensor }
+
+// OneHot reports whether the CSR off (of len(off)-1 bags) gives every bag
+// one key, in order: off[j] = j. A pass over the offsets on the host.
+func OneHot(off []int32) bool {
+	for j, v := range off {
+		if v != int32(j) {
+			return false
+		}
+	}
+	return len(off) > 0
+}
+
 // InputKeyCounts returns the number of keys of each input (the inputs'
 // NNZ) of a batch of n samples over S slots with CSR offsets off: host
 // work of n reads per input, no copy.
@@ -42,17 +69,50 @@ func InputKeyCounts(dst []int, off []int32, n, S int, inputs []SparseSlots) []in
 	return dst
 }
 
+// CheckSplitOneHot checks SplitOneHot's operands: those of SplitInputs
+// but the offsets, keys holding at least n·S, and the copies'.
+func CheckSplitOneHot(op string, dstKeys, dstOffsets []Tensor, keys, add, size Tensor, inputs []SparseSlots, n int, copies []Copy) error {
+	if err := checkSplit(op, dstKeys, dstOffsets, keys, add, size, inputs, n); err != nil {
+		return err
+	}
+	for _, c := range copies {
+		if err := CheckCopy(op, c.Dst, c.Src); err != nil {
+			return err
+		}
+	}
+	if S := add.Len(); keys.Len() < n*S {
+		return Errorf(op, ErrShape, "%d keys for %d one-hot samples of %d slots", keys.Len(), n, S)
+	}
+	for k, in := range inputs {
+		if dstKeys[k].Len() < n*in.Slots {
+			return Errorf(op, ErrShape, "input %d: room for %d keys, %d one-hot samples of %d slots", k, dstKeys[k].Len(), n, in.Slots)
+		}
+	}
+	return nil
+}
+
 // CheckSplitInputs checks SplitInputs' operands.
 func CheckSplitInputs(op string, dstKeys, dstOffsets []Tensor, keys, offsets, add, size Tensor, inputs []SparseSlots, n int) error {
+	if err := CheckWant(op, offsets, Int32, 1); err != nil {
+		return err
+	}
+	if S := add.Len(); n < 0 || offsets.Len() < n*S+1 {
+		return Errorf(op, ErrShape, "%d offsets for %d samples of %d slots", offsets.Len(), n, S)
+	}
+	return checkSplit(op, dstKeys, dstOffsets, keys, add, size, inputs, n)
+}
+
+// checkSplit checks the operands SplitInputs and SplitOneHot share.
+func checkSplit(op string, dstKeys, dstOffsets []Tensor, keys, add, size Tensor, inputs []SparseSlots, n int) error {
 	S := add.Len()
 	if keys.DType != Uint32 && keys.DType != Int64 {
 		return Errorf(op, ErrDType, "keys are %v, want Uint32 or Int64", keys.DType)
 	}
-	if err := firstErr(CheckWant(op, offsets, Int32, 1), CheckWant(op, add, Int64, 0), CheckWant(op, size, Int64, S)); err != nil {
+	if err := firstErr(CheckWant(op, add, Int64, 0), CheckWant(op, size, Int64, S)); err != nil {
 		return err
 	}
-	if n < 0 || offsets.Len() < n*S+1 {
-		return Errorf(op, ErrShape, "%d offsets for %d samples of %d slots", offsets.Len(), n, S)
+	if n < 0 {
+		return Errorf(op, ErrShape, "%d samples", n)
 	}
 	if len(dstKeys) != len(inputs) || len(dstOffsets) != len(inputs) {
 		return Errorf(op, ErrShape, "%d key and %d offset tensors for %d inputs", len(dstKeys), len(dstOffsets), len(inputs))

@@ -90,3 +90,68 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 		}
 	}
 }
+
+var _ tensor.OneHotSplitter = (*Backend)(nil)
+
+// SplitOneHot implements tensor.OneHotSplitter: the copies, then
+// SplitInputs for a batch whose bag j holds key j (the CSR not read).
+func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, size tensor.Tensor, inputs []tensor.SparseSlots, n int, copies []tensor.Copy) {
+	const op = "split_one_hot"
+	ts := append(append([]tensor.Tensor{keys, add, size}, dstKeys...), dstOffsets...)
+	for _, c := range copies {
+		ts = append(ts, c.Dst, c.Src)
+	}
+	if !be.owned(op, ts...) ||
+		!be.check(tensor.CheckSplitOneHot(op, dstKeys, dstOffsets, keys, add, size, inputs, n, copies)) {
+		return
+	}
+	for _, c := range copies {
+		be.Copy(c.Dst, c.Src)
+	}
+	S := add.Len()
+	var k32 []uint32
+	var k64 []int64
+	if keys.DType == tensor.Uint32 {
+		k32 = data[uint32](keys)
+	} else {
+		k64 = data[int64](keys)
+	}
+	ad, sz := data[int64](add), data[int64](size)
+	for k, in := range inputs {
+		dk, do := data[int64](dstKeys[k]), data[int32](dstOffsets[k])
+		sk := in.Slots
+		for j := range do {
+			do[j] = int32(min(j, n*sk))
+		}
+		var bad atomic.Int64 // the first bad key's position in keys, or -1
+		bad.Store(-1)
+		be.par(n, 256, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				for s := 0; s < sk; s++ {
+					gs := in.First + s
+					j := i*S + gs
+					var key int64
+					if k32 != nil {
+						key = int64(k32[j])
+					} else {
+						key = k64[j]
+					}
+					if z := sz[gs]; z > 0 && (key < 0 || key >= z) {
+						bad.CompareAndSwap(-1, int64(j))
+					}
+					dk[i*sk+s] = key + ad[gs]
+				}
+			}
+		})
+		if j := bad.Load(); j >= 0 {
+			var key int64
+			if k32 != nil {
+				key = int64(k32[j])
+			} else {
+				key = k64[j]
+			}
+			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", key, j)
+			return
+		}
+	}
+}

@@ -86,3 +86,35 @@ extern "C" __global__ void input_keys(i64* dst, const int* doff, const void* key
         }
     }
 }
+
+// input_onehot: SplitInputs for a one-hot batch, whose bag j holds key j
+// (the batch's CSR is neither read nor scanned): one thread per bag
+// b = i·sk + s of the input up to B·sk, its key keys[i·S+first+s] widened,
+// range-checked as input_keys does and stored with the slot's offset
+// added; the input's CSR is b itself, n·sk for the padding bags. The same
+// threads copy c0n words of c0s to c0d and c1n of c1s to c1d (the staged
+// labels and dense values; 0 words for none).
+extern "C" __global__ void input_onehot(i64* dst, int* doff, const void* keys, int wide, const i64* add,
+                                        const i64* size, i64 n, i64 B, int S, int first, int sk, u32* c0d,
+                                        const u32* c0s, i64 c0n, u32* c1d, const u32* c1s, i64 c1n, u64* flag,
+                                        int op) {
+    const i64 bags = B * sk + 1;
+    const i64 all = bags > c0n ? (bags > c1n ? bags : c1n) : (c0n > c1n ? c0n : c1n);
+    FOR(t, all) {
+        if (t < c0n) c0d[t] = c0s[t];
+        if (t < c1n) c1d[t] = c1s[t];
+        if (t >= bags) continue;
+        if (t >= n * sk) {
+            doff[t] = (int)(n * sk);
+            continue;
+        }
+        const i64 i = t / sk;
+        const int gs = first + (int)(t % sk);
+        const i64 j = i * S + gs;
+        const i64 k = wide ? ((const i64*)keys)[j] : (i64)((const u32*)keys)[j];
+        const i64 sz = size[gs];
+        if (sz > 0 && (k < 0 || k >= sz)) report(flag, ERR_RANGE, op, gs, k);
+        dst[t] = k + add[gs];
+        doff[t] = (int)t;
+    }
+}
