@@ -19,7 +19,7 @@ mkdir -p "$W"; cd "$W"
 SIZES=$(python3 -c "print(','.join(['100000']*26))" 2>/dev/null || printf '100000%.0s,' $(seq 26) | sed 's/,$//')
 
 [ -f n/file_list.txt ] || "$B" gen --format norm --num-files 100 --num-samples-per-file 40000 --eval-num-files 1 \
-	--slot-size-array "$SIZES" --seed 7 --threads "$T" --source n/file_list.txt --eval-source n/file_list_test.txt >/dev/null
+	--slot-size-array "$SIZES" --seed 7 --num-workers "$T" --out-source n/file_list.txt --out-eval-source n/file_list_test.txt >/dev/null
 
 # run OUT CMD…: runs CMD, prints "samples/s peak-RSS-MB wall-s"; the
 # samples/s are those the command reports.

@@ -20,10 +20,10 @@ SIZES=$(python3 -c "print(','.join(['1000000']*26))")
 NNZ=3,2,1,2,6,1,1,1,1,7,3,8,1,6,9,5,1,1,1,12,100,27,10,3,1,1
 
 [ -f pq/file_list.txt ] || "$B" gen --format parquet --num-files 32 --eval-num-files 1 --num-samples-per-file 262144 \
-	--slot-size-array "$SIZES" --seed 1 --threads "$T" --label-mode uniform --source pq/file_list.txt --eval-source pq/file_list_test.txt >/dev/null
+	--slot-size-array "$SIZES" --seed 1 --num-workers "$T" --label-mode uniform --out-source pq/file_list.txt --out-eval-source pq/file_list_test.txt >/dev/null
 [ -f pqnone/_file_list.txt ] || "$B" convert pq/file_list.txt pqnone --to parquet --compression none --nnz-array 1 --out-key-type i64 >/dev/null 2>&1
 [ -f raw/train.bin ] || "$B" gen --format raw --num-samples 3000000 --eval-num-samples 1000 --raw-layout multihot --nnz-array "$NNZ" \
-	--slot-size-array "$SIZES" --float-label-dense --seed 2 --threads "$T" --label-mode uniform --source raw/train.bin --eval-source raw/test.bin >/dev/null
+	--slot-size-array "$SIZES" --float-label-dense --seed 2 --num-workers "$T" --label-mode uniform --out-source raw/train.bin --out-eval-source raw/test.bin >/dev/null
 
 pyarrow() { python3 "$H/pyarrow_read.py" "$1" "$T"; } # list → rows/s (best of 3), bytes
 ours() { "$B" bench read "$@" --json | python3 -c "import json,sys; r=json.load(sys.stdin); print(f\"{r['samples_per_second']:.0f} {r['file_bytes_per_second']/1e9:.2f}\")"; }
