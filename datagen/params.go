@@ -212,7 +212,8 @@ type Params struct {
 	MissingRate float64 `json:"missing_rate"`
 	// ParquetWriter is the Parquet files' encoding (compression, row group
 	// size, cat column type, dictionary pages; the zero value: snappy
-	// PLAIN pages of 128Ki-row groups, int64 cats). Files is ignored: the
+	// PLAIN pages of 128Ki-row groups, int64 cats; `ctrkit gen` sets
+	// Dictionary unless --dictionary=false). Files is ignored: the
 	// generator commits its files as a unit.
 	ParquetWriter parquet.WriterOptions `json:"-"`
 }

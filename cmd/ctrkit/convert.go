@@ -48,7 +48,7 @@ Examples:
 			&cli.BoolFlag{Name: "out-float-label-dense", Usage: "raw output: float32 label and dense instead of int32 (dense as ln(x+1))"},
 			&cli.StringFlag{Name: "out-label-type", Usage: "raw multihot output label type: int32 | float32"},
 			&cli.Int64Flag{Name: "samples-per-file", Usage: "norm, parquet: start a new file after N samples (0: one file)"},
-			vflag("compression"), vflag("row-group-size"), vflag("cat-type"), vflag("dictionary"),
+			vflag("compression"), vflag("row-group-size"), vflag("cat-type"), vflag("dictionary", withValue(true)),
 			&cli.BoolFlag{Name: "vocab", Usage: "criteo text: map categoricals by a vocabulary built in a first pass"},
 			&cli.IntFlag{Name: "min-count", Value: criteo.DefaultMinCount, Usage: "with --vocab: values seen fewer times share one id"},
 			&cli.StringFlag{Name: "vocab-memory", Value: "1GiB", Usage: "with --vocab: memory budget of the counting (`SIZE`, e.g. 512MiB); beyond it counts spill to disk"},

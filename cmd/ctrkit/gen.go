@@ -50,7 +50,7 @@ func init() {
 			&cli.Int64Flag{Name: "eval-num-samples", Value: d.EvalNumSamples, Usage: "eval samples (raw)"},
 			vflag("float-label-dense"),
 			vflag("raw-layout", withValue("auto")),
-			vflag("compression"), vflag("row-group-size"), vflag("cat-type"), vflag("dictionary"),
+			vflag("compression"), vflag("row-group-size"), vflag("cat-type"), vflag("dictionary", withValue(true)),
 			&cli.Uint64Flag{Name: "seed", Usage: "master seed", DefaultText: "random, printed"},
 			&cli.StringFlag{Name: "label-mode", Value: "planted", Usage: "planted (learnable, reports its AUC) | uniform (HugeCTR's values)"},
 			&cli.Float64Flag{Name: "missing-rate", Value: d.MissingRate, Usage: "criteo: probability of an empty field"},
@@ -111,8 +111,12 @@ func genParams(c *cli.Context) (datagen.Params, error) {
 			return p, fmt.Errorf("--%s applies to --format parquet, not %s", f, c.String("format"))
 		}
 	}
-	if p.ParquetWriter, err = parquetWriterFlags(c); err != nil {
+	pw, err := parquetWriterFlags(c)
+	if err != nil {
 		return p, err
+	}
+	if p.Format == datagen.Parquet {
+		p.ParquetWriter = pw
 	}
 	if p.CheckType, err = norm.ParseCheckMode(c.String("check-type")); err != nil {
 		return p, fmt.Errorf("--check-type: %w", err)

@@ -62,7 +62,7 @@ var vocabulary = []vocabFlag{
 	{name: "compression", cmds: "convert, gen", kind: stringKind, group: "data", usage: "Parquet output: snappy | zstd | none (default: snappy)"},
 	{name: "row-group-size", cmds: "convert, gen", kind: intKind, group: "data", usage: "Parquet output: rows per row group (default: 131072)"},
 	{name: "cat-type", cmds: "convert, gen", kind: stringKind, group: "data", usage: "Parquet output: cat column type int64 | int32 | uint32 | uint64 (default: int64)"},
-	{name: "dictionary", cmds: "convert, gen", kind: boolKind, group: "data", usage: "Parquet output: dictionary-encode the columns (RLE_DICTIONARY pages, as pyarrow, cudf and NVTabular write by default; a column falls back to PLAIN when its dictionary passes 1 MiB)"},
+	{name: "dictionary", cmds: "convert, gen", kind: boolKind, group: "data", usage: "Parquet output: dictionary-encode each column chunk whose dictionary pays for itself, the others PLAIN (RLE_DICTIONARY pages, as pyarrow, cudf (HugeCTR's data generator) and NVTabular write by default; --dictionary=false: every chunk PLAIN)"},
 	{name: "source", cmds: "train", kind: stringKind, group: "data", usage: "training data: file list (Norm, Parquet) or file (Raw) `PATH`"},
 	{name: "eval-source", cmds: "train, evaluate, predict", kind: stringKind, group: "data", usage: "evaluation data: file list (Norm, Parquet) or file (Raw) `PATH`"},
 	{name: "out-source", cmds: "gen", kind: stringKind, group: "data", deprecated: []string{"source"}, usage: "output: train file list (Norm, Parquet, Criteo) or file (Raw) `PATH`"},

@@ -8,8 +8,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// Without dictionary encoding (the default) ctrkit writes the file itself:
-// plain-encoded v1 data pages of at most pageBytes of values, one column
+// ctrkit writes the file itself: v1 data pages of at most pageBytes of
+// values (PLAIN; dictionary-encoded chunks: dictwriter.go), one column
 // chunk per column and row group, then the footer:
 //
 //	"PAR1" | row group 0: chunk C0 | chunk C1 | … | row group 1 … | FileMetaData | len (u32 LE) | "PAR1"
@@ -17,8 +17,7 @@ import (
 //
 // Each page body is compressed on its own. Levels are RLE/bit-packed hybrid
 // runs with a u32 length prefix (bit width 1: lists are one level deep),
-// and a list column's pages end on record boundaries. arrow-go's writer
-// remains for dictionary encoding.
+// and a list column's pages end on record boundaries.
 
 // pageBytes bounds a page's values. Pages of 128 KiB rather than pyarrow's
 // 1 MiB compress as well, and a reader holds one decompressed page per
@@ -44,6 +43,8 @@ const (
 type chunkMeta struct {
 	offset, uncompressed, compressed, values int64
 	pages                                    int32 // data pages, for the footer's encoding_stats
+	dict                                     bool  // a dictionary page, then RLE_DICTIONARY data pages
+	dataAt                                   int64 // with dict: the first data page's offset in the chunk
 }
 
 // pageEncoder compresses pages with the file's codec; one per goroutine.
@@ -53,7 +54,8 @@ type pageEncoder struct {
 	zstd   *zstd.Encoder
 	comp   []byte
 	body   []byte
-	pages  int32 // pages appended since the caller last cleared it
+	pages  int32 // data pages appended since the caller last cleared it
+	dict   dictBuilder
 }
 
 func (e *pageEncoder) compress(src []byte) []byte {
@@ -74,20 +76,21 @@ func (e *pageEncoder) compress(src []byte) []byte {
 	return src
 }
 
-// appendPage appends one data page (header, then the compressed body) of
-// nvalues values (levels included) to dst; it returns dst and the page's
-// uncompressed size (header + body).
-func (e *pageEncoder) appendPage(dst, body []byte, nvalues int) ([]byte, int64) {
+// appendDataPage appends one data page (header, then the compressed body)
+// of nvalues values (levels included) in encoding enc (encPlain,
+// encRLEDict) to dst; it returns dst and the page's uncompressed size
+// (header + body).
+func (e *pageEncoder) appendDataPage(dst, body []byte, nvalues int, enc int32) ([]byte, int64) {
 	e.pages++
 	comp := e.compress(body)
 	tw := thriftWriter{b: dst}
 	start := len(dst)
-	tw.i32(1, 0) // type DATA_PAGE
+	tw.i32(1, pageData)
 	tw.i32(2, int32(len(body)))
 	tw.i32(3, int32(len(comp)))
 	tw.begin(5) // data_page_header
 	tw.i32(1, int32(nvalues))
-	tw.i32(2, encPlain)
+	tw.i32(2, enc)
 	tw.i32(3, encRLE)
 	tw.i32(4, encRLE)
 	tw.end()
@@ -112,7 +115,7 @@ func (e *pageEncoder) encodeFlat(dst, values []byte, size int) ([]byte, int64) {
 	for lo := 0; ; lo += per {
 		hi := min(lo+per, len(values))
 		var u int64
-		dst, u = e.appendPage(dst, values[lo:hi], (hi-lo)/size)
+		dst, u = e.appendDataPage(dst, values[lo:hi], (hi-lo)/size, encPlain)
 		unc += u
 		if hi == len(values) {
 			return dst, unc
@@ -141,7 +144,7 @@ func (e *pageEncoder) encodeList(dst, values []byte, size int, reps, defs []int1
 		e.body = rleLevels(e.body, defs[lo:hi])
 		e.body = append(e.body, values[vlo*size:vhi*size]...)
 		var u int64
-		dst, u = e.appendPage(dst, e.body, hi-lo)
+		dst, u = e.appendDataPage(dst, e.body, hi-lo, encPlain)
 		unc += u
 		lo, vlo = hi, vhi
 		if lo == len(reps) {

@@ -180,11 +180,13 @@
 // MaxNNZ 1 (a sample with another key count is then ErrNNZ), else a required
 // list<required element> (3-level LIST encoding). Cats are INT64 by default,
 // or INT32/UINT32/UINT64 (WriterOptions.CatType); a key that does not fit is
-// ErrKeyRange. Pages are plain (dictionary off unless asked: WriterOptions.Dictionary, `convert --dictionary`), data page v1
-// of at most 128 KiB of values, snappy by default. Plain files are encoded
-// by ctrkit itself (chunks.go draws the file; thrift.go writes the
-// compact-protocol page headers and footer), columns in parallel, row
-// groups in the background; with Dictionary arrow-go's writer encodes.
+// ErrKeyRange. Pages are data page v1 of at most 128 KiB of values, snappy
+// by default: PLAIN, or, with WriterOptions.Dictionary (`gen`'s and
+// `convert`'s default, as pyarrow, cudf and NVTabular write), a dictionary
+// page and RLE_DICTIONARY data pages for each column chunk whose dictionary
+// pays for itself (dictwriter.go). ctrkit encodes the files itself
+// (chunks.go draws the file; thrift.go writes the compact-protocol page
+// headers and footer), columns in parallel, row groups in the background.
 // DatasetWriter splits the rows into files of RowsPerFile
 // and writes _file_list.txt and _metadata.json on Close. Every file goes
 // through atomicfile.Create: nothing appears under its final name until

@@ -13,6 +13,7 @@ import (
 type ownFile struct {
 	codec  int32
 	better bool
+	dict   bool  // dictionary-encode the chunks it pays for (dictwriter.go)
 	off    int64 // bytes written so far
 	rgs    []ownRowGroup
 	bufs   [][]byte // per column: the encoded chunk of the row group being written
@@ -24,8 +25,8 @@ type ownRowGroup struct {
 	chunks []chunkMeta
 }
 
-func newOwnFile(compression string, better bool) *ownFile {
-	o := &ownFile{better: better}
+func newOwnFile(compression string, better, dict bool) *ownFile {
+	o := &ownFile{better: better, dict: dict}
 	switch compression {
 	case "", "snappy":
 		o.codec = codecSnappy
@@ -57,6 +58,8 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 	unc := make([]int64, ncol)
 	vals := make([]int64, ncol)
 	pages := make([]int32, ncol)
+	dicts := make([]dictLayout, ncol)
+	isDict := make([]bool, ncol)
 	var tasks errgroup.Group
 	tasks.SetLimit(runtime.GOMAXPROCS(0))
 	for c := 0; c < ncol; c++ {
@@ -66,12 +69,22 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 			e.pages = 0
 			defer func() { pages[c] = e.pages }()
 			buf := o.bufs[c][:0]
+			// flat writes a required scalar column: dictionary-encoded
+			// when the file is and the chunk pays for it, else PLAIN.
+			flat := func(v []byte, size int) {
+				if o.dict {
+					if buf, unc[c], dicts[c], isDict[c] = e.encodeDictFlat(buf, v, size); isDict[c] {
+						return
+					}
+				}
+				buf, unc[c] = e.encodeFlat(buf, v, size)
+			}
 			switch {
 			case c < L:
-				buf, unc[c] = e.encodeFlat(buf, valueBytes(g.labels[c]), 4)
+				flat(valueBytes(g.labels[c]), 4)
 				vals[c] = int64(rows)
 			case c < L+D:
-				buf, unc[c] = e.encodeFlat(buf, valueBytes(g.dense[c-L]), 4)
+				flat(valueBytes(g.dense[c-L]), 4)
 				vals[c] = int64(rows)
 			default:
 				si := c - L - D
@@ -82,13 +95,18 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 				} else {
 					v, size = valueBytes(g.k32[si]), 4
 				}
-				if w.list[si] {
-					buf, unc[c] = e.encodeList(buf, v, size, g.reps[si], g.defs[si])
-					vals[c] = int64(len(g.reps[si]))
-				} else {
-					buf, unc[c] = e.encodeFlat(buf, v, size)
+				if !w.list[si] {
+					flat(v, size)
 					vals[c] = int64(rows)
+					break
 				}
+				vals[c] = int64(len(g.reps[si]))
+				if o.dict {
+					if buf, unc[c], dicts[c], isDict[c] = e.encodeDictList(buf, v, size, g.reps[si], g.defs[si]); isDict[c] {
+						break
+					}
+				}
+				buf, unc[c] = e.encodeList(buf, v, size, g.reps[si], g.defs[si])
 			}
 			o.bufs[c] = buf
 			return nil
@@ -100,7 +118,8 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 		if _, err := w.bw.Write(o.bufs[c]); err != nil {
 			return fmt.Errorf("writing %s: %w", w.path, err)
 		}
-		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c], pages: pages[c]}
+		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c], pages: pages[c],
+			dict: isDict[c], dataAt: dicts[c].dataAt}
 		o.off += int64(len(o.bufs[c]))
 	}
 	o.rgs = append(o.rgs, rg)
@@ -209,9 +228,16 @@ func (w *Writer) ownFooter() []byte {
 			tw.i64(2, ch.offset)
 			tw.begin(3) // meta_data
 			tw.i32(1, pt)
-			tw.list(2, ctI32, 2)
-			tw.listI32(encPlain)
-			tw.listI32(encRLE)
+			if ch.dict {
+				tw.list(2, ctI32, 3)
+				tw.listI32(encPlain)
+				tw.listI32(encRLE)
+				tw.listI32(encRLEDict)
+			} else {
+				tw.list(2, ctI32, 2)
+				tw.listI32(encPlain)
+				tw.listI32(encRLE)
+			}
 			tw.list(3, ctBinary, len(names[c]))
 			for _, p := range names[c] {
 				tw.listString(p)
@@ -220,13 +246,29 @@ func (w *Writer) ownFooter() []byte {
 			tw.i64(5, ch.values)
 			tw.i64(6, ch.uncompressed)
 			tw.i64(7, ch.compressed)
-			tw.i64(9, ch.offset)
-			tw.list(13, ctStruct, 1) // encoding_stats: the data pages, all PLAIN
-			tw.beginElem()
-			tw.i32(1, 0) // DATA_PAGE
-			tw.i32(2, encPlain)
-			tw.i32(3, ch.pages)
-			tw.end()
+			if ch.dict {
+				tw.i64(9, ch.offset+ch.dataAt) // data_page_offset
+				tw.i64(11, ch.offset)          // dictionary_page_offset
+				tw.list(13, ctStruct, 2)       // encoding_stats: the dictionary page, the data pages
+				tw.beginElem()
+				tw.i32(1, pageDictionary)
+				tw.i32(2, encPlain)
+				tw.i32(3, 1)
+				tw.end()
+				tw.beginElem()
+				tw.i32(1, pageData)
+				tw.i32(2, encRLEDict)
+				tw.i32(3, ch.pages)
+				tw.end()
+			} else {
+				tw.i64(9, ch.offset)
+				tw.list(13, ctStruct, 1) // encoding_stats: the data pages, all PLAIN
+				tw.beginElem()
+				tw.i32(1, pageData)
+				tw.i32(2, encPlain)
+				tw.i32(3, ch.pages)
+				tw.end()
+			}
 			tw.end()
 			tw.end()
 			total += ch.uncompressed

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,10 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
-	"github.com/klauspost/compress/s2"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/ctrkit/ctrkit/formats"
 	"github.com/ctrkit/ctrkit/internal/atomicfile"
@@ -41,8 +37,11 @@ type WriterOptions struct {
 	// "int32", "uint32" or "uint64" (the unsigned ones as INT32/INT64 with
 	// the unsigned integer logical type).
 	CatType string
-	// Dictionary enables dictionary encoding (pyarrow's default). Off by
-	// default: plain pages decode fastest.
+	// Dictionary dictionary-encodes each column chunk whose dictionary
+	// pays for itself (dictwriter.go), as pyarrow, cudf and NVTabular do by
+	// default and `ctrkit gen` and `convert` do unless --dictionary=false;
+	// off, every chunk is PLAIN. Dictionary files are smaller and read
+	// faster here (docs/PERFORMANCE.md, the twentieth session).
 	Dictionary bool
 	// SmallerSnappy compresses snappy pages with s2's "better"
 	// snappy-compatible encoder (arrow-go's default) instead of the fast
@@ -105,8 +104,7 @@ type Writer struct {
 	o     WriterOptions
 	f     *atomicfile.File
 	bw    *bufio.Writer
-	pw    *file.Writer // dictionary encoding: arrow-go writes the file
-	own   *ownFile     // otherwise ctrkit does (chunks.go)
+	own   *ownFile // ctrkit encodes the file itself (chunks.go, dictwriter.go)
 	bits  int
 	sign  bool
 	list  []bool // per slot: list column
@@ -134,14 +132,12 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	codec, _ := o.codec()
 	bits, sign, _ := o.catType()
 	if o.RowGroupSize == 0 {
 		o.RowGroupSize = DefaultRowGroupSize
 	}
 	w := &Writer{path: path, s: s.Clone(), o: o, bits: bits, sign: sign, rgLen: o.RowGroupSize}
-	root, err := w.fileSchema()
-	if err != nil {
+	if _, err := w.fileSchema(); err != nil {
 		return nil, err
 	}
 	f, err := atomicfile.CreatorOr(o.Files).CreateFile(path)
@@ -151,30 +147,9 @@ func Create(path string, s *formats.Schema, o WriterOptions) (*Writer, error) {
 	w.f = f
 	w.bw = bufio.NewWriterSize(f, 1<<20)
 	w.rg = newRowGroup(s)
-	if !o.Dictionary {
-		w.own = newOwnFile(o.Compression, o.SmallerSnappy)
-		w.own.off = 4
-		w.bw.WriteString("PAR1")
-		return w, nil
-	}
-	level := compress.DefaultCompressionLevel
-	if o.SmallerSnappy && codec == compress.Codecs.Snappy {
-		level = snappyBetterLevel
-	}
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(codec),
-		parquet.WithCompressionLevel(level),
-		parquet.WithDictionaryDefault(o.Dictionary),
-		parquet.WithDataPageVersion(parquet.DataPageV1),
-		parquet.WithMaxRowGroupLength(int64(o.RowGroupSize)),
-		parquet.WithCreatedBy("ctrkit"),
-	)
-	pw, err := file.NewParquetWriterWithError(w.bw, root, file.WithWriterProps(props))
-	if err != nil {
-		f.Abort()
-		return nil, fmt.Errorf("creating %s: %w", path, err)
-	}
-	w.pw = pw
+	w.own = newOwnFile(o.Compression, o.SmallerSnappy, o.Dictionary)
+	w.own.off = 4
+	w.bw.WriteString("PAR1")
 	return w, nil
 }
 
@@ -620,13 +595,7 @@ func (w *Writer) flush() error {
 	w.nbuf = 0
 	ch := make(chan error, 1)
 	w.pending = ch
-	go func() {
-		if w.own != nil {
-			ch <- w.writeOwnRowGroup(g, n)
-			return
-		}
-		ch <- w.writeRowGroup(g)
-	}()
+	go func() { ch <- w.writeOwnRowGroup(g, n) }()
 	return nil
 }
 
@@ -638,65 +607,6 @@ func (w *Writer) wait() error {
 	err := <-w.pending
 	w.pending = nil
 	return err
-}
-
-// writeRowGroup writes g as one row group and empties it. The row group is
-// buffered in memory (AppendBufferedRowGroup) so that its column chunks are
-// encoded and compressed concurrently, one task per column on an errgroup
-// limited to GOMAXPROCS; closing the row group then copies the chunks to
-// the file in column order, so the bytes do not depend on scheduling.
-func (w *Writer) writeRowGroup(g *rowGroup) error {
-	defer g.reset()
-	rgw, err := w.pw.AppendBufferedRowGroupChecked()
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", w.path, err)
-	}
-	L, D := len(g.labels), len(g.dense)
-	var tasks errgroup.Group
-	tasks.SetLimit(runtime.GOMAXPROCS(0))
-	for c := 0; c < rgw.NumColumns(); c++ {
-		cw, err := rgw.Column(c)
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", w.path, err)
-		}
-		tasks.Go(func() error {
-			var err error
-			switch {
-			case c < L:
-				_, err = cw.(*file.Float32ColumnChunkWriter).WriteBatch(g.labels[c], nil, nil)
-			case c < L+D:
-				_, err = cw.(*file.Float32ColumnChunkWriter).WriteBatch(g.dense[c-L], nil, nil)
-			default:
-				si := c - L - D
-				var defs, reps []int16
-				if w.list[si] {
-					defs, reps = g.defs[si], g.reps[si]
-				}
-				if w.bits == 64 {
-					_, err = cw.(*file.Int64ColumnChunkWriter).WriteBatch(g.k64[si], defs, reps)
-				} else {
-					_, err = cw.(*file.Int32ColumnChunkWriter).WriteBatch(g.k32[si], defs, reps)
-				}
-			}
-			// Encode and compress the last page here too; with a
-			// dictionary the data pages must follow the dictionary page,
-			// which the row group's Close writes.
-			if f, ok := cw.(interface{ FlushBufferedDataPages() error }); ok && err == nil && !w.o.Dictionary {
-				err = f.FlushBufferedDataPages()
-			}
-			if err != nil {
-				return fmt.Errorf("writing %s column %s: %w", w.path, cw.Descr().Path(), err)
-			}
-			return nil
-		})
-	}
-	if err := tasks.Wait(); err != nil {
-		return err
-	}
-	if err := rgw.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", w.path, err)
-	}
-	return nil
 }
 
 // Close writes the last row group and the footer and moves the file to its
@@ -714,10 +624,8 @@ func (w *Writer) Close() error {
 	if err == nil {
 		err = w.wait()
 	}
-	if err == nil && w.own != nil {
+	if err == nil {
 		_, err = w.bw.Write(w.ownFooter())
-	} else if err == nil {
-		err = w.pw.Close()
 	}
 	if err == nil {
 		err = w.bw.Flush()
@@ -923,67 +831,4 @@ func (d *DatasetWriter) Abort() error {
 		}
 	}
 	return nil
-}
-
-// fastSnappy is arrow-go's snappy codec with a faster encoder: arrow-go
-// compresses with klauspost's snappy.Encode, which is s2's "better"
-// snappy-compatible encoder; s2.EncodeSnappy is its fast one, several times
-// quicker for a few percent larger pages. The output is standard snappy
-// block framing, so every Parquet reader decodes it; decoding is arrow-go's.
-// Unlike snappy.Encode it also uses the room the page writer reserves in
-// dst instead of allocating each page.
-type fastSnappy struct {
-	base interface {
-		compress.ErrorCodec
-		compress.StreamingCodec
-	}
-}
-
-func (c fastSnappy) Encode(dst, src []byte) []byte { return s2.EncodeSnappy(dst, src) }
-
-// EncodeLevel uses s2's "better" snappy encoder at snappyBetterLevel (see
-// WriterOptions.SmallerSnappy), the fast one at any other level.
-func (c fastSnappy) EncodeLevel(dst, src []byte, level int) []byte {
-	if level == snappyBetterLevel {
-		return s2.EncodeSnappyBetter(dst, src)
-	}
-	return s2.EncodeSnappy(dst, src)
-}
-
-// snappyBetterLevel is the compression level that selects the better
-// snappy encoder; arrow-go passes levels through to the codec untouched.
-const snappyBetterLevel = 2
-
-func (c fastSnappy) CompressBound(n int64) int64 {
-	return max(int64(s2.MaxEncodedLen(int(n))), c.base.CompressBound(n))
-}
-
-func (c fastSnappy) Decode(dst, src []byte) []byte { return c.base.Decode(dst, src) }
-
-func (c fastSnappy) DecodeWithError(dst, src []byte) ([]byte, error) {
-	return c.base.DecodeWithError(dst, src)
-}
-
-func (c fastSnappy) NewReader(r io.Reader) io.ReadCloser { return c.base.NewReader(r) }
-
-func (c fastSnappy) NewWriter(w io.Writer) io.WriteCloser { return c.base.NewWriter(w) }
-
-func (c fastSnappy) NewWriterLevel(w io.Writer, l int) (io.WriteCloser, error) {
-	return c.base.NewWriterLevel(w, l)
-}
-
-// init replaces arrow-go's snappy codec, process-wide (compress.RegisterCodec
-// is arrow-go's hook for this), by fastSnappy: codecs are looked up by
-// compression kind, there is no per-writer choice.
-func init() {
-	c, err := compress.GetCodec(compress.Codecs.Snappy)
-	if err != nil {
-		return
-	}
-	if base, ok := c.(interface {
-		compress.ErrorCodec
-		compress.StreamingCodec
-	}); ok {
-		compress.RegisterCodec(compress.Codecs.Snappy, fastSnappy{base: base})
-	}
 }
