@@ -602,6 +602,14 @@ func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 			switch {
 			case d.stream && d.left > 0:
 				e = d.moreValues(row, size)
+			case d.dict.paged && d.left > 0 && d.fusedDict():
+				k := min(end-row, d.left)
+				if e := d.dictKeys(row, k); e != nil {
+					return e
+				}
+				d.left -= k
+				row += k
+				continue
 			case d.dict.paged && d.left > 0:
 				e = d.moreDict(row)
 			default:

@@ -105,15 +105,21 @@ func TestDictionaryWriter(t *testing.T) {
 					t.Fatalf("row group %d: dictionary pages %v, want %v", g, cols, want)
 				}
 			}
-			got, err, pages := readDictPaths(t, list, &d.Schema, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if pages == 0 && tc.comp != "zstd" { // zstd chunks are arrow-go's to read
-				t.Fatal("the streamed path read no dictionary-encoded page")
-			}
-			if diff := formatstest.Diff(d, got); diff != "" {
-				t.Fatal(diff)
+			// The streamed path with the dictionary's keys stored
+			// straight into the piece (fusedDict) and through gather.
+			for _, fuse := range []bool{true, false} {
+				fuseDicts = fuse
+				got, err, pages := readDictPaths(t, list, &d.Schema, Options{})
+				fuseDicts = true
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pages == 0 && tc.comp != "zstd" { // zstd chunks are arrow-go's to read
+					t.Fatal("the streamed path read no dictionary-encoded page")
+				}
+				if diff := formatstest.Diff(d, got); diff != "" {
+					t.Fatalf("fused %v: %s", fuse, diff)
+				}
 			}
 		})
 	}
@@ -200,4 +206,32 @@ func TestDictBuilder(t *testing.T) {
 	if w := indexWidth(1 << 17); w != 17 {
 		t.Fatalf("indexWidth(1<<17) = %d", w)
 	}
+}
+
+// TestDictionaryKeyRange: a dictionary holding a key that 32-bit keys
+// cannot hold is read through gather and emitScalar (fusedDict refuses
+// it), which name the record of the first sample holding it.
+func TestDictionaryKeyRange(t *testing.T) {
+	s := formats.Schema{LabelDim: 1, KeyType: formats.KeyI64, Slots: []formats.Slot{{MaxNNZ: 1, Hotness: 1}}}
+	d := &formatstest.Dataset{Schema: s}
+	for i := range 3000 {
+		k := int64(i % 7)
+		if i == 2345 {
+			k = 1 << 33
+		}
+		d.Labels = append(d.Labels, []float32{0})
+		d.Dense = append(d.Dense, []float32{})
+		d.Keys = append(d.Keys, [][]int64{{k}})
+	}
+	list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{Dictionary: true}})
+	if enc := chunkEncodings(t, listFiles(t, list)[0]); !enc[0][1] {
+		t.Fatal("C1 is not dictionary-encoded")
+	}
+	s32 := s
+	s32.KeyType = formats.KeyU32
+	_, err, pages := readDictPaths(t, list, &s32, Options{})
+	if pages == 0 {
+		t.Fatal("the streamed path read no dictionary-encoded page")
+	}
+	checkErr(t, err, formats.ErrKeyRange, 2345)
 }
