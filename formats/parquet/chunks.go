@@ -82,17 +82,27 @@ func (e *pageEncoder) compress(src []byte) []byte {
 // (header + body).
 func (e *pageEncoder) appendDataPage(dst, body []byte, nvalues int, enc int32) ([]byte, int64) {
 	e.pages++
+	return e.appendPage(dst, body, pageData, 5, func(tw *thriftWriter) { // data_page_header
+		tw.i32(1, int32(nvalues))
+		tw.i32(2, enc)
+		tw.i32(3, encRLE)
+		tw.i32(4, encRLE)
+	})
+}
+
+// appendPage appends a page of type typ: its PageHeader (the type, the
+// body's sizes, then the type's own header, field id of the PageHeader,
+// whose fields sub writes) and the compressed body. It returns dst and the
+// page's uncompressed size (header + body).
+func (e *pageEncoder) appendPage(dst, body []byte, typ int32, id int16, sub func(*thriftWriter)) ([]byte, int64) {
 	comp := e.compress(body)
 	tw := thriftWriter{b: dst}
 	start := len(dst)
-	tw.i32(1, pageData)
+	tw.i32(1, typ)
 	tw.i32(2, int32(len(body)))
 	tw.i32(3, int32(len(comp)))
-	tw.begin(5) // data_page_header
-	tw.i32(1, int32(nvalues))
-	tw.i32(2, enc)
-	tw.i32(3, encRLE)
-	tw.i32(4, encRLE)
+	tw.begin(id)
+	sub(&tw)
 	tw.end()
 	tw.b = append(tw.b, 0) // stop: end of PageHeader
 	hdr := len(tw.b) - start
@@ -130,16 +140,7 @@ func (e *pageEncoder) encodeList(dst, values []byte, size int, reps, defs []int1
 	var unc int64
 	lo, vlo := 0, 0 // level and value positions
 	for {
-		hi, vhi := lo, vlo
-		for hi < len(reps) {
-			if (vhi-vlo)*size >= pageBytes && reps[hi] == 0 {
-				break
-			}
-			if defs[hi] == 1 {
-				vhi++
-			}
-			hi++
-		}
+		hi, vhi := listPageEnd(reps, defs, lo, vlo, pageBytes/size)
 		e.body = rleLevels(e.body[:0], reps[lo:hi])
 		e.body = rleLevels(e.body, defs[lo:hi])
 		e.body = append(e.body, values[vlo*size:vhi*size]...)
@@ -151,6 +152,23 @@ func (e *pageEncoder) encodeList(dst, values []byte, size int, reps, defs []int1
 			return dst, unc
 		}
 	}
+}
+
+// listPageEnd returns where a list column's page that starts at level lo
+// (value vlo) ends: at the first record start once it holds max values,
+// else at the end of the levels.
+func listPageEnd(reps, defs []int16, lo, vlo, max int) (hi, vhi int) {
+	hi, vhi = lo, vlo
+	for hi < len(reps) {
+		if vhi-vlo >= max && reps[hi] == 0 {
+			break
+		}
+		if defs[hi] == 1 {
+			vhi++
+		}
+		hi++
+	}
+	return hi, vhi
 }
 
 // rleLevels appends the RLE/bit-packed hybrid encoding, bit width 1, of

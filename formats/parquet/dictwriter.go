@@ -140,19 +140,10 @@ func packIndices(dst []byte, idx []uint32, bw uint) []byte {
 // appendDictPage appends the dictionary page of nvalues values body (PLAIN)
 // and returns dst and the page's uncompressed size.
 func (e *pageEncoder) appendDictPage(dst, body []byte, nvalues int) ([]byte, int64) {
-	comp := e.compress(body)
-	tw := thriftWriter{b: dst}
-	start := len(dst)
-	tw.i32(1, pageDictionary)
-	tw.i32(2, int32(len(body)))
-	tw.i32(3, int32(len(comp)))
-	tw.begin(7) // dictionary_page_header
-	tw.i32(1, int32(nvalues))
-	tw.i32(2, encPlain)
-	tw.end()
-	tw.b = append(tw.b, 0) // stop: end of PageHeader
-	hdr := len(tw.b) - start
-	return append(tw.b, comp...), int64(hdr + len(body))
+	return e.appendPage(dst, body, pageDictionary, 7, func(tw *thriftWriter) { // dictionary_page_header
+		tw.i32(1, int32(nvalues))
+		tw.i32(2, encPlain)
+	})
 }
 
 // dictLayout is what encodeDictFlat and encodeDictList report of a chunk
@@ -167,16 +158,12 @@ type dictLayout struct {
 // uncompressed size, or reports false (dst unchanged) when the chunk is
 // better PLAIN.
 func (e *pageEncoder) encodeDictFlat(dst, values []byte, size int) ([]byte, int64, dictLayout, bool) {
-	d := &e.dict
 	n := len(values) / size
-	if n == 0 || !d.build(values, size, maxDictBytes/size) || !worthDict(n, len(d.vals), size) {
-		return dst, 0, dictLayout{}, false
+	dst, unc, dc, bw, ok := e.startDict(dst, values, size)
+	if !ok {
+		return dst, 0, dc, false
 	}
-	start := len(dst)
-	e.body = d.appendDictValues(e.body[:0], size)
-	dst, unc := e.appendDictPage(dst, e.body, len(d.vals))
-	dc := dictLayout{dataAt: int64(len(dst) - start)}
-	bw := indexWidth(len(d.vals))
+	d := &e.dict
 	per := max(8, pageBytes*8/int(bw)/8*8)
 	for lo := 0; lo < n; lo += per {
 		hi := min(lo+per, n)
@@ -189,32 +176,34 @@ func (e *pageEncoder) encodeDictFlat(dst, values []byte, size int) ([]byte, int6
 	return dst, unc, dc, true
 }
 
-// encodeDictList is encodeList dictionary-encoded (see encodeDictFlat): the
-// page bodies hold the levels, then the indices of the page's values.
-func (e *pageEncoder) encodeDictList(dst, values []byte, size int, reps, defs []int16) ([]byte, int64, dictLayout, bool) {
+// startDict indexes values (size bytes each) and, when the chunk pays for a
+// dictionary (worthDict), appends its dictionary page: it returns dst, the
+// page's uncompressed size, the chunk's layout and the indices' bit width,
+// or reports false (dst unchanged).
+func (e *pageEncoder) startDict(dst, values []byte, size int) ([]byte, int64, dictLayout, uint, bool) {
 	d := &e.dict
-	nv := len(values) / size
-	if nv == 0 || !d.build(values, size, maxDictBytes/size) || !worthDict(nv, len(d.vals), size) {
-		return dst, 0, dictLayout{}, false
+	n := len(values) / size
+	if n == 0 || !d.build(values, size, maxDictBytes/size) || !worthDict(n, len(d.vals), size) {
+		return dst, 0, dictLayout{}, 0, false
 	}
 	start := len(dst)
 	e.body = d.appendDictValues(e.body[:0], size)
 	dst, unc := e.appendDictPage(dst, e.body, len(d.vals))
-	dc := dictLayout{dataAt: int64(len(dst) - start)}
-	bw := indexWidth(len(d.vals))
+	return dst, unc, dictLayout{dataAt: int64(len(dst) - start)}, indexWidth(len(d.vals)), true
+}
+
+// encodeDictList is encodeList dictionary-encoded (see encodeDictFlat): the
+// page bodies hold the levels, then the indices of the page's values.
+func (e *pageEncoder) encodeDictList(dst, values []byte, size int, reps, defs []int16) ([]byte, int64, dictLayout, bool) {
+	dst, unc, dc, bw, ok := e.startDict(dst, values, size)
+	if !ok {
+		return dst, 0, dc, false
+	}
+	d := &e.dict
 	perPage := max(8, pageBytes*8/int(bw))
 	lo, vlo := 0, 0 // level and value positions
 	for {
-		hi, vhi := lo, vlo
-		for hi < len(reps) {
-			if vhi-vlo >= perPage && reps[hi] == 0 {
-				break
-			}
-			if defs[hi] == 1 {
-				vhi++
-			}
-			hi++
-		}
+		hi, vhi := listPageEnd(reps, defs, lo, vlo, perPage)
 		e.body = rleLevels(e.body[:0], reps[lo:hi])
 		e.body = rleLevels(e.body, defs[lo:hi])
 		e.body = append(e.body, byte(bw))

@@ -69,6 +69,16 @@ func InputKeyCounts(dst []int, off []int32, n, S int, inputs []SparseSlots) []in
 	return dst
 }
 
+// SplitOneHotOperands lists SplitOneHot's tensors (for a backend's
+// ownership check).
+func SplitOneHotOperands(dstKeys, dstOffsets []Tensor, keys, add, size Tensor, copies []Copy) []Tensor {
+	ts := append(append([]Tensor{keys, add, size}, dstKeys...), dstOffsets...)
+	for _, c := range copies {
+		ts = append(ts, c.Dst, c.Src)
+	}
+	return ts
+}
+
 // CheckSplitOneHot checks SplitOneHot's operands: those of SplitInputs
 // but the offsets, keys holding at least n·S, and the copies'.
 func CheckSplitOneHot(op string, dstKeys, dstOffsets []Tensor, keys, add, size Tensor, inputs []SparseSlots, n int, copies []Copy) error {

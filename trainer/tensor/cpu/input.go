@@ -25,13 +25,7 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 		}
 		return
 	}
-	var k32 []uint32
-	var k64 []int64
-	if keys.DType == tensor.Uint32 {
-		k32 = data[uint32](keys)
-	} else {
-		k64 = data[int64](keys)
-	}
+	k32, k64 := keyViews(keys)
 	ad, sz := data[int64](add), data[int64](size)
 	var bad atomic.Int64 // the first bad key's position, or -1
 	for k, in := range inputs {
@@ -64,12 +58,7 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 					src0, src1 := int(off[i*S+gs]), int(off[i*S+gs+1])
 					dst := dk[do[i*sk+s]:]
 					for j := src0; j < src1; j++ {
-						var key int64
-						if k32 != nil {
-							key = int64(k32[j])
-						} else {
-							key = k64[j]
-						}
+						key := keyAt(k32, k64, j)
 						if z > 0 && (key < 0 || key >= z) {
 							bad.CompareAndSwap(-1, int64(j))
 						}
@@ -79,13 +68,7 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 			}
 		})
 		if j := bad.Load(); j >= 0 {
-			var key int64
-			if k32 != nil {
-				key = int64(k32[j])
-			} else {
-				key = k64[j]
-			}
-			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", key, j)
+			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", keyAt(k32, k64, int(j)), j)
 			return
 		}
 	}
@@ -97,11 +80,7 @@ var _ tensor.OneHotSplitter = (*Backend)(nil)
 // SplitInputs for a batch whose bag j holds key j (the CSR not read).
 func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, size tensor.Tensor, inputs []tensor.SparseSlots, n int, copies []tensor.Copy) {
 	const op = "split_one_hot"
-	ts := append(append([]tensor.Tensor{keys, add, size}, dstKeys...), dstOffsets...)
-	for _, c := range copies {
-		ts = append(ts, c.Dst, c.Src)
-	}
-	if !be.owned(op, ts...) ||
+	if !be.owned(op, tensor.SplitOneHotOperands(dstKeys, dstOffsets, keys, add, size, copies)...) ||
 		!be.check(tensor.CheckSplitOneHot(op, dstKeys, dstOffsets, keys, add, size, inputs, n, copies)) {
 		return
 	}
@@ -109,13 +88,7 @@ func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, s
 		be.Copy(c.Dst, c.Src)
 	}
 	S := add.Len()
-	var k32 []uint32
-	var k64 []int64
-	if keys.DType == tensor.Uint32 {
-		k32 = data[uint32](keys)
-	} else {
-		k64 = data[int64](keys)
-	}
+	k32, k64 := keyViews(keys)
 	ad, sz := data[int64](add), data[int64](size)
 	for k, in := range inputs {
 		dk, do := data[int64](dstKeys[k]), data[int32](dstOffsets[k])
@@ -130,12 +103,7 @@ func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, s
 				for s := 0; s < sk; s++ {
 					gs := in.First + s
 					j := i*S + gs
-					var key int64
-					if k32 != nil {
-						key = int64(k32[j])
-					} else {
-						key = k64[j]
-					}
+					key := keyAt(k32, k64, j)
 					if z := sz[gs]; z > 0 && (key < 0 || key >= z) {
 						bad.CompareAndSwap(-1, int64(j))
 					}
@@ -144,14 +112,25 @@ func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, s
 			}
 		})
 		if j := bad.Load(); j >= 0 {
-			var key int64
-			if k32 != nil {
-				key = int64(k32[j])
-			} else {
-				key = k64[j]
-			}
-			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", key, j)
+			be.fail(op, tensor.ErrRange, "key %d at %d outside its slot's size", keyAt(k32, k64, int(j)), j)
 			return
 		}
 	}
+}
+
+// keyAt is key j of a batch's keys: k32 when not nil, else k64.
+func keyAt(k32 []uint32, k64 []int64, j int) int64 {
+	if k32 != nil {
+		return int64(k32[j])
+	}
+	return k64[j]
+}
+
+// keyViews is a batch's keys as Uint32 (k32) or Int64 (k64) values, the
+// other nil.
+func keyViews(keys tensor.Tensor) ([]uint32, []int64) {
+	if keys.DType == tensor.Uint32 {
+		return data[uint32](keys), nil
+	}
+	return nil, data[int64](keys)
 }
