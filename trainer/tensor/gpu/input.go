@@ -82,7 +82,11 @@ func (be *Backend) SplitInputs(dstKeys, dstOffsets []tensor.Tensor, keys, offset
 // the twentieth session).
 func (be *Backend) SplitOneHot(dstKeys, dstOffsets []tensor.Tensor, keys, add, size tensor.Tensor, inputs []tensor.SparseSlots, n int, copies []tensor.Copy) {
 	const op = "split_one_hot"
-	if !be.owned(op, tensor.SplitOneHotOperands(dstKeys, dstOffsets, keys, add, size, copies)...) ||
+	ts := append(append([]tensor.Tensor{keys, add, size}, dstKeys...), dstOffsets...)
+	for _, c := range copies {
+		ts = append(ts, c.Dst, c.Src)
+	}
+	if !be.owned(op, ts...) ||
 		!be.check(tensor.CheckSplitOneHot(op, dstKeys, dstOffsets, keys, add, size, inputs, n, copies)) {
 		return
 	}

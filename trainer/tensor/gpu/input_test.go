@@ -15,9 +15,13 @@ import (
 // bags and empty bags.
 func TestSplitInputs(t *testing.T) {
 	h := newHarness(t)
-	sizes := splitSizes
+	sizes := []int64{10, 1, 1000, 50000, 3, 7}
 	S := len(sizes)
-	layouts := splitLayouts(S)
+	layouts := map[string][]tensor.SparseSlots{
+		"one input": {{First: 0, Slots: S}},
+		"wide+deep": {{First: 0, Slots: 1}, {First: 1, Slots: S - 1}},
+		"three":     {{First: 0, Slots: 2}, {First: 2, Slots: 1}, {First: 3, Slots: 3}},
+	}
 	for name, inputs := range layouts {
 		for _, kt := range []tensor.DType{tensor.Uint32, tensor.Int64} {
 			for _, withOff := range []bool{false, true} {
@@ -30,7 +34,15 @@ func TestSplitInputs(t *testing.T) {
 						}
 						off[b+1] = int64(len(keys))
 					}
-					add, chk := slotAdds(sizes, withOff)
+					add := make([]int64, S)
+					chk := make([]int64, S)
+					if withOff {
+						var o int64
+						for s := range S {
+							add[s], chk[s] = o, sizes[s]
+							o += sizes[s]
+						}
+					}
 					if len(keys) == 0 {
 						keys = []int64{0} // the one element of an empty batch's key buffer
 					}
@@ -38,7 +50,14 @@ func TestSplitInputs(t *testing.T) {
 					o := h.Ints(tensor.Int32, off, len(off))
 					a := h.Ints(tensor.Int64, add, S)
 					sz := h.Ints(tensor.Int64, chk, S)
-					dk, do, gk, gdo, ck, cdo := splitOuts(h, inputs, c.B, c.hot)
+					var dk, do []pair
+					var gk, gdo, ck, cdo []tensor.Tensor
+					for _, in := range inputs {
+						dk = append(dk, h.Out(tensor.Int64, max(c.B*in.Slots*c.hot, 1)))
+						do = append(do, h.Out(tensor.Int32, c.B*in.Slots+1))
+						gk, ck = append(gk, dk[len(dk)-1].G), append(ck, dk[len(dk)-1].C)
+						gdo, cdo = append(gdo, do[len(do)-1].G), append(cdo, do[len(do)-1].C)
+					}
 					h.g.SplitInputs(gk, gdo, k.G, o.G, a.G, sz.G, inputs, c.n)
 					h.c.SplitInputs(ck, cdo, k.C, o.C, a.C, sz.C, inputs, c.n)
 					offs32 := make([]int32, len(off))
@@ -86,9 +105,13 @@ func TestSplitInputs(t *testing.T) {
 // slot (ErrRange).
 func TestSplitOneHot(t *testing.T) {
 	h := newHarness(t)
-	sizes := splitSizes
+	sizes := []int64{10, 1, 1000, 50000, 3, 7}
 	S := len(sizes)
-	layouts := splitLayouts(S)
+	layouts := map[string][]tensor.SparseSlots{
+		"one input": {{First: 0, Slots: S}},
+		"wide+deep": {{First: 0, Slots: 1}, {First: 1, Slots: S - 1}},
+		"three":     {{First: 0, Slots: 2}, {First: 2, Slots: 1}, {First: 3, Slots: 3}},
+	}
 	for name, inputs := range layouts {
 		for _, kt := range []tensor.DType{tensor.Uint32, tensor.Int64} {
 			for _, withOff := range []bool{false, true} {
@@ -99,12 +122,27 @@ func TestSplitOneHot(t *testing.T) {
 						keys[b] = int64(h.rng.IntN(int(sizes[b%S])))
 						off[b+1] = int64(b + 1)
 					}
-					add, chk := slotAdds(sizes, withOff)
+					add := make([]int64, S)
+					chk := make([]int64, S)
+					if withOff {
+						var o int64
+						for s := range S {
+							add[s], chk[s] = o, sizes[s]
+							o += sizes[s]
+						}
+					}
 					k := h.Ints(kt, keys, len(keys))
 					o := h.Ints(tensor.Int32, off, len(off))
 					a := h.Ints(tensor.Int64, add, S)
 					sz := h.Ints(tensor.Int64, chk, S)
-					dk, do, gk, gdo, ck, cdo := splitOuts(h, inputs, c.B, 1)
+					var dk, do []pair
+					var gk, gdo, ck, cdo []tensor.Tensor
+					for _, in := range inputs {
+						dk = append(dk, h.Out(tensor.Int64, c.B*in.Slots))
+						do = append(do, h.Out(tensor.Int32, c.B*in.Slots+1))
+						gk, ck = append(gk, dk[len(dk)-1].G), append(ck, dk[len(dk)-1].C)
+						gdo, cdo = append(gdo, do[len(do)-1].G), append(cdo, do[len(do)-1].C)
+					}
 					// Copies of n, 13·n and 3 values (Float32 on the GPU,
 					// Float64 on the CPU, copied there with Copy).
 					var srcs, dsts []pair
@@ -144,44 +182,4 @@ func TestSplitOneHot(t *testing.T) {
 		t.Errorf("gpu key outside slot: %v", err)
 	}
 	h.g.Reset()
-}
-
-// splitSizes are the slot sizes the input kernels are tested with, and
-// splitLayouts the inputs over them: one over all slots, WDL's wide and
-// deep, three.
-var splitSizes = []int64{10, 1, 1000, 50000, 3, 7}
-
-func splitLayouts(S int) map[string][]tensor.SparseSlots {
-	return map[string][]tensor.SparseSlots{
-		"one input": {{First: 0, Slots: S}},
-		"wide+deep": {{First: 0, Slots: 1}, {First: 1, Slots: S - 1}},
-		"three":     {{First: 0, Slots: 2}, {First: 2, Slots: 1}, {First: 3, Slots: 3}},
-	}
-}
-
-// slotAdds returns the slots' offsets (Σ earlier sizes) and sizes to check
-// keys against when withOff, else zeros.
-func slotAdds(sizes []int64, withOff bool) (add, chk []int64) {
-	add, chk = make([]int64, len(sizes)), make([]int64, len(sizes))
-	if withOff {
-		var o int64
-		for s, z := range sizes {
-			add[s], chk[s] = o, z
-			o += z
-		}
-	}
-	return add, chk
-}
-
-// splitOuts allocates each input's keys (room for hot a bag) and offsets
-// for B samples on both backends, and returns them as pairs and as each
-// backend's lists.
-func splitOuts(h *harness, inputs []tensor.SparseSlots, B, hot int) (dk, do []pair, gk, gdo, ck, cdo []tensor.Tensor) {
-	for _, in := range inputs {
-		dk = append(dk, h.Out(tensor.Int64, max(B*in.Slots*hot, 1)))
-		do = append(do, h.Out(tensor.Int32, B*in.Slots+1))
-		gk, ck = append(gk, dk[len(dk)-1].G), append(ck, dk[len(dk)-1].C)
-		gdo, cdo = append(gdo, do[len(do)-1].G), append(cdo, do[len(do)-1].C)
-	}
-	return dk, do, gk, gdo, ck, cdo
 }
