@@ -201,14 +201,19 @@ func BenchmarkNext(b *testing.B) {
 	}
 }
 
-// BenchmarkWrite encodes Criteo-shaped batches of 65536 into one file; one op
-// is one batch; SetBytes counts decoded bytes (264 per sample).
+// BenchmarkWrite encodes Criteo-shaped batches of 65536 into one file, PLAIN
+// and dictionary-encoded (gen's default); one op is one batch; SetBytes
+// counts decoded bytes (264 per sample).
 func BenchmarkWrite(b *testing.B) {
 	s := criteoSchema()
 	batch := criteoBatch(&s, benchBatch, 7)
-	for _, comp := range []string{"snappy", "none"} {
-		b.Run(comp, func(b *testing.B) {
-			w, err := Create(filepath.Join(b.TempDir(), "x.parquet"), &s, WriterOptions{Compression: comp})
+	for _, tc := range []struct {
+		name, comp string
+		dict       bool
+	}{{"snappy", "snappy", false}, {"none", "none", false}, {"snappy-dict", "snappy", true}} {
+		comp := tc.comp
+		b.Run(tc.name, func(b *testing.B) {
+			w, err := Create(filepath.Join(b.TempDir(), "x.parquet"), &s, WriterOptions{Compression: comp, Dictionary: tc.dict})
 			if err != nil {
 				b.Fatal(err)
 			}

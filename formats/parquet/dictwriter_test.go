@@ -235,3 +235,38 @@ func TestDictionaryKeyRange(t *testing.T) {
 	}
 	checkErr(t, err, formats.ErrKeyRange, 2345)
 }
+
+// FuzzDictionaryWriter writes rows drawn from the fuzzer's bytes (a one-hot
+// and a multi-hot cat column over a vocabulary the input sizes, a label of
+// few values) with dictionary encoding, in row groups the input sizes, and
+// reads them back: the samples must be those written, whichever chunks got
+// a dictionary.
+func FuzzDictionaryWriter(f *testing.F) {
+	f.Add([]byte{3, 7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
+	f.Add(make([]byte, 300))
+	f.Add([]byte("the quick brown fox jumps over the lazy dog, again and again and again"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 3 {
+			return
+		}
+		vocab := int64(b[0]) + 1
+		rg := int(b[1])%50 + 1
+		b = b[2:]
+		s := formats.Schema{LabelDim: 1, KeyType: formats.KeyI64, Slots: []formats.Slot{{MaxNNZ: 1, Hotness: 1}, {MaxNNZ: 3}}}
+		d := &formatstest.Dataset{Schema: s}
+		for i, x := range b {
+			bag := make([]int64, int(x)%4)
+			for j := range bag {
+				bag[j] = int64(b[(i+j+1)%len(b)]) % vocab
+			}
+			d.Labels = append(d.Labels, []float32{float32(x % 3)})
+			d.Dense = append(d.Dense, []float32{})
+			d.Keys = append(d.Keys, [][]int64{{int64(x) % vocab}, bag})
+		}
+		list := writeDataset(t, t.TempDir(), d, DatasetOptions{WriterOptions: WriterOptions{RowGroupSize: rg, Dictionary: true}})
+		got := readAll(t, list, &s, Options{Options: formats.Options{BatchSize: 7, Workers: 2}}, 7, 0)
+		if diff := formatstest.Diff(d, got); diff != "" {
+			t.Fatal(diff)
+		}
+	})
+}
