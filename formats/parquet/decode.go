@@ -582,17 +582,17 @@ func (d *decoder) run(row, n int) (ferr *formats.Error) {
 	return d.fail(row, formats.ErrSchema, "unsupported physical type %s", d.cp.phys)
 }
 
+// viewUnaligned is whether misaligned values are viewed in place
+// (hostmem.UnalignedLoads): by plainT and gather. A variable so that tests
+// cover the copying paths on every architecture.
+var viewUnaligned = hostmem.UnalignedLoads
+
 // plainT decodes rows [row, row+n) of a column read page by page: each
 // page's values are viewed in place (copied to scratch only if the page
 // buffer is misaligned where viewUnaligned is false) and scattered into
 // the row group. On the dev VM the copy of misaligned pages (an optional
 // column's values follow its levels at an odd offset) was 4.8% of a fresh
 // 2-worker read of snappy PLAIN files.
-// viewUnaligned is whether misaligned values are viewed in place
-// (hostmem.UnalignedLoads): by plainT and gather. A variable so that tests
-// cover the copying paths on every architecture.
-var viewUnaligned = hostmem.UnalignedLoads
-
 func plainT[T number](d *decoder, vp *[]T, row, n int) *formats.Error {
 	var z T
 	size := int(unsafe.Sizeof(z))

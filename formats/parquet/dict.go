@@ -447,13 +447,13 @@ func (d *decoder) fusedDict() bool {
 // fuseDicts enables fusedDict; a variable so that tests compare both paths.
 var fuseDicts = true
 
-// dictView is d's dictionary values as Ks.
+// dictView is the dictionary's n values as Ks (ds.vals holds n of the
+// column's physical type, of K's width: fusedDict).
 func dictView[K int64 | uint32](ds *dictState) []K {
-	var z K
 	if ds.n == 0 {
 		return nil
 	}
-	return unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(ds.vals))), len(ds.vals)/int(unsafe.Sizeof(z)))[:ds.n]
+	return unsafe.Slice((*K)(unsafe.Pointer(unsafe.SliceData(ds.vals))), ds.n)
 }
 
 // dictKeys stores the keys of the next k values of d's dictionary-encoded

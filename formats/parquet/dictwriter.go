@@ -146,22 +146,16 @@ func (e *pageEncoder) appendDictPage(dst, body []byte, nvalues int) ([]byte, int
 	})
 }
 
-// dictLayout is what encodeDictFlat and encodeDictList report of a chunk
-// they wrote: the offset of its first data page within the chunk (the
-// dictionary page lies before it).
-type dictLayout struct {
-	dataAt int64
-}
-
 // encodeDictFlat appends the pages of a required scalar column of values
 // (size bytes each) dictionary-encoded and returns the chunk's
-// uncompressed size, or reports false (dst unchanged) when the chunk is
-// better PLAIN.
-func (e *pageEncoder) encodeDictFlat(dst, values []byte, size int) ([]byte, int64, dictLayout, bool) {
+// uncompressed size and the offset of its first data page in it (the
+// dictionary page lies before), or reports false (dst unchanged) when the
+// chunk is better PLAIN.
+func (e *pageEncoder) encodeDictFlat(dst, values []byte, size int) ([]byte, int64, int64, bool) {
 	n := len(values) / size
-	dst, unc, dc, bw, ok := e.startDict(dst, values, size)
+	dst, unc, dataAt, bw, ok := e.startDict(dst, values, size)
 	if !ok {
-		return dst, 0, dc, false
+		return dst, 0, 0, false
 	}
 	d := &e.dict
 	per := max(8, pageBytes*8/int(bw)/8*8)
@@ -173,31 +167,31 @@ func (e *pageEncoder) encodeDictFlat(dst, values []byte, size int) ([]byte, int6
 		dst, u = e.appendDataPage(dst, e.body, hi-lo, encRLEDict)
 		unc += u
 	}
-	return dst, unc, dc, true
+	return dst, unc, dataAt, true
 }
 
 // startDict indexes values (size bytes each) and, when the chunk pays for a
 // dictionary (worthDict), appends its dictionary page: it returns dst, the
-// page's uncompressed size, the chunk's layout and the indices' bit width,
-// or reports false (dst unchanged).
-func (e *pageEncoder) startDict(dst, values []byte, size int) ([]byte, int64, dictLayout, uint, bool) {
+// page's uncompressed size and length (where the data pages start) and the
+// indices' bit width, or reports false (dst unchanged).
+func (e *pageEncoder) startDict(dst, values []byte, size int) ([]byte, int64, int64, uint, bool) {
 	d := &e.dict
 	n := len(values) / size
 	if n == 0 || !d.build(values, size, maxDictBytes/size) || !worthDict(n, len(d.vals), size) {
-		return dst, 0, dictLayout{}, 0, false
+		return dst, 0, 0, 0, false
 	}
 	start := len(dst)
 	e.body = d.appendDictValues(e.body[:0], size)
 	dst, unc := e.appendDictPage(dst, e.body, len(d.vals))
-	return dst, unc, dictLayout{dataAt: int64(len(dst) - start)}, indexWidth(len(d.vals)), true
+	return dst, unc, int64(len(dst) - start), indexWidth(len(d.vals)), true
 }
 
 // encodeDictList is encodeList dictionary-encoded (see encodeDictFlat): the
 // page bodies hold the levels, then the indices of the page's values.
-func (e *pageEncoder) encodeDictList(dst, values []byte, size int, reps, defs []int16) ([]byte, int64, dictLayout, bool) {
-	dst, unc, dc, bw, ok := e.startDict(dst, values, size)
+func (e *pageEncoder) encodeDictList(dst, values []byte, size int, reps, defs []int16) ([]byte, int64, int64, bool) {
+	dst, unc, dataAt, bw, ok := e.startDict(dst, values, size)
 	if !ok {
-		return dst, 0, dc, false
+		return dst, 0, 0, false
 	}
 	d := &e.dict
 	perPage := max(8, pageBytes*8/int(bw))
@@ -213,7 +207,7 @@ func (e *pageEncoder) encodeDictList(dst, values []byte, size int, reps, defs []
 		unc += u
 		lo, vlo = hi, vhi
 		if lo == len(reps) {
-			return dst, unc, dc, true
+			return dst, unc, dataAt, true
 		}
 	}
 }

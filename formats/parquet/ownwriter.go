@@ -58,7 +58,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 	unc := make([]int64, ncol)
 	vals := make([]int64, ncol)
 	pages := make([]int32, ncol)
-	dicts := make([]dictLayout, ncol)
+	dataAt := make([]int64, ncol) // dictionary-encoded chunks: the first data page's offset in the chunk
 	isDict := make([]bool, ncol)
 	var tasks errgroup.Group
 	tasks.SetLimit(runtime.GOMAXPROCS(0))
@@ -73,7 +73,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 			// when the file is and the chunk pays for it, else PLAIN.
 			flat := func(v []byte, size int) {
 				if o.dict {
-					if buf, unc[c], dicts[c], isDict[c] = e.encodeDictFlat(buf, v, size); isDict[c] {
+					if buf, unc[c], dataAt[c], isDict[c] = e.encodeDictFlat(buf, v, size); isDict[c] {
 						return
 					}
 				}
@@ -102,7 +102,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 				}
 				vals[c] = int64(len(g.reps[si]))
 				if o.dict {
-					if buf, unc[c], dicts[c], isDict[c] = e.encodeDictList(buf, v, size, g.reps[si], g.defs[si]); isDict[c] {
+					if buf, unc[c], dataAt[c], isDict[c] = e.encodeDictList(buf, v, size, g.reps[si], g.defs[si]); isDict[c] {
 						break
 					}
 				}
@@ -119,7 +119,7 @@ func (w *Writer) writeOwnRowGroup(g *rowGroup, rows int) error {
 			return fmt.Errorf("writing %s: %w", w.path, err)
 		}
 		rg.chunks[c] = chunkMeta{offset: o.off, uncompressed: unc[c], compressed: int64(len(o.bufs[c])), values: vals[c], pages: pages[c],
-			dict: isDict[c], dataAt: dicts[c].dataAt}
+			dict: isDict[c], dataAt: dataAt[c]}
 		o.off += int64(len(o.bufs[c]))
 	}
 	o.rgs = append(o.rgs, rg)
