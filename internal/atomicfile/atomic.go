@@ -54,6 +54,7 @@ type File struct {
 	// Stage records it); otherwise Commit renames tmp to final.
 	commit func(*File) error
 	done   bool
+	lock   *os.File // holds tmp's flock while tmp is ours (stale.go)
 }
 
 // Write writes to the temporary file. Errors carry no path (the temporary
@@ -84,6 +85,7 @@ func createTemp(final string, open OpenFunc, sync bool) (*File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", final, unwrapPath(err))
 	}
+	removeStale(final) // a killed run's
 	for range 100 {
 		tmp := filepath.Join(dir, "."+filepath.Base(final)+".tmp-"+randomSuffix())
 		f, err := open(tmp)
@@ -93,7 +95,7 @@ func createTemp(final string, open OpenFunc, sync bool) (*File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("creating %s: %w", final, unwrapPath(err))
 		}
-		return &File{File: f, final: final, tmp: tmp, sync: sync}, nil
+		return &File{File: f, final: final, tmp: tmp, sync: sync, lock: tryLock(tmp)}, nil
 	}
 	return nil, fmt.Errorf("creating %s: no free temporary name", final)
 }
@@ -125,6 +127,7 @@ func (f *File) Commit() error {
 	f.done = true
 	fail := func(step string, err error) error {
 		os.Remove(f.tmp)
+		f.unlock()
 		return fmt.Errorf("%s %s: %w", step, f.final, unwrapPath(err))
 	}
 	if f.sync {
@@ -146,6 +149,7 @@ func (f *File) Commit() error {
 		return fail("renaming", err)
 	}
 	f.tmp = f.final
+	f.unlock()
 	if f.sync {
 		if err := SyncDir(filepath.Dir(f.final)); err != nil {
 			return fmt.Errorf("syncing the directory of %s: %w", f.final, unwrapPath(err))
@@ -161,7 +165,17 @@ func (f *File) Abort() error {
 	}
 	f.done = true
 	f.File.Close()
-	return os.Remove(f.tmp)
+	err := os.Remove(f.tmp)
+	f.unlock()
+	return err
+}
+
+// unlock releases the temporary name's lock (once it is renamed or gone).
+func (f *File) unlock() {
+	if f.lock != nil {
+		f.lock.Close()
+		f.lock = nil
+	}
 }
 
 // WriteFile writes data to path through a temporary file, synced before

@@ -59,6 +59,8 @@ type Stage struct {
 	merge   bool            // root exists without a dataset: move the new entries into it on Commit
 	owned   map[string]bool // root's top-level entries at NewStage (replace): the dataset Commit removes
 	o       StageOptions
+	lock    *os.File // holds tmp's flock (stale.go)
+	prev    *os.File // holds the flock of the dataset being replaced until it is removed
 
 	mu     sync.Mutex // guards the fields below
 	files  []*File    // every file created, in order
@@ -142,6 +144,7 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 			}
 		}
 	}
+	removeStale(root) // a killed run's
 	tmp, err := os.MkdirTemp(filepath.Dir(root), "."+filepath.Base(root)+".tmp-")
 	if err != nil {
 		if s.merge {
@@ -151,6 +154,13 @@ func NewStage(root string, o StageOptions) (*Stage, error) {
 		return nil, fmt.Errorf("creating %s: %w", root, unwrapPath(err))
 	}
 	s.root, s.tmp = root, tmp
+	s.lock = tryLock(tmp)
+	if s.replace {
+		// After the exchange the previous dataset has a temporary name
+		// until it is removed: locked, no other run takes it for a
+		// killed run's meanwhile.
+		s.prev = tryLock(root)
+	}
 	return s, nil
 }
 
@@ -311,7 +321,22 @@ func (s *Stage) Commit() error {
 		return err
 	}
 	s.done = true
+	s.unlock()
 	return nil
+}
+
+// unlock releases the Stage's locks: its temporary directory's, the
+// replaced dataset's, its files' (their temporary names are gone).
+func (s *Stage) unlock() {
+	for _, l := range []**os.File{&s.lock, &s.prev} {
+		if *l != nil {
+			(*l).Close()
+			*l = nil
+		}
+	}
+	for _, f := range s.files {
+		f.unlock()
+	}
 }
 
 func (s *Stage) commitDir() error {
@@ -490,6 +515,7 @@ func (s *Stage) abortLocked() error {
 	for _, d := range s.made {
 		os.Remove(d) // only when still empty
 	}
+	s.unlock()
 	return first
 }
 
