@@ -133,6 +133,14 @@ func Train(d *dataset.Dataset, be tensor.Backend, o TrainOptions, log io.Writer)
 	}
 	fmt.Fprintf(log, "pipeline: %s (%.2f ms/step), loss %.4f → %.4f\n",
 		Rate(res.Pipeline.SamplesPerSec), res.Pipeline.StepMillis, res.Pipeline.LossFirst, res.Pipeline.LossLast)
+	if w := res.Pipeline.Wait; w != nil {
+		fmt.Fprintf(log, "pipeline: training waited %.3f ms a step for its batch (longest %.3f ms); %d waits of %.0f ms or more (%.1f ms in all)",
+			w.MeanMs, w.MaxMs, w.Long, w.LongMs, w.LongTotalMs)
+		if w.Turns > 0 {
+			fmt.Fprintf(log, "; %.3f ms for each of %d passes' first batches", w.TurnMs, w.Turns)
+		}
+		fmt.Fprintln(log)
+	}
 	if res.Skipped, err = skippedLine(log, m, o.Precision); err != nil {
 		return res, err
 	}

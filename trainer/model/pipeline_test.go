@@ -63,8 +63,13 @@ func TestThroughputRearms(t *testing.T) {
 		be := newStagingBackend(t)
 		m := cacheModel(t, be, "dlrm", 64)
 		open := func() (formats.Reader, error) { opens[i]++; return data.reader(64), nil }
-		if _, err := m.TrainThroughput(open, 1, steps); err != nil {
+		res, err := m.TrainThroughput(open, 1, steps)
+		if err != nil {
 			t.Fatal(err)
+		}
+		// Steps 1–3 are the first pass, then a pass every 3 steps.
+		if w := res.Wait; w == nil || w.Turns != (steps-1)/3 || w.MaxMs < w.MeanMs || w.Long > steps {
+			t.Errorf("%d steps: the training goroutine's waits %+v, want %d pass turns", steps, res.Wait, (steps-1)/3)
 		}
 		allocs[i], stagings[i] = be.allocs.Load(), be.stagings.Load()
 	}

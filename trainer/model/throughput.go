@@ -18,6 +18,28 @@ type Throughput struct {
 	StepMillis    float64
 	LossFirst     float64 // loss after the first timed step
 	LossLast      float64 // loss after the last step
+	// Wait is how long the training goroutine waited for its batches
+	// through the input pipeline (nil for resident steps).
+	Wait *InputWait `json:",omitempty"`
+}
+
+// InputWait is the training goroutine's wait for the next batch in timed
+// steps through the pipeline (host time from one step's launch to the next
+// batch in hand; the device may still be busy with earlier steps then).
+type InputWait struct {
+	MeanMs float64 // per step
+	MaxMs  float64
+	// Long counts the waits of at least LongMs (1 ms: longer than the
+	// steps of small batches, whose device work the staging slots queue
+	// two or three steps ahead) and LongTotalMs sums them: the waits that
+	// can leave the device idle.
+	Long        int
+	LongMs      float64
+	LongTotalMs float64
+	// Turns counts the waits for a new pass's first batch, TurnMs their
+	// mean.
+	Turns  int
+	TurnMs float64
 }
 
 // TrainThroughput trains warmup steps, then times steps through the input
@@ -66,8 +88,9 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 		defer func() { m.prof = nil }()
 	}
 	var start, waitFrom time.Time
-	var wait, waitMax, waitTurn time.Duration
-	turns := 0
+	var wait, waitMax, waitTurn, waitLong time.Duration
+	turns, longs := 0, 0
+	const longAt = time.Millisecond
 	turned := false // the next batch is a new pass's first
 	full := false   // a full batch in this pass
 	for i := 0; i < warmup+steps; {
@@ -94,6 +117,10 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 				d := time.Since(waitFrom)
 				wait += d
 				waitMax = max(waitMax, d)
+				if d >= longAt {
+					longs++
+					waitLong += d
+				}
 				if turned {
 					waitTurn += d
 					turns++
@@ -133,8 +160,16 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 		}
 	}
 	res, err := m.finish(res, start, steps)
-	if err != nil || prof == nil {
+	if err != nil {
 		return res, nil, err
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	res.Wait = &InputWait{MeanMs: ms(wait) / float64(steps), MaxMs: ms(waitMax), Long: longs, LongMs: ms(longAt), LongTotalMs: ms(waitLong), Turns: turns}
+	if turns > 0 {
+		res.Wait.TurnMs = ms(waitTurn) / float64(turns)
+	}
+	if prof == nil {
+		return res, nil, nil
 	}
 	if err := prof.flush(); err != nil {
 		return res, nil, err
