@@ -3,14 +3,14 @@
 package atomicfile
 
 import (
-	"bufio"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ctrkit/ctrkit/internal/childtest"
 )
 
 // TestIsTempOf: only the random names this package makes count.
@@ -167,21 +167,7 @@ func TestKilledWriterCleanedUp(t *testing.T) {
 		os.Exit(4)
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledWriterCleanedUp$")
-	cmd.Env = append(os.Environ(), "ATOMICFILE_KILLED_CHILD="+dir)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "writing\n" {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("child: %q", line)
-	}
+	cmd, _ := childtest.Start(t, "TestKilledWriterCleanedUp", "writing", "ATOMICFILE_KILLED_CHILD="+dir)
 	temps := func() []string {
 		es, _ := os.ReadDir(dir)
 		var names []string

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ctrkit/ctrkit/formats"
+	"github.com/ctrkit/ctrkit/internal/childtest"
 	"github.com/ctrkit/ctrkit/trainer/graph"
 )
 
@@ -104,29 +104,14 @@ func TestSnapshotCrash(t *testing.T) {
 			sig = syscall.SIGINT
 		}
 		before := tempFiles(dir)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSnapshotCrash$")
-		cmd.Env = append(os.Environ(), crashEnv+"="+prefix)
+		env := []string{crashEnv + "=" + prefix}
 		if trial%4 >= 2 { // half the children resume, half rewrite the same iterations afresh
-			cmd.Env = append(cmd.Env, crashEnv+"_RESUME=1")
+			env = append(env, crashEnv+"_RESUME=1")
 		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		if line != "ready\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("trial %d: child said %q\n%s", trial, line, stderr.String())
-		}
+		cmd, stderr := childtest.Start(t, "TestSnapshotCrash", "ready", env...)
 		time.Sleep(time.Duration(rng.IntN(60_000)) * time.Microsecond) // a random moment of training and saving
 		cmd.Process.Signal(sig)
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if sig == syscall.SIGINT {
 			if err != nil {
 				t.Errorf("trial %d: SIGINT: %v\n%s", trial, err, stderr.String())
