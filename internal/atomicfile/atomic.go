@@ -74,10 +74,12 @@ func (f *File) WriteAt(p []byte, off int64) (int, error) {
 // in the same directory), creating the directory if needed. Commit syncs it
 // to disk, renames it to final and syncs the directory.
 func Create(final string) (*File, error) {
-	return createTemp(final, osOpen, true)
+	return createTemp(final, osOpen, true, removeStale)
 }
 
-func createTemp(final string, open OpenFunc, sync bool) (*File, error) {
+// createTemp creates final's temporary file after removing the killed
+// runs' ones (stale).
+func createTemp(final string, open OpenFunc, sync bool, stale func(string) []string) (*File, error) {
 	dir := filepath.Dir(final)
 	if st, err := os.Stat(final); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("output %s is a directory", final)
@@ -85,7 +87,7 @@ func createTemp(final string, open OpenFunc, sync bool) (*File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", final, unwrapPath(err))
 	}
-	removeStale(final) // a killed run's
+	stale(final)
 	for range 100 {
 		tmp := filepath.Join(dir, "."+filepath.Base(final)+".tmp-"+randomSuffix())
 		f, err := open(tmp)

@@ -59,8 +59,9 @@ type Stage struct {
 	merge   bool            // root exists without a dataset: move the new entries into it on Commit
 	owned   map[string]bool // root's top-level entries at NewStage (replace): the dataset Commit removes
 	o       StageOptions
-	lock    *os.File // holds tmp's flock (stale.go)
-	prev    *os.File // holds the flock of the dataset being replaced until it is removed
+	lock    *os.File  // holds tmp's flock (stale.go)
+	prev    *os.File  // holds the flock of the dataset being replaced until it is removed
+	killed  staleScan // the killed runs' temporaries of its files (file mode)
 
 	mu     sync.Mutex // guards the fields below
 	files  []*File    // every file created, in order
@@ -266,11 +267,11 @@ func (s *Stage) CreateFile(final string) (*File, error) {
 			}
 		}
 		var err error
-		if f, err = createTemp(final, s.o.Open, !s.o.NoSync); err != nil {
+		if f, err = createTemp(final, s.o.Open, !s.o.NoSync, s.killed.remove); err != nil {
 			return nil, err
 		}
 	}
-	f.commit = func(*File) error { return nil }
+	f.commit = func(f *File) error { f.unlock(); return nil } // complete: renamed on the Stage's Commit
 	s.mu.Lock()
 	s.files = append(s.files, f)
 	s.mu.Unlock()

@@ -13,20 +13,22 @@ import (
 	"github.com/ctrkit/ctrkit/internal/childtest"
 )
 
-// TestIsTempOf: only the random names this package makes count.
-func TestIsTempOf(t *testing.T) {
-	for name, want := range map[string]bool{
-		".out.tmp-123456789":              true,  // MkdirTemp's
-		".out.tmp-0a1b2c3d4e5f":           true,  // randomSuffix's
-		".out.tmp-123.old":                false, // a previous dataset moved aside
-		".out.tmp-notes":                  false,
-		".out.tmp-":                       false,
-		".other.tmp-123":                  false,
-		".out.tmp-1234567890123456789012": false,
-		"out.tmp-123":                     false,
+// TestTempFinal: only the random names this package makes count.
+func TestTempFinal(t *testing.T) {
+	for name, want := range map[string]string{
+		".out.tmp-123456789":              "out",       // MkdirTemp's
+		".train.bin.tmp-0a1b2c3d4e5f":     "train.bin", // randomSuffix's
+		".a.tmp-b.tmp-12":                 "a.tmp-b",
+		".out.tmp-123.old":                "", // a previous dataset moved aside
+		".out.tmp-notes":                  "",
+		".out.tmp-":                       "",
+		".out.tmp-1234567890123456789012": "",
+		"out.tmp-123":                     "",
+		"..tmp-12":                        "",
 	} {
-		if got := isTempOf(name, "out"); got != want {
-			t.Errorf("isTempOf(%q, out) = %v, want %v", name, got, want)
+		got, ok := tempFinal(name)
+		if got != want || ok != (want != "") {
+			t.Errorf("tempFinal(%q) = %q, %v; want %q", name, got, ok, want)
 		}
 	}
 }
@@ -207,5 +209,47 @@ func TestKilledWriterCleanedUp(t *testing.T) {
 	}
 	if n := temps(); len(n) != 0 {
 		t.Errorf("after the killed run, the next run left %s", strings.Join(n, ", "))
+	}
+}
+
+// TestStageFilesUnlockWhenComplete: a file-mode Stage holds a file's lock
+// only while the file is written (a Stage of many files does not hold a
+// lock each), lists a directory once for its killed runs' temporaries and
+// removes them.
+func TestStageFilesUnlockWhenComplete(t *testing.T) {
+	dir := t.TempDir()
+	dead := filepath.Join(dir, ".b.bin.tmp-1234abcd")
+	if err := os.WriteFile(dead, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aged(t, dead)
+	s := NewFileStage(StageOptions{})
+	a, err := s.CreateFile(filepath.Join(dir, "a.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.lock == nil {
+		t.Fatal("a file being written holds no lock")
+	}
+	if err := writeAll(a, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	if a.lock != nil {
+		t.Error("a complete file still holds its lock")
+	}
+	if _, err := os.Stat(dead); err != nil {
+		t.Fatalf("b.bin's temporary went before b.bin was written: %v", err)
+	}
+	if err := s.WriteFile(filepath.Join(dir, "b.bin"), []byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); err == nil {
+		t.Errorf("%s (unlocked, an hour old) is still there", dead)
+	}
+	if err := s.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := readDir(t, dir); got != "a.bin=a b.bin=b" {
+		t.Errorf("the directory holds %q", got)
 	}
 }
