@@ -79,7 +79,7 @@ func Create(final string) (*File, error) {
 
 // createTemp creates final's temporary file after removing the killed
 // runs' ones (stale).
-func createTemp(final string, open OpenFunc, sync bool, stale func(string) []string) (*File, error) {
+func createTemp(final string, open OpenFunc, sync bool, stale func(string)) (*File, error) {
 	dir := filepath.Dir(final)
 	if st, err := os.Stat(final); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("output %s is a directory", final)

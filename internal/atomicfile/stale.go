@@ -65,10 +65,9 @@ func tempsIn(dir string) map[string][]string {
 }
 
 // removeTemps removes those of dir's temporary names that no live process
-// holds and that are older than staleAge; it returns their paths. Errors
-// are ignored: what cannot be removed stays as it was.
-func removeTemps(dir string, names []string) []string {
-	var removed []string
+// holds and that are older than staleAge. Errors are ignored: what cannot
+// be removed stays as it was.
+func removeTemps(dir string, names []string) {
 	for _, n := range names {
 		p := filepath.Join(dir, n)
 		info, err := os.Lstat(p)
@@ -79,13 +78,9 @@ func removeTemps(dir string, names []string) []string {
 		if lock == nil {
 			continue // a live writer's (or locks do not work here)
 		}
-		err = os.RemoveAll(p)
+		os.RemoveAll(p)
 		lock.Close()
-		if err == nil {
-			removed = append(removed, p)
-		}
 	}
-	return removed
 }
 
 // splitFinal is filepath.Split with "." for no directory.
@@ -98,9 +93,9 @@ func splitFinal(final string) (dir, base string) {
 }
 
 // removeStale removes the killed runs' temporary outputs of final (a path).
-func removeStale(final string) []string {
+func removeStale(final string) {
 	dir, base := splitFinal(final)
-	return removeTemps(dir, tempsIn(dir)[base])
+	removeTemps(dir, tempsIn(dir)[base])
 }
 
 // staleScan is removeStale for the many files of one Stage: each directory
@@ -110,7 +105,7 @@ type staleScan struct {
 	dirs map[string]map[string][]string
 }
 
-func (sc *staleScan) remove(final string) []string {
+func (sc *staleScan) remove(final string) {
 	dir, base := splitFinal(final)
 	sc.mu.Lock()
 	if sc.dirs == nil {
@@ -124,5 +119,5 @@ func (sc *staleScan) remove(final string) []string {
 	names := m[base]
 	delete(m, base)
 	sc.mu.Unlock()
-	return removeTemps(dir, names)
+	removeTemps(dir, names)
 }

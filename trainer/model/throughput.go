@@ -176,7 +176,8 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	}
 	pr := prof.profile(m, res.Elapsed)
 	ps := pf.Stats()
-	pp := &PipelineProfile{WaitMs: float64(wait) / 1e6 / float64(steps), WaitMaxMs: float64(waitMax) / 1e6, Batches: ps.Batches, Staged: pf.Staging()}
+	w := res.Wait
+	pp := &PipelineProfile{WaitMs: w.MeanMs, WaitMaxMs: w.MaxMs, Turns: w.Turns, TurnWaitMs: w.TurnMs, Batches: ps.Batches, Staged: pf.Staging()}
 	if ps.Batches > 0 {
 		nb := float64(ps.Batches)
 		pp.ReadMs = float64(ps.Read) / 1e6 / nb
@@ -188,9 +189,6 @@ func (m *Model) pipelineRun(open func() (formats.Reader, error), warmup, steps i
 	}
 	if ps.Copies > 0 {
 		pp.CopyMs = ps.CopyMillis / float64(ps.Copies)
-	}
-	if turns > 0 {
-		pp.Turns, pp.TurnWaitMs = turns, float64(waitTurn)/1e6/float64(turns)
 	}
 	if ps.Turns > 0 {
 		pp.TurnMs = float64(ps.Turn) / 1e6 / float64(ps.Turns)
